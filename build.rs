@@ -1,0 +1,127 @@
+//! Build script: compiles the c10d shim (`csrc/`) against the same libtorch that `torch-sys`
+//! found, links it to `torch_cpu`/`c10` (plus `torch_cuda`/`c10_cuda` with the `cuda` feature),
+//! and gives this package's binaries an rpath to the libtorch directory so that they run
+//! without `LD_LIBRARY_PATH`.
+use std::env;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn main() {
+    println!("cargo:rerun-if-changed=csrc/c10d_shim.cpp");
+    println!("cargo:rerun-if-changed=csrc/c10d_shim.h");
+    for var in ["LIBTORCH_USE_PYTORCH", "LIBTORCH_CXX11_ABI", "GLOO_INCLUDE_DIR", "VIRTUAL_ENV"] {
+        println!("cargo:rerun-if-env-changed={var}");
+    }
+
+    // torch-sys declares `links = "tch"` and prints `cargo:libtorch_lib=DIR`.
+    let lib_dir = PathBuf::from(env::var("DEP_TCH_LIBTORCH_LIB").unwrap_or_else(|_| {
+        fail("torch-sys did not report a libtorch directory; run `make setup` (scripts/setup.sh)")
+    }));
+    // Resolve links (.venv/libtorch -> site-packages/torch) so that siblings such as
+    // site-packages/nvidia are found.
+    let real_lib_dir = std::fs::canonicalize(&lib_dir).unwrap_or_else(|_| lib_dir.clone());
+    let torch_root = real_lib_dir.parent().map(Path::to_path_buf).unwrap_or_else(|| real_lib_dir.clone());
+    let include = torch_root.join("include");
+    if !include.join("torch/csrc/distributed/c10d/ProcessGroupGloo.hpp").exists() {
+        fail(&format!(
+            "libtorch at {} has no c10d headers; use the PyPI torch==2.13.0 wheel (`make setup`)",
+            torch_root.display()
+        ));
+    }
+    let gloo_include = env::var("GLOO_INCLUDE_DIR").map(PathBuf::from).unwrap_or_else(|_| "/usr/include".into());
+    if !gloo_include.join("gloo/config.h").exists() {
+        fail(&format!(
+            "Gloo headers not found under {} (install Debian's libgloo-dev; `make setup` does it)",
+            gloo_include.display()
+        ));
+    }
+
+    let mut build = cc::Build::new();
+    build
+        .cpp(true)
+        .pic(true)
+        .warnings(false)
+        .opt_level(2)
+        .std("c++20")
+        .define("USE_C10D_GLOO", None)
+        .define("_GLIBCXX_USE_CXX11_ABI", cxx11_abi().as_str())
+        .define("GLOG_USE_GLOG_EXPORT", None)
+        .include(&include)
+        .include(include.join("torch/csrc/api/include"))
+        .include(&gloo_include)
+        .file("csrc/c10d_shim.cpp");
+
+    let cuda = env::var_os("CARGO_FEATURE_CUDA").is_some();
+    if cuda {
+        build.define("USE_C10D_NCCL", None).define("USE_CUDA", None);
+        for dir in cuda_include_dirs(&torch_root) {
+            build.include(dir);
+        }
+    }
+    build.compile("trainbook_c10d");
+
+    println!("cargo:rustc-link-search=native={}", lib_dir.display());
+    if cuda {
+        // The shim's NCCL code references libtorch_cuda, so the linker keeps it (also in crates
+        // that depend on trainbook); loading it is what registers CUDA with libtorch.
+        println!("cargo:rustc-link-lib=dylib=torch_cuda");
+        println!("cargo:rustc-link-lib=dylib=c10_cuda");
+    }
+    println!("cargo:rustc-link-lib=dylib=torch_cpu");
+    println!("cargo:rustc-link-lib=dylib=c10");
+    println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib_dir.display());
+    println!("cargo:rustc-env=TRAINBOOK_LIBTORCH_LIB={}", lib_dir.display());
+}
+
+fn fail(msg: &str) -> ! {
+    eprintln!("error: {msg}");
+    panic!("{msg}");
+}
+
+/// The C++ ABI libtorch was built with: asked from Python like torch-sys does when
+/// `LIBTORCH_USE_PYTORCH` is set, otherwise `LIBTORCH_CXX11_ABI` (default 1, as torch-sys).
+fn cxx11_abi() -> String {
+    if let Ok(abi) = env::var("LIBTORCH_CXX11_ABI") {
+        return abi;
+    }
+    if env::var_os("LIBTORCH_USE_PYTORCH").is_some() {
+        let python = if env::var_os("VIRTUAL_ENV").is_some() { "python" } else { "python3" };
+        let out = Command::new(python)
+            .args(["-c", "import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))"])
+            .output();
+        if let Ok(out) = out {
+            let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            if text == "0" || text == "1" {
+                return text;
+            }
+        }
+        fail("could not ask Python for torch._C._GLIBCXX_USE_CXX11_ABI");
+    }
+    "1".to_string()
+}
+
+/// Include directories for NCCL and the CUDA runtime headers, taken from the pip `nvidia-*`
+/// packages beside torch in site-packages (nvidia-nccl-cu13, cuda-toolkit[nvcc,cccl]).
+fn cuda_include_dirs(torch_root: &Path) -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    let nvidia = torch_root.parent().map(|p| p.join("nvidia")).unwrap_or_default();
+    let wanted = ["nccl.h", "cuda_runtime_api.h"];
+    for header in wanted {
+        let found = std::fs::read_dir(&nvidia)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|entry| entry.path().join("include"))
+            .find(|inc| inc.join(header).exists());
+        match found {
+            Some(dir) if !dirs.contains(&dir) => dirs.push(dir),
+            Some(_) => {}
+            None => fail(&format!(
+                "feature `cuda`: {header} not found under {} (pip cuda-toolkit[nvcc,cccl]==13.0.3 and \
+                 nvidia-nccl; `make setup` installs them)",
+                nvidia.display()
+            )),
+        }
+    }
+    dirs
+}

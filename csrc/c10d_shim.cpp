@@ -1,0 +1,203 @@
+// c10d_shim.cpp: implementation of c10d_shim.h on top of PyTorch's c10d classes.
+// Built by build.rs with -DUSE_C10D_GLOO (and -DUSE_C10D_NCCL under the `cuda` feature).
+#include "c10d_shim.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/version.h>
+#ifdef USE_C10D_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+struct tb_store {
+  c10::intrusive_ptr<c10d::Store> store;
+};
+struct tb_pg {
+  c10::intrusive_ptr<c10d::Backend> backend;
+};
+struct tb_work {
+  c10::intrusive_ptr<c10d::Work> work;
+};
+
+namespace {
+
+char* dup_message(const std::string& msg) {
+  char* out = static_cast<char*>(std::malloc(msg.size() + 1));
+  if (out != nullptr) std::memcpy(out, msg.c_str(), msg.size() + 1);
+  return out;
+}
+
+// Runs `body`, turning any C++ exception into an error string (never lets one escape to Rust).
+template <class F>
+char* guarded(F&& body) {
+  try {
+    body();
+    return nullptr;
+  } catch (const c10::Error& e) {
+    return dup_message(e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    return dup_message(e.what());
+  } catch (...) {
+    return dup_message("unknown C++ exception in c10d");
+  }
+}
+
+const at::Tensor& tensor_ref(const tb_tensor* t) { return *static_cast<const at::Tensor*>(t); }
+
+char* null_arg(const char* what) { return dup_message(std::string("null argument: ") + what); }
+
+}  // namespace
+
+extern "C" {
+
+void tb_string_free(char* s) { std::free(s); }
+void tb_bytes_free(uint8_t* b) { std::free(b); }
+
+const char* tb_torch_version(void) { return TORCH_VERSION; }
+
+int tb_has_nccl(void) {
+#ifdef USE_C10D_NCCL
+  return 1;
+#else
+  return 0;
+#endif
+}
+
+char* tb_tcp_store_new(const char* host, uint16_t port, int is_server, int64_t num_workers,
+                       int wait_workers, int64_t timeout_ms, tb_store** out) {
+  if (host == nullptr || out == nullptr) return null_arg("host/out");
+  return guarded([&] {
+    c10d::TCPStoreOptions opts;
+    opts.port = port;
+    opts.isServer = is_server != 0;
+    if (num_workers >= 0) opts.numWorkers = static_cast<size_t>(num_workers);
+    opts.waitWorkers = wait_workers != 0;
+    opts.timeout = std::chrono::milliseconds(timeout_ms);
+    auto store = c10::make_intrusive<c10d::TCPStore>(std::string(host), opts);
+    *out = new tb_store{store};
+  });
+}
+
+char* tb_prefix_store_new(const char* prefix, const tb_store* base, tb_store** out) {
+  if (prefix == nullptr || base == nullptr || out == nullptr) return null_arg("prefix/base/out");
+  return guarded([&] {
+    auto store = c10::make_intrusive<c10d::PrefixStore>(std::string(prefix), base->store);
+    *out = new tb_store{store};
+  });
+}
+
+char* tb_store_set(tb_store* s, const char* key, const uint8_t* value, size_t len) {
+  if (s == nullptr || key == nullptr || (value == nullptr && len > 0)) return null_arg("store/key/value");
+  return guarded([&] { s->store->set(std::string(key), std::vector<uint8_t>(value, value + len)); });
+}
+
+char* tb_store_get(tb_store* s, const char* key, uint8_t** value, size_t* len) {
+  if (s == nullptr || key == nullptr || value == nullptr || len == nullptr) return null_arg("store/key/value/len");
+  return guarded([&] {
+    std::vector<uint8_t> bytes = s->store->get(std::string(key));
+    auto* buf = static_cast<uint8_t*>(std::malloc(bytes.empty() ? 1 : bytes.size()));
+    if (buf == nullptr) throw std::bad_alloc();
+    if (!bytes.empty()) std::memcpy(buf, bytes.data(), bytes.size());
+    *value = buf;
+    *len = bytes.size();
+  });
+}
+
+char* tb_store_add(tb_store* s, const char* key, int64_t delta, int64_t* out) {
+  if (s == nullptr || key == nullptr || out == nullptr) return null_arg("store/key/out");
+  return guarded([&] { *out = s->store->add(std::string(key), delta); });
+}
+
+void tb_store_free(tb_store* s) { delete s; }
+
+char* tb_pg_new(const tb_store* store, int backend, int rank, int size, int64_t timeout_ms,
+                tb_pg** out) {
+  if (store == nullptr || out == nullptr) return null_arg("store/out");
+  return guarded([&] {
+    auto timeout = std::chrono::milliseconds(timeout_ms);
+    if (backend == TB_BACKEND_GLOO) {
+      auto opts = c10d::ProcessGroupGloo::Options::create_default(timeout);
+      auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store->store, rank, size, opts);
+      *out = new tb_pg{pg};
+    } else if (backend == TB_BACKEND_NCCL) {
+#ifdef USE_C10D_NCCL
+      auto opts = c10d::ProcessGroupNCCL::Options::create();
+      opts->timeout = timeout;
+      auto pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(store->store, rank, size, opts);
+      *out = new tb_pg{pg};
+#else
+      throw std::runtime_error(
+          "NCCL backend requested, but trainbook was built without the `cuda` feature");
+#endif
+    } else {
+      throw std::invalid_argument("unknown backend id " + std::to_string(backend));
+    }
+  });
+}
+
+void tb_pg_free(tb_pg* pg) { delete pg; }
+
+char* tb_pg_allreduce_sum(tb_pg* pg, const tb_tensor* tensor, tb_work** out) {
+  if (pg == nullptr || tensor == nullptr || out == nullptr) return null_arg("pg/tensor/out");
+  return guarded([&] {
+    std::vector<at::Tensor> tensors{tensor_ref(tensor)};
+    c10d::AllreduceOptions opts;
+    opts.reduceOp = c10d::ReduceOp::SUM;
+    *out = new tb_work{pg->backend->allreduce(tensors, opts)};
+  });
+}
+
+char* tb_pg_broadcast(tb_pg* pg, const tb_tensor* tensor, int root, tb_work** out) {
+  if (pg == nullptr || tensor == nullptr || out == nullptr) return null_arg("pg/tensor/out");
+  return guarded([&] {
+    std::vector<at::Tensor> tensors{tensor_ref(tensor)};
+    c10d::BroadcastOptions opts;
+    opts.rootRank = root;
+    opts.rootTensor = 0;
+    *out = new tb_work{pg->backend->broadcast(tensors, opts)};
+  });
+}
+
+char* tb_pg_all_gather(tb_pg* pg, const tb_tensor* input, const tb_tensor* const* outputs, size_t n,
+                       tb_work** out) {
+  if (pg == nullptr || input == nullptr || outputs == nullptr || out == nullptr)
+    return null_arg("pg/input/outputs/out");
+  return guarded([&] {
+    std::vector<at::Tensor> inputs{tensor_ref(input)};
+    std::vector<std::vector<at::Tensor>> gathered(1);
+    gathered[0].reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+      if (outputs[i] == nullptr) throw std::invalid_argument("null output tensor");
+      gathered[0].push_back(tensor_ref(outputs[i]));
+    }
+    *out = new tb_work{pg->backend->allgather(gathered, inputs, c10d::AllgatherOptions())};
+  });
+}
+
+char* tb_pg_barrier(tb_pg* pg, tb_work** out) {
+  if (pg == nullptr || out == nullptr) return null_arg("pg/out");
+  return guarded([&] { *out = new tb_work{pg->backend->barrier(c10d::BarrierOptions())}; });
+}
+
+char* tb_work_wait(tb_work* w, int64_t timeout_ms) {
+  if (w == nullptr) return null_arg("work");
+  return guarded([&] {
+    if (timeout_ms > 0) {
+      w->work->wait(std::chrono::milliseconds(timeout_ms));
+    } else {
+      w->work->wait();
+    }
+  });
+}
+
+void tb_work_free(tb_work* w) { delete w; }
+
+}  // extern "C"

@@ -1,0 +1,60 @@
+// c10d_shim.h: a small C API over PyTorch's own c10d (TCPStore, PrefixStore, ProcessGroupGloo,
+// ProcessGroupNCCL) for trainbook's Rust side (src/dist/ffi.rs mirrors these declarations).
+//
+// Conventions:
+// - Every function that can fail returns NULL on success or a malloc'ed, NUL-terminated error
+//   message that the caller releases with tb_string_free. No C++ exception ever crosses this API.
+// - Tensors are passed as the `at::Tensor*` that tch-rs hands out (`Tensor::as_ptr()`).
+// - Collective operations are asynchronous: they return a tb_work to wait on.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tb_store tb_store;
+typedef struct tb_pg tb_pg;
+typedef struct tb_work tb_work;
+typedef void tb_tensor;  // an at::Tensor, as owned by tch-rs
+
+enum tb_backend { TB_BACKEND_GLOO = 0, TB_BACKEND_NCCL = 1 };
+
+void tb_string_free(char* s);
+void tb_bytes_free(uint8_t* b);
+
+// Version of the libtorch the shim was compiled against (TORCH_VERSION, e.g. "2.13.0").
+const char* tb_torch_version(void);
+// 1 when the shim was built with the NCCL process group (cargo feature `cuda`).
+int tb_has_nccl(void);
+
+// TCPStore: `is_server` hosts the store in this process; `num_workers` < 0 means unknown.
+char* tb_tcp_store_new(const char* host, uint16_t port, int is_server, int64_t num_workers,
+                       int wait_workers, int64_t timeout_ms, tb_store** out);
+// A view of `base` in which every key is prefixed with `prefix`.
+char* tb_prefix_store_new(const char* prefix, const tb_store* base, tb_store** out);
+char* tb_store_set(tb_store* s, const char* key, const uint8_t* value, size_t len);
+// Blocks until `key` exists (up to the store's timeout). *value is freed with tb_bytes_free.
+char* tb_store_get(tb_store* s, const char* key, uint8_t** value, size_t* len);
+char* tb_store_add(tb_store* s, const char* key, int64_t delta, int64_t* out);
+void tb_store_free(tb_store* s);
+
+char* tb_pg_new(const tb_store* store, int backend, int rank, int size, int64_t timeout_ms,
+                tb_pg** out);
+void tb_pg_free(tb_pg* pg);
+
+char* tb_pg_allreduce_sum(tb_pg* pg, const tb_tensor* tensor, tb_work** out);
+char* tb_pg_broadcast(tb_pg* pg, const tb_tensor* tensor, int root, tb_work** out);
+// Gathers `input` from every rank into outputs[0..n) (n must equal the group size).
+char* tb_pg_all_gather(tb_pg* pg, const tb_tensor* input, const tb_tensor* const* outputs, size_t n,
+                       tb_work** out);
+char* tb_pg_barrier(tb_pg* pg, tb_work** out);
+
+// Waits for completion; timeout_ms <= 0 waits up to the process group's own timeout.
+char* tb_work_wait(tb_work* w, int64_t timeout_ms);
+void tb_work_free(tb_work* w);
+
+#ifdef __cplusplus
+}
+#endif

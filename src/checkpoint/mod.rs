@@ -1,0 +1,3 @@
+//! Atomic, checksummed checkpoints (safetensors + JSON manifest) and exact resume.
+//!
+//! Filled by the checkpoint issue; nothing here yet.

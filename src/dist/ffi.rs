@@ -1,0 +1,77 @@
+//! Raw declarations of the C API in `csrc/c10d_shim.h` (compiled by `build.rs`).
+//! Only `dist::store` and `dist::process_group` call these; everything else uses the safe types.
+use std::os::raw::{c_char, c_int, c_void};
+
+#[repr(C)]
+pub struct TbStore {
+    _private: [u8; 0],
+}
+#[repr(C)]
+pub struct TbPg {
+    _private: [u8; 0],
+}
+#[repr(C)]
+pub struct TbWork {
+    _private: [u8; 0],
+}
+
+pub const BACKEND_GLOO: c_int = 0;
+pub const BACKEND_NCCL: c_int = 1;
+
+extern "C" {
+    pub fn tb_string_free(s: *mut c_char);
+    pub fn tb_bytes_free(b: *mut u8);
+    pub fn tb_torch_version() -> *const c_char;
+    pub fn tb_has_nccl() -> c_int;
+
+    pub fn tb_tcp_store_new(
+        host: *const c_char,
+        port: u16,
+        is_server: c_int,
+        num_workers: i64,
+        wait_workers: c_int,
+        timeout_ms: i64,
+        out: *mut *mut TbStore,
+    ) -> *mut c_char;
+    pub fn tb_prefix_store_new(prefix: *const c_char, base: *const TbStore, out: *mut *mut TbStore) -> *mut c_char;
+    pub fn tb_store_set(s: *mut TbStore, key: *const c_char, value: *const u8, len: usize) -> *mut c_char;
+    pub fn tb_store_get(s: *mut TbStore, key: *const c_char, value: *mut *mut u8, len: *mut usize) -> *mut c_char;
+    pub fn tb_store_add(s: *mut TbStore, key: *const c_char, delta: i64, out: *mut i64) -> *mut c_char;
+    pub fn tb_store_free(s: *mut TbStore);
+
+    pub fn tb_pg_new(
+        store: *const TbStore,
+        backend: c_int,
+        rank: c_int,
+        size: c_int,
+        timeout_ms: i64,
+        out: *mut *mut TbPg,
+    ) -> *mut c_char;
+    pub fn tb_pg_free(pg: *mut TbPg);
+    pub fn tb_pg_allreduce_sum(pg: *mut TbPg, tensor: *const c_void, out: *mut *mut TbWork) -> *mut c_char;
+    pub fn tb_pg_broadcast(pg: *mut TbPg, tensor: *const c_void, root: c_int, out: *mut *mut TbWork) -> *mut c_char;
+    pub fn tb_pg_all_gather(
+        pg: *mut TbPg,
+        input: *const c_void,
+        outputs: *const *const c_void,
+        n: usize,
+        out: *mut *mut TbWork,
+    ) -> *mut c_char;
+    pub fn tb_pg_barrier(pg: *mut TbPg, out: *mut *mut TbWork) -> *mut c_char;
+    pub fn tb_work_wait(w: *mut TbWork, timeout_ms: i64) -> *mut c_char;
+    pub fn tb_work_free(w: *mut TbWork);
+}
+
+/// Turns the shim's error convention (NULL = success, else an owned message) into a `Result`.
+pub fn check(op: &str, err: *mut c_char) -> crate::Result<()> {
+    if err.is_null() {
+        return Ok(());
+    }
+    // SAFETY: a non-null return is a NUL-terminated string malloc'ed by the shim; we free it once.
+    let message = unsafe {
+        let text = std::ffi::CStr::from_ptr(err).to_string_lossy().into_owned();
+        tb_string_free(err);
+        text
+    };
+    Err(crate::Error::Dist { op: op.to_string(), message })
+}

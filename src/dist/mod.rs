@@ -1,0 +1,29 @@
+//! Distributed training over PyTorch's own c10d: the launcher's environment, TCPStore, and
+//! Gloo/NCCL process groups with their collectives, reached through the C++ shim in `csrc/`.
+mod env;
+mod ffi;
+mod process_group;
+mod store;
+
+use std::time::Duration;
+
+pub use env::LaunchEnv;
+pub use process_group::{Backend, ProcessGroup, Work};
+pub use store::Store;
+
+use crate::Result;
+
+/// Version of the libtorch the c10d shim was compiled against (e.g. "2.13.0").
+pub fn torch_version() -> &'static str {
+    // SAFETY: returns a pointer to a static NUL-terminated string inside the shim.
+    unsafe { std::ffi::CStr::from_ptr(ffi::tb_torch_version()) }.to_str().unwrap_or("unknown")
+}
+
+/// Joins the process group described by `env`: connects to (or hosts) the TCPStore at
+/// MASTER_ADDR:MASTER_PORT, scopes keys to this restart attempt, and creates the group.
+/// Every wait is bounded by `timeout`; a missing peer is an error naming what was awaited.
+pub fn connect(env: &LaunchEnv, backend: Backend, timeout: Duration) -> Result<ProcessGroup> {
+    let base = Store::tcp(&env.master_addr, env.master_port, env.hosts_store(), Some(env.world_size), timeout)?;
+    let store = base.with_prefix(&env.store_prefix())?;
+    ProcessGroup::new(store, backend, env.rank, env.world_size, timeout)
+}

@@ -1,0 +1,191 @@
+//! A c10d process group (Gloo for CPU tensors, NCCL for CUDA tensors) and its collectives:
+//! all-reduce (sum), broadcast, all-gather and barrier on tch tensors.
+use std::os::raw::c_void;
+use std::str::FromStr;
+use std::time::Duration;
+
+use tch::Tensor;
+
+use super::ffi;
+use super::store::{duration_ms, Store};
+use crate::{Error, Result};
+
+/// The communication library behind a process group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// Gloo: CPU tensors, works everywhere.
+    Gloo,
+    /// NCCL: CUDA tensors; needs the `cuda` cargo feature and a GPU.
+    Nccl,
+}
+
+impl Backend {
+    /// Whether this build of trainbook can create a group of this backend.
+    pub fn is_available(self) -> bool {
+        match self {
+            Backend::Gloo => true,
+            // SAFETY: a plain query without arguments.
+            Backend::Nccl => unsafe { ffi::tb_has_nccl() != 0 },
+        }
+    }
+}
+
+impl FromStr for Backend {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Backend> {
+        match s.to_ascii_lowercase().as_str() {
+            "gloo" => Ok(Backend::Gloo),
+            "nccl" => Ok(Backend::Nccl),
+            other => Err(Error::InvalidArgument(format!("unknown backend {other:?} (expected gloo or nccl)"))),
+        }
+    }
+}
+
+impl std::fmt::Display for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Backend::Gloo => "gloo",
+            Backend::Nccl => "nccl",
+        })
+    }
+}
+
+/// A group of `size` ranks that run collectives together. Create one per process.
+pub struct ProcessGroup {
+    raw: *mut ffi::TbPg,
+    rank: usize,
+    size: usize,
+    backend: Backend,
+    timeout: Duration,
+    // The group keeps using its store (e.g. for NCCL unique ids); keep it alive as long.
+    _store: Store,
+}
+
+// SAFETY: c10d backends accept collectives from any thread; the handle is freed only in Drop.
+unsafe impl Send for ProcessGroup {}
+unsafe impl Sync for ProcessGroup {}
+
+/// An in-flight collective. Wait on it before reading the tensors it writes.
+#[must_use = "a collective's result is only valid after wait()"]
+pub struct Work {
+    raw: *mut ffi::TbWork,
+    op: &'static str,
+    // Keeps the tensors the collective reads and writes alive until it completes.
+    _tensors: Vec<Tensor>,
+}
+
+// SAFETY: c10d Work objects may be waited on from any thread.
+unsafe impl Send for Work {}
+
+impl Work {
+    /// Blocks until the collective finished; errors name the operation (e.g. a peer that died).
+    pub fn wait(self) -> Result<()> {
+        // SAFETY: `raw` is a live work handle; it is freed by Drop after this returns.
+        let err = unsafe { ffi::tb_work_wait(self.raw, 0) };
+        ffi::check(self.op, err)
+    }
+}
+
+impl Drop for Work {
+    fn drop(&mut self) {
+        // SAFETY: freed exactly once; c10d keeps the operation alive internally if still running.
+        unsafe { ffi::tb_work_free(self.raw) }
+    }
+}
+
+impl ProcessGroup {
+    /// Creates the group; blocks until all `size` ranks joined through `store` (or `timeout`).
+    pub fn new(store: Store, backend: Backend, rank: usize, size: usize, timeout: Duration) -> Result<ProcessGroup> {
+        if rank >= size {
+            return Err(Error::InvalidArgument(format!("rank {rank} is not below world size {size}")));
+        }
+        let id = match backend {
+            Backend::Gloo => ffi::BACKEND_GLOO,
+            Backend::Nccl => ffi::BACKEND_NCCL,
+        };
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: the store handle is live; on success `raw` is an owned process-group handle.
+        let err = unsafe { ffi::tb_pg_new(store.raw(), id, rank as i32, size as i32, duration_ms(timeout), &mut raw) };
+        ffi::check(&format!("create {backend} process group (rank {rank} of {size}) via {}", store.description()), err)?;
+        Ok(ProcessGroup { raw, rank, size, backend, timeout, _store: store })
+    }
+
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+    pub fn size(&self) -> usize {
+        self.size
+    }
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    fn start(&self, op: &'static str, tensors: Vec<Tensor>, call: impl FnOnce(*mut *mut ffi::TbWork) -> *mut std::os::raw::c_char) -> Result<Work> {
+        let mut raw = std::ptr::null_mut();
+        ffi::check(op, call(&mut raw))?;
+        Ok(Work { raw, op, _tensors: tensors })
+    }
+
+    /// Starts an in-place sum of `tensor` over all ranks.
+    pub fn all_reduce_sum_async(&self, tensor: &Tensor) -> Result<Work> {
+        let keep = tensor.shallow_clone();
+        // SAFETY: the tensor pointer is valid while `keep` lives, which the Work owns.
+        self.start("allreduce", vec![keep], |out| unsafe { ffi::tb_pg_allreduce_sum(self.raw, tensor.as_ptr() as *const c_void, out) })
+    }
+
+    /// In-place sum of `tensor` over all ranks.
+    pub fn all_reduce_sum(&self, tensor: &Tensor) -> Result<()> {
+        self.all_reduce_sum_async(tensor)?.wait()
+    }
+
+    /// Starts overwriting `tensor` on every rank with `root`'s copy.
+    pub fn broadcast_async(&self, tensor: &Tensor, root: usize) -> Result<Work> {
+        self.check_rank(root)?;
+        let keep = tensor.shallow_clone();
+        // SAFETY: as in all_reduce_sum_async.
+        self.start("broadcast", vec![keep], |out| unsafe { ffi::tb_pg_broadcast(self.raw, tensor.as_ptr() as *const c_void, root as i32, out) })
+    }
+
+    /// Overwrites `tensor` on every rank with `root`'s copy.
+    pub fn broadcast(&self, tensor: &Tensor, root: usize) -> Result<()> {
+        self.broadcast_async(tensor, root)?.wait()
+    }
+
+    /// Returns every rank's `tensor`, in rank order (same shape and kind on all ranks).
+    pub fn all_gather(&self, tensor: &Tensor) -> Result<Vec<Tensor>> {
+        let outputs: Vec<Tensor> = (0..self.size).map(|_| tensor.empty_like()).collect();
+        let ptrs: Vec<*const c_void> = outputs.iter().map(|t| t.as_ptr() as *const c_void).collect();
+        let mut keep: Vec<Tensor> = outputs.iter().map(Tensor::shallow_clone).collect();
+        keep.push(tensor.shallow_clone());
+        // SAFETY: every pointer refers to a tensor kept alive by `keep` for the Work's lifetime.
+        let work = self.start("allgather", keep, |out| unsafe {
+            ffi::tb_pg_all_gather(self.raw, tensor.as_ptr() as *const c_void, ptrs.as_ptr(), ptrs.len(), out)
+        })?;
+        work.wait()?;
+        Ok(outputs)
+    }
+
+    /// Blocks until every rank reached the barrier.
+    pub fn barrier(&self) -> Result<()> {
+        // SAFETY: the group handle is live for the call.
+        self.start("barrier", Vec::new(), |out| unsafe { ffi::tb_pg_barrier(self.raw, out) })?.wait()
+    }
+
+    fn check_rank(&self, rank: usize) -> Result<()> {
+        if rank < self.size {
+            Ok(())
+        } else {
+            Err(Error::InvalidArgument(format!("rank {rank} is not below world size {}", self.size)))
+        }
+    }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        // SAFETY: freed exactly once.
+        unsafe { ffi::tb_pg_free(self.raw) }
+    }
+}

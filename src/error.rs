@@ -1,0 +1,40 @@
+//! The library's error type: every fallible trainbook call returns [`Result`].
+use std::path::PathBuf;
+
+/// Everything that can go wrong inside trainbook, with enough context to act on it.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An error raised by libtorch through tch.
+    #[error("torch: {0}")]
+    Torch(#[from] tch::TchError),
+
+    /// A file or directory could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// The launcher's environment (RANK, WORLD_SIZE, MASTER_ADDR, ...) is missing or inconsistent.
+    #[error("distributed environment: {0}")]
+    DistEnv(String),
+
+    /// A c10d store or collective operation failed (peer gone, timeout, bad tensor, ...).
+    #[error("c10d {op}: {message}")]
+    Dist { op: String, message: String },
+
+    /// An argument is outside what the function accepts.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+}
+
+/// `Result` with trainbook's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// Wraps an I/O error with the path it happened on.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io { path: path.into(), source }
+    }
+}

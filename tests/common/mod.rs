@@ -1,0 +1,73 @@
+//! Helpers shared by the integration tests: the project's venv, free ports, and running a
+//! command with a deadline so that a broken test fails instead of hanging CI.
+#![allow(dead_code)]
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The project's Python venv (set by .cargo/config.toml; made by scripts/setup.sh).
+pub fn venv() -> PathBuf {
+    let dir = PathBuf::from(std::env::var("TRAINBOOK_VENV").unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/.venv").into()));
+    assert!(dir.join("bin/python").exists(), "no venv at {} (run `make setup`)", dir.display());
+    dir
+}
+
+pub fn venv_bin(name: &str) -> PathBuf {
+    venv().join("bin").join(name)
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Waits for `child` up to `limit`, killing it when it overruns; returns its captured output.
+pub fn wait_with_deadline(mut child: Child, limit: Duration, what: &str) -> Output {
+    let start = Instant::now();
+    loop {
+        if let Some(_status) = child.try_wait().unwrap() {
+            return child.wait_with_output().unwrap();
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "{what} did not finish within {limit:?}\nstdout:\n{}\nstderr:\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Runs `cmd` to completion (bounded by `limit`), capturing stdout and stderr.
+pub fn run_with_deadline(cmd: &mut Command, limit: Duration, what: &str) -> Output {
+    let child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+    wait_with_deadline(child, limit, what)
+}
+
+/// Like `run_with_deadline`, but streams the child's stdout to ours as it comes (for long runs).
+pub fn run_streaming(cmd: &mut Command, limit: Duration, what: &str) -> (std::process::ExitStatus, String) {
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = stdout.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            let chunk = String::from_utf8_lossy(&buf[..n]);
+            print!("{chunk}");
+            all.push_str(&chunk);
+        }
+        all
+    });
+    let out = wait_with_deadline(child, limit, what);
+    (out.status, reader.join().unwrap())
+}
+
+pub fn text(out: &Output) -> String {
+    format!("stdout:\n{}\nstderr:\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}

@@ -1,0 +1,47 @@
+//! Executes every notebook under notebooks/ headless in the `trainbook` kernel (through
+//! scripts/run_notebooks.py and nbclient) and fails on any cell error. New notebooks are picked
+//! up automatically; notebook-specific checks read the executed copies in target/notebooks/.
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use common::{run_streaming, venv_bin};
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+/// All text a notebook's code cells printed (stream and plain-text outputs).
+fn printed_text(notebook: &Path) -> String {
+    let nb: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(notebook).unwrap()).unwrap();
+    let mut all = String::new();
+    for cell in nb["cells"].as_array().unwrap() {
+        for out in cell["outputs"].as_array().into_iter().flatten() {
+            for field in [&out["text"], &out["data"]["text/plain"]] {
+                match field {
+                    serde_json::Value::String(s) => all.push_str(s),
+                    serde_json::Value::Array(lines) => lines.iter().filter_map(|l| l.as_str()).for_each(|l| all.push_str(l)),
+                    _ => {}
+                }
+            }
+        }
+    }
+    all
+}
+
+#[test]
+fn every_notebook_runs_headless() {
+    let out_dir = Path::new(ROOT).join("target/notebooks");
+    let (status, stdout) = run_streaming(
+        Command::new(venv_bin("python")).arg("scripts/run_notebooks.py").arg("--out").arg(&out_dir).current_dir(ROOT),
+        Duration::from_secs(3600),
+        "notebook runner",
+    );
+    assert!(status.success(), "a notebook failed:\n{stdout}");
+    let expected = std::fs::read_dir(Path::new(ROOT).join("notebooks")).unwrap().filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "ipynb")).count();
+    assert!(stdout.contains(&format!("notebooks: {expected} passed, 0 failed")), "{stdout}");
+
+    let setup = printed_text(&out_dir.join("00-setup-check.ipynb"));
+    assert!(setup.contains("libtorch  2.13.0"), "00-setup-check should print the libtorch version:\n{setup}");
+    assert!(setup.contains("world size 1, all-reduced [1.0, 2.0, 3.0]"), "{setup}");
+}
