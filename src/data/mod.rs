@@ -1,4 +1,17 @@
-//! Data sets and loading: MNIST (IDX files), ImageFolder, the DataLoader and the
-//! DistributedSampler, with torch/torchvision semantics.
-//!
-//! Filled by the data issue; nothing here yet.
+//! Data sets and loading with torch/torchvision semantics: MNIST (IDX files), `ImageFolder`,
+//! the `DataLoader` and the `DistributedSampler`.
+mod dataset;
+mod decode;
+mod image_folder;
+mod loader;
+mod mnist;
+mod sampler;
+mod torch_rng;
+
+pub use dataset::Dataset;
+pub use decode::{decode_rgb, load_rgb};
+pub use image_folder::{ImageFolder, IMG_EXTENSIONS};
+pub use loader::{Batch, Batches, DataLoader, Order};
+pub use mnist::{Mnist, MNIST_CLASSES};
+pub use sampler::DistributedSampler;
+pub use torch_rng::{randperm, TorchGenerator};

@@ -1,4 +1,109 @@
-//! Image transforms with torchvision's names, defaults and numerics (Compose, Resize,
-//! CenterCrop, RandomResizedCrop, RandomHorizontalFlip, AutoAugment, ToTensor, Normalize).
-//!
-//! Filled by the data issue; nothing here yet.
+//! Image transforms with torchvision's names, defaults and numerics: `Compose`, `Resize`,
+//! `CenterCrop`, `RandomResizedCrop`, `RandomHorizontalFlip`, `AutoAugment`, `ToTensor`,
+//! `Normalize`. Deterministic ones match torchvision's PIL path; random ones draw from an
+//! [`AugRng`] that is a pure function of (seed, epoch, sample index), so the augmentation of a
+//! sample does not depend on rank, world size or loader threads.
+mod autoaugment;
+mod autoaugment_ops;
+mod crop;
+mod image;
+mod resize;
+mod tensor;
+
+use std::fmt::Debug;
+
+use rand::SeedableRng;
+
+pub use self::autoaugment::{AutoAugment, AutoAugmentPolicy};
+pub use self::autoaugment_ops::AugmentOp;
+pub use self::crop::{CenterCrop, RandomHorizontalFlip, RandomResizedCrop};
+pub use self::image::Image;
+pub use self::resize::{resize_bilinear, Resize, Size};
+pub use self::tensor::{Normalize, TensorImage, ToTensor};
+use crate::{Error, Result};
+
+/// The random stream of one sample's augmentation.
+pub type AugRng = rand_chacha::ChaCha8Rng;
+
+/// The augmentation stream of sample `index` in `epoch` for a run seeded with `seed`.
+pub fn aug_rng(seed: u64, epoch: u64, index: u64) -> AugRng {
+    let mut key = [0u8; 32];
+    key[..8].copy_from_slice(&seed.to_le_bytes());
+    key[8..16].copy_from_slice(&epoch.to_le_bytes());
+    key[16..24].copy_from_slice(&index.to_le_bytes());
+    key[24..].copy_from_slice(b"trainbk1");
+    AugRng::from_seed(key)
+}
+
+/// What flows through a pipeline: an image before `ToTensor`, a float tensor after it.
+#[derive(Clone, Debug)]
+pub enum Sample {
+    Image(Image),
+    Tensor(TensorImage),
+}
+
+impl Sample {
+    /// The tensor form (an image is converted like `ToTensor`).
+    pub fn into_tensor(self) -> TensorImage {
+        match self {
+            Sample::Image(img) => TensorImage::from_image(&img),
+            Sample::Tensor(t) => t,
+        }
+    }
+}
+
+/// One step of a pipeline.
+pub trait Transform: Send + Sync + Debug {
+    fn apply(&self, input: Sample, rng: &mut AugRng) -> Result<Sample>;
+}
+
+/// A transform on images (before `ToTensor`), like most of torchvision's PIL transforms.
+pub trait ImageTransform: Send + Sync + Debug {
+    fn apply_image(&self, img: Image, rng: &mut AugRng) -> Result<Image>;
+}
+
+impl<T: ImageTransform> Transform for T {
+    fn apply(&self, input: Sample, rng: &mut AugRng) -> Result<Sample> {
+        match input {
+            Sample::Image(img) => Ok(Sample::Image(self.apply_image(img, rng)?)),
+            Sample::Tensor(_) => Err(Error::InvalidArgument(format!("{self:?} works on images: put it before ToTensor"))),
+        }
+    }
+}
+
+/// `transforms.Compose([...])`: applies its transforms in order.
+#[derive(Debug, Default)]
+pub struct Compose {
+    steps: Vec<Box<dyn Transform>>,
+}
+
+impl Compose {
+    pub fn new(steps: Vec<Box<dyn Transform>>) -> Compose {
+        Compose { steps }
+    }
+
+    pub fn apply(&self, input: Sample, rng: &mut AugRng) -> Result<Sample> {
+        self.steps.iter().try_fold(input, |x, step| step.apply(x, rng))
+    }
+
+    /// Runs the pipeline on an image and returns the tensor (adding `ToTensor` if missing).
+    pub fn apply_image(&self, img: Image, rng: &mut AugRng) -> Result<TensorImage> {
+        Ok(self.apply(Sample::Image(img), rng)?.into_tensor())
+    }
+
+    pub fn len(&self) -> usize {
+        self.steps.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.steps.is_empty()
+    }
+}
+
+/// `compose![Resize::new((244, 244)), ToTensor]` builds a [`Compose`] like
+/// `transforms.Compose([...])`, boxing each step.
+#[macro_export]
+macro_rules! compose {
+    ($($step:expr),* $(,)?) => {
+        $crate::transforms::Compose::new(vec![$(Box::new($step) as Box<dyn $crate::transforms::Transform>),*])
+    };
+}

@@ -1,0 +1,172 @@
+//! `ImageFolder`: `root/<class>/<image>` like `torchvision.datasets.ImageFolder`: classes are
+//! the sorted sub-folder names, files are found recursively (sorted) by torchvision's
+//! extensions, and every image is decoded to RGB.
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use super::decode::load_rgb;
+use super::Dataset;
+use crate::transforms::{AugRng, Compose, TensorImage};
+use crate::{Error, Result};
+
+/// torchvision's `IMG_EXTENSIONS` (compared case-insensitively).
+pub const IMG_EXTENSIONS: [&str; 9] = [".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp"];
+
+pub struct ImageFolder {
+    root: PathBuf,
+    classes: Vec<String>,
+    samples: Vec<(PathBuf, i64)>,
+    skipped: Vec<(PathBuf, String)>,
+    transform: Option<Compose>,
+}
+
+impl std::fmt::Debug for ImageFolder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ImageFolder({}: {} images, classes {:?})", self.root.display(), self.samples.len(), self.classes)
+    }
+}
+
+fn has_image_extension(name: &str) -> bool {
+    let lower = name.to_lowercase();
+    IMG_EXTENSIONS.iter().any(|ext| lower.ends_with(ext))
+}
+
+/// `os.walk(dir, followlinks=True)` sorted by directory, files sorted by name.
+fn walk_sorted(dir: &Path, out: &mut BTreeMap<String, Vec<String>>) -> Result<()> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+        let entry = entry.map_err(|e| Error::io(dir, e))?;
+        let path = entry.path();
+        if path.is_dir() {
+            walk_sorted(&path, out)?;
+        } else if let Some(name) = entry.file_name().to_str() {
+            files.push(name.to_string());
+        }
+    }
+    files.sort();
+    out.insert(dir.to_string_lossy().into_owned(), files);
+    Ok(())
+}
+
+impl ImageFolder {
+    /// Scans `root`. Errors: a missing root, no class folders, or a class without images.
+    pub fn new(root: impl AsRef<Path>) -> Result<ImageFolder> {
+        let root = root.as_ref().to_path_buf();
+        let mut classes: Vec<String> = std::fs::read_dir(&root)
+            .map_err(|e| Error::io(&root, e))?
+            .filter_map(|e| e.ok())
+            .filter(|e| e.path().is_dir())
+            .filter_map(|e| e.file_name().to_str().map(str::to_string))
+            .collect();
+        classes.sort();
+        if classes.is_empty() {
+            return Err(Error::Dataset(format!("{}: no class folders (expected root/<class>/<image>)", root.display())));
+        }
+        let mut samples = Vec::new();
+        let mut empty = Vec::new();
+        for (index, class) in classes.iter().enumerate() {
+            let mut tree = BTreeMap::new();
+            walk_sorted(&root.join(class), &mut tree)?;
+            let before = samples.len();
+            for (dir, files) in tree {
+                for name in files.into_iter().filter(|n| has_image_extension(n)) {
+                    samples.push((Path::new(&dir).join(name), index as i64));
+                }
+            }
+            if samples.len() == before {
+                empty.push(class.clone());
+            }
+        }
+        if !empty.is_empty() {
+            return Err(Error::Dataset(format!(
+                "{}: no images ({}) in class folder(s) {}",
+                root.display(),
+                IMG_EXTENSIONS.join(" "),
+                empty.join(", ")
+            )));
+        }
+        Ok(ImageFolder { root, classes, samples, skipped: Vec::new(), transform: None })
+    }
+
+    /// Sets the transform applied in [`Dataset::get`] (default: `ToTensor` only).
+    pub fn with_transform(mut self, transform: Compose) -> ImageFolder {
+        self.transform = Some(transform);
+        self
+    }
+
+    /// Decodes every image once (on all cores) and drops the unreadable ones instead of failing
+    /// later; [`skipped`](Self::skipped) lists them with the reason.
+    pub fn skip_unreadable(mut self) -> ImageFolder {
+        let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let chunk = self.samples.len().div_ceil(threads).max(1);
+        let bad: Vec<(usize, String)> = std::thread::scope(|s| {
+            let handles: Vec<_> = self
+                .samples
+                .chunks(chunk)
+                .enumerate()
+                .map(|(c, part)| {
+                    s.spawn(move || {
+                        part.iter()
+                            .enumerate()
+                            .filter_map(|(i, (path, _))| load_rgb(path).err().map(|e| (c * chunk + i, e.to_string())))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
+        });
+        for (i, why) in bad.iter().rev() {
+            let (path, _) = self.samples.remove(*i);
+            self.skipped.push((path, why.clone()));
+        }
+        self.skipped.reverse();
+        self
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+    /// `class_to_idx` of torchvision.
+    pub fn class_to_idx(&self) -> BTreeMap<String, i64> {
+        self.classes.iter().enumerate().map(|(i, c)| (c.clone(), i as i64)).collect()
+    }
+    /// `(path, class index)` of every image, in torchvision's order.
+    pub fn samples(&self) -> &[(PathBuf, i64)] {
+        &self.samples
+    }
+    /// `targets` of torchvision.
+    pub fn targets(&self) -> Vec<i64> {
+        self.samples.iter().map(|(_, t)| *t).collect()
+    }
+    /// Files dropped by [`skip_unreadable`](Self::skip_unreadable), with the reason.
+    pub fn skipped(&self) -> &[(PathBuf, String)] {
+        &self.skipped
+    }
+}
+
+impl Dataset for ImageFolder {
+    fn len(&self) -> usize {
+        self.samples.len()
+    }
+
+    fn get(&self, index: usize, rng: &mut AugRng) -> Result<(TensorImage, i64)> {
+        let (path, target) = self
+            .samples
+            .get(index)
+            .ok_or_else(|| Error::InvalidArgument(format!("ImageFolder index {index} out of range ({} samples)", self.samples.len())))?;
+        let img = load_rgb(path)?;
+        let tensor = match &self.transform {
+            Some(t) => t.apply_image(img, rng).map_err(|e| Error::Dataset(format!("{}: {e}", path.display())))?,
+            None => TensorImage::from_image(&img),
+        };
+        Ok((tensor, *target))
+    }
+
+    fn label(&self, index: usize) -> i64 {
+        self.samples[index].1
+    }
+
+    fn classes(&self) -> Vec<String> {
+        self.classes.clone()
+    }
+}

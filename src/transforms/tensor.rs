@@ -1,0 +1,103 @@
+//! `ToTensor` (HWC bytes -> CHW floats in [0, 1]) and `Normalize` ((x - mean) / std per channel).
+use super::{AugRng, Image, Sample, Transform};
+use crate::{Error, Result};
+
+/// A CHW float32 image, the form a loader stacks into a `[B, C, H, W]` batch.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TensorImage {
+    pub channels: usize,
+    pub height: usize,
+    pub width: usize,
+    pub data: Vec<f32>,
+}
+
+impl TensorImage {
+    /// torchvision's `to_tensor`: bytes divided by 255 in float32, channels first.
+    pub fn from_image(img: &Image) -> TensorImage {
+        let (c, h, w) = (img.channels() as usize, img.height() as usize, img.width() as usize);
+        // v / 255 in float32 for every byte value: the same results as dividing, without dividing.
+        let lut: [f32; 256] = std::array::from_fn(|v| v as f32 / 255.0);
+        let plane = h * w;
+        let mut data = vec![0f32; c * plane];
+        let src = img.data();
+        if c == 3 {
+            let (r, gb) = data.split_at_mut(plane);
+            let (g, b) = gb.split_at_mut(plane);
+            for (((px, r), g), b) in src.chunks_exact(3).zip(r).zip(g).zip(b) {
+                *r = lut[px[0] as usize];
+                *g = lut[px[1] as usize];
+                *b = lut[px[2] as usize];
+            }
+        } else {
+            for (o, &v) in data.iter_mut().zip(src) {
+                *o = lut[v as usize];
+            }
+        }
+        TensorImage { channels: c, height: h, width: w, data }
+    }
+
+    pub fn shape(&self) -> [usize; 3] {
+        [self.channels, self.height, self.width]
+    }
+
+    pub fn to_tensor(&self) -> tch::Tensor {
+        tch::Tensor::from_slice(&self.data).view([self.channels as i64, self.height as i64, self.width as i64])
+    }
+}
+
+/// `transforms.ToTensor()`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ToTensor;
+
+impl Transform for ToTensor {
+    fn apply(&self, input: Sample, _rng: &mut AugRng) -> Result<Sample> {
+        match input {
+            Sample::Image(img) => Ok(Sample::Tensor(TensorImage::from_image(&img))),
+            Sample::Tensor(_) => Err(Error::InvalidArgument("ToTensor applied twice".into())),
+        }
+    }
+}
+
+/// `transforms.Normalize(mean, std)`.
+#[derive(Clone, Debug)]
+pub struct Normalize {
+    mean: Vec<f32>,
+    std: Vec<f32>,
+}
+
+impl Normalize {
+    pub fn new(mean: &[f32], std: &[f32]) -> Normalize {
+        Normalize { mean: mean.to_vec(), std: std.to_vec() }
+    }
+    /// ImageNet statistics, as used with torchvision's pretrained models.
+    pub fn imagenet() -> Normalize {
+        Normalize::new(&[0.485, 0.456, 0.406], &[0.229, 0.224, 0.225])
+    }
+}
+
+impl Transform for Normalize {
+    fn apply(&self, input: Sample, _rng: &mut AugRng) -> Result<Sample> {
+        let mut t = match input {
+            Sample::Tensor(t) => t,
+            Sample::Image(_) => return Err(Error::InvalidArgument("Normalize works on tensors: put it after ToTensor".into())),
+        };
+        let per_channel = |v: &[f32], what: &str| -> Result<Vec<f32>> {
+            match v.len() {
+                1 => Ok(vec![v[0]; t.channels]),
+                n if n == t.channels => Ok(v.to_vec()),
+                n => Err(Error::InvalidArgument(format!("Normalize: {n} {what} values for {} channels", t.channels))),
+            }
+        };
+        let (mean, std) = (per_channel(&self.mean, "mean")?, per_channel(&self.std, "std")?);
+        if std.iter().any(|&s| s == 0.0) {
+            return Err(Error::InvalidArgument("Normalize: std must not be 0".into()));
+        }
+        let plane = t.height * t.width;
+        for (c, chunk) in t.data.chunks_exact_mut(plane.max(1)).enumerate().take(t.channels) {
+            for v in chunk {
+                *v = (*v - mean[c]) / std[c];
+            }
+        }
+        Ok(Sample::Tensor(t))
+    }
+}
