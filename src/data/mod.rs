@@ -6,6 +6,7 @@ mod image_folder;
 mod loader;
 mod mnist;
 mod sampler;
+mod tensor_dataset;
 mod torch_rng;
 
 pub use dataset::Dataset;
@@ -14,4 +15,5 @@ pub use image_folder::{ImageFolder, IMG_EXTENSIONS};
 pub use loader::{Batch, Batches, DataLoader, Order};
 pub use mnist::{Mnist, MNIST_CLASSES};
 pub use sampler::DistributedSampler;
+pub use tensor_dataset::TensorDataset;
 pub use torch_rng::{randperm, TorchGenerator};

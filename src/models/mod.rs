@@ -1,4 +1,9 @@
-//! Models with torchvision parameter names: the course's MNIST CNN and ResNet34 with a
-//! replaceable classification head.
-//!
-//! Filled by the models/training issue; nothing here yet.
+//! Models with PyTorch/torchvision parameter names: the course's MNIST CNN and ResNet34 with a
+//! replaceable classification head, plus safetensors weights that interchange with PyTorch.
+mod mnist_net;
+mod resnet;
+mod weights;
+
+pub use mnist_net::MnistNet;
+pub use resnet::{freeze_backbone, resnet34, resnet34_classifier, Head, HeadKind, ResNet};
+pub use weights::{from_safetensors_bytes, load_safetensors, load_state_dict, save_safetensors, state_dict, tensor_from_view, to_safetensors_bytes, LoadReport};

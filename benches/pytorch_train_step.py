@@ -1,0 +1,61 @@
+"""PyTorch side of benches/train_step.rs. Prints one JSON object:
+  resnet34: img/s of the ResNet34 3-class train step (batch 16, 224px, Adam 1e-4, label smoothing 0.1)
+  mnist:    seconds of one MNIST training epoch (batch 64, Adam 1e-3, 0 loader workers) on ROOT
+"""
+import json
+import os
+import sys
+import tempfile
+import time
+
+import torch
+import torchvision
+from torchvision import datasets, transforms
+
+torch.manual_seed(0)
+out = {"threads": torch.get_num_threads()}
+m = torchvision.models.resnet34(num_classes=3)
+opt = torch.optim.Adam(m.parameters(), lr=1e-4)
+x = torch.randn(16, 3, 224, 224)
+y = torch.randint(0, 3, (16,))
+loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=0.1)
+m.train()
+for _ in range(2):
+    opt.zero_grad(); loss_fn(m(x), y).backward(); opt.step()
+steps = int(sys.argv[2]) if len(sys.argv) > 2 else 6
+start = time.perf_counter()
+for _ in range(steps):
+    opt.zero_grad(); loss_fn(m(x), y).backward(); opt.step()
+out["resnet34_img_per_s"] = 16 * steps / (time.perf_counter() - start)
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(1, 32, 3, 1)
+        self.conv2 = torch.nn.Conv2d(32, 64, 3, 1)
+        self.dropout1, self.dropout2 = torch.nn.Dropout(0.25), torch.nn.Dropout(0.5)
+        self.fc1, self.fc2 = torch.nn.Linear(9216, 128), torch.nn.Linear(128, 10)
+
+    def forward(self, x):
+        x = torch.relu(self.conv2(torch.relu(self.conv1(x))))
+        x = torch.flatten(self.dropout1(torch.nn.functional.max_pool2d(x, 2)), 1)
+        return self.fc2(self.dropout2(torch.relu(self.fc1(x))))
+
+
+# torchvision reads ROOT/MNIST/raw/*: point that at the IDX directory.
+root = tempfile.mkdtemp()
+os.makedirs(f"{root}/MNIST")
+os.symlink(os.path.abspath(sys.argv[1]), f"{root}/MNIST/raw")
+ds = datasets.MNIST(root, train=True, download=False,
+                    transform=transforms.Compose([transforms.ToTensor(), transforms.Normalize((0.1307,), (0.3081,))]))
+loader = torch.utils.data.DataLoader(ds, batch_size=64, shuffle=True, num_workers=0)
+net = Net()
+opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+net.train()
+start = time.perf_counter()
+for xb, yb in loader:
+    opt.zero_grad(); torch.nn.functional.cross_entropy(net(xb), yb).backward(); opt.step()
+out["mnist_epoch_s"] = time.perf_counter() - start
+out["mnist_samples"] = len(ds)
+print(json.dumps(out))

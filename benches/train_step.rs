@@ -1,0 +1,75 @@
+//! Training speed, trainbook vs PyTorch in the same run (same libtorch, same threads):
+//! - ResNet34 3-class train step (batch 16, 224px, Adam 1e-4, label smoothing 0.1) through
+//!   trainbook's `train_epoch` (loader included), in img/s;
+//! - one MNIST epoch (batch 64, Adam 1e-3, 0 loader workers), in seconds.
+//!
+//!     cargo bench --bench train_step
+//!
+//! Writes target/bench/train_step.json.
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Instant;
+
+use tch::nn::VarStore;
+use tch::{Device, Kind, Tensor};
+use trainbook::compose;
+use trainbook::data::{DataLoader, Mnist, TensorDataset};
+use trainbook::models::{resnet34, HeadKind, MnistNet};
+use trainbook::train::{train_epoch, CrossEntropyLoss, EpochOptions, Optimizer};
+use trainbook::transforms::{Normalize, ToTensor};
+
+const STEPS: usize = 6;
+
+fn main() -> anyhow::Result<()> {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let python = PathBuf::from(std::env::var("TRAINBOOK_VENV").unwrap_or_else(|_| format!("{root}/.venv"))).join("bin/python");
+    let mnist_dir = PathBuf::from(root).join("data/mnist");
+    if !mnist_dir.join("train-labels-idx1-ubyte").exists() {
+        anyhow::ensure!(Command::new("python3").arg(format!("{root}/data-scripts/mnist.py")).arg(&mnist_dir).status()?.success(), "could not build MNIST");
+    }
+    tch::manual_seed(0);
+    let opts = EpochOptions::on(Device::Cpu).quiet();
+
+    // ResNet34: 2 warm-up steps, then STEPS timed steps, all through train_epoch.
+    let vs = VarStore::new(Device::Cpu);
+    let net = resnet34(&vs.root(), 3, HeadKind::Linear);
+    let mut opt = Optimizer::adam(&vs, 1e-4);
+    let loss_fn = CrossEntropyLoss::new().label_smoothing(0.1);
+    let make = |batches: usize| -> anyhow::Result<DataLoader<TensorDataset>> {
+        let n = 16 * batches as i64;
+        let ds = TensorDataset::new(&Tensor::randn([n, 3, 224, 224], (Kind::Float, Device::Cpu)), &Tensor::randint(3, [n], (Kind::Int64, Device::Cpu)), vec!["C0".into(), "C2".into(), "C4".into()])?;
+        Ok(DataLoader::new(ds, 16).num_workers(0))
+    };
+    train_epoch(&net, &mut make(2)?, &mut opt, &loss_fn, &opts)?;
+    let mut timed = make(STEPS)?;
+    let start = Instant::now();
+    train_epoch(&net, &mut timed, &mut opt, &loss_fn, &opts)?;
+    let resnet_rate = (16 * STEPS) as f64 / start.elapsed().as_secs_f64();
+
+    // MNIST: one epoch like PyTorch's example loop.
+    let train = Mnist::new(&mnist_dir, true)?.with_transform(compose![ToTensor, Normalize::new(&[0.1307], &[0.3081])]);
+    let samples = trainbook::data::Dataset::len(&train);
+    let vs = VarStore::new(Device::Cpu);
+    let net = MnistNet::new(&vs.root());
+    let mut opt = Optimizer::adam(&vs, 1e-3);
+    let mut loader = DataLoader::new(train, 64).shuffle(true).num_workers(0);
+    let start = Instant::now();
+    train_epoch(&net, &mut loader, &mut opt, &CrossEntropyLoss::new(), &opts)?;
+    let mnist_s = start.elapsed().as_secs_f64();
+
+    let out = Command::new(&python).arg(format!("{root}/benches/pytorch_train_step.py")).arg(&mnist_dir).arg(STEPS.to_string()).output()?;
+    anyhow::ensure!(out.status.success(), "PyTorch side failed: {}", String::from_utf8_lossy(&out.stderr));
+    let torch: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    let torch_rate = torch["resnet34_img_per_s"].as_f64().unwrap_or(f64::NAN);
+    let torch_mnist = torch["mnist_epoch_s"].as_f64().unwrap_or(f64::NAN);
+    println!("threads: trainbook {}, pytorch {}", tch::get_num_threads(), torch["threads"]);
+    println!("resnet34 train step (batch 16, 224px): trainbook {resnet_rate:.2} img/s, pytorch {torch_rate:.2} img/s, ratio {:.2}x", resnet_rate / torch_rate);
+    println!("mnist epoch ({samples} samples, batch 64): trainbook {mnist_s:.2} s, pytorch {torch_mnist:.2} s, speed ratio {:.2}x", torch_mnist / mnist_s);
+    let report = serde_json::json!({
+        "resnet34": {"trainbook_img_per_s": resnet_rate, "pytorch_img_per_s": torch_rate, "ratio": resnet_rate / torch_rate},
+        "mnist_epoch": {"trainbook_s": mnist_s, "pytorch_s": torch_mnist, "speed_ratio": torch_mnist / mnist_s},
+    });
+    std::fs::create_dir_all(format!("{root}/target/bench"))?;
+    std::fs::write(format!("{root}/target/bench/train_step.json"), serde_json::to_string_pretty(&report)?)?;
+    Ok(())
+}

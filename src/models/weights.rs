@@ -1,0 +1,143 @@
+//! Model weights in safetensors files with PyTorch state_dict names, so that torchvision
+//! weights load into trainbook models and trainbook models load into PyTorch
+//! (`model.load_state_dict(safetensors.torch.load_file(path))`).
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use safetensors::tensor::{Dtype, TensorView};
+use safetensors::SafeTensors;
+use tch::nn::VarStore;
+use tch::{Device, Kind, Tensor};
+
+use crate::{Error, Result};
+
+/// What a load matched: names loaded, in the model but not the file, in the file but not the model.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LoadReport {
+    pub loaded: Vec<String>,
+    pub missing: Vec<String>,
+    pub unexpected: Vec<String>,
+}
+
+/// Converts a safetensors view to a CPU tensor of its own dtype.
+pub fn tensor_from_view(name: &str, view: &TensorView<'_>) -> Result<Tensor> {
+    let kind = match view.dtype() {
+        Dtype::F32 => Kind::Float,
+        Dtype::F64 => Kind::Double,
+        Dtype::F16 => Kind::Half,
+        Dtype::BF16 => Kind::BFloat16,
+        Dtype::I64 => Kind::Int64,
+        Dtype::I32 => Kind::Int,
+        Dtype::U8 => Kind::Uint8,
+        other => return Err(Error::InvalidArgument(format!("{name}: unsupported dtype {other:?}"))),
+    };
+    let shape: Vec<i64> = view.shape().iter().map(|&d| d as i64).collect();
+    Ok(Tensor::f_from_data_size(view.data(), &shape, kind)?)
+}
+
+fn dtype_of(kind: Kind) -> Result<Dtype> {
+    Ok(match kind {
+        Kind::Float => Dtype::F32,
+        Kind::Double => Dtype::F64,
+        Kind::Half => Dtype::F16,
+        Kind::BFloat16 => Dtype::BF16,
+        Kind::Int64 => Dtype::I64,
+        Kind::Int => Dtype::I32,
+        Kind::Uint8 => Dtype::U8,
+        other => return Err(Error::InvalidArgument(format!("cannot store {other:?} in safetensors"))),
+    })
+}
+
+/// Serialises named tensors (any device, contiguous copies are made) to safetensors bytes.
+pub fn to_safetensors_bytes(tensors: &[(String, Tensor)], metadata: Option<std::collections::HashMap<String, String>>) -> Result<Vec<u8>> {
+    let mut owned = Vec::with_capacity(tensors.len());
+    for (name, t) in tensors {
+        let t = t.to_device(Device::Cpu).contiguous();
+        let numel = t.numel();
+        let mut bytes = vec![0u8; numel * t.kind().elt_size_in_bytes()];
+        t.f_copy_data_u8(&mut bytes, numel)?;
+        owned.push((name.clone(), dtype_of(t.kind())?, t.size().iter().map(|&d| d as usize).collect::<Vec<_>>(), bytes));
+    }
+    let views: Vec<(String, TensorView<'_>)> = owned
+        .iter()
+        .map(|(n, d, s, b)| TensorView::new(*d, s.clone(), b).map(|v| (n.clone(), v)).map_err(|e| Error::InvalidArgument(format!("{n}: {e}"))))
+        .collect::<Result<_>>()?;
+    safetensors::serialize(views, metadata).map_err(|e| Error::InvalidArgument(format!("safetensors: {e}")))
+}
+
+/// Reads every tensor of a safetensors buffer (CPU), in file order.
+pub fn from_safetensors_bytes(bytes: &[u8], origin: &Path) -> Result<Vec<(String, Tensor)>> {
+    let st = SafeTensors::deserialize(bytes).map_err(|e| Error::Dataset(format!("{}: not a valid safetensors file: {e}", origin.display())))?;
+    st.tensors().iter().map(|(name, view)| Ok((name.clone(), tensor_from_view(name, view)?))).collect()
+}
+
+/// The model's state dict: every variable (parameters and BatchNorm running statistics) with
+/// PyTorch's names, plus the `num_batches_tracked` counters PyTorch's BatchNorm expects.
+pub fn state_dict(vs: &VarStore) -> Vec<(String, Tensor)> {
+    let vars: BTreeMap<String, Tensor> = vs.variables().into_iter().collect();
+    let mut out: Vec<(String, Tensor)> = vars.iter().map(|(n, t)| (n.clone(), t.shallow_clone())).collect();
+    for name in vars.keys().filter_map(|n| n.strip_suffix(".running_mean")) {
+        out.push((format!("{name}.num_batches_tracked"), Tensor::from(0i64)));
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+/// Saves the model's state dict to `path` (safetensors).
+pub fn save_safetensors(vs: &VarStore, path: &Path) -> Result<()> {
+    let bytes = to_safetensors_bytes(&state_dict(vs), None)?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    }
+    std::fs::write(path, bytes).map_err(|e| Error::io(path, e))
+}
+
+/// Copies named tensors into the model's variables. `num_batches_tracked` is ignored. A shape
+/// mismatch is always an error (listing every mismatched tensor); with `strict`, so are
+/// missing and unexpected names.
+pub fn load_state_dict(vs: &mut VarStore, tensors: &[(String, Tensor)], strict: bool) -> Result<LoadReport> {
+    let vars: BTreeMap<String, Tensor> = vs.variables().into_iter().collect();
+    let mut report = LoadReport::default();
+    let mut mismatched = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for (name, t) in tensors {
+        if name.ends_with("num_batches_tracked") {
+            continue;
+        }
+        match vars.get(name) {
+            None => report.unexpected.push(name.clone()),
+            Some(var) if var.size() != t.size() => mismatched.push(format!("{name}: file {:?}, model {:?}", t.size(), var.size())),
+            Some(_) => {
+                seen.insert(name.clone());
+            }
+        }
+    }
+    report.missing = vars.keys().filter(|n| !seen.contains(*n)).cloned().collect();
+    if !mismatched.is_empty() {
+        return Err(Error::InvalidArgument(format!("shape mismatch for {} tensor(s):\n  {}", mismatched.len(), mismatched.join("\n  "))));
+    }
+    if strict && (!report.missing.is_empty() || !report.unexpected.is_empty()) {
+        return Err(Error::InvalidArgument(format!("state dict does not match the model: missing {:?}, unexpected {:?}", report.missing, report.unexpected)));
+    }
+    tch::no_grad(|| -> Result<()> {
+        for (name, t) in tensors {
+            if let Some(var) = vars.get(name).filter(|_| seen.contains(name)) {
+                let mut var = var.shallow_clone();
+                var.f_copy_(&t.to_device(var.device()).to_kind(var.kind()))?;
+                report.loaded.push(name.clone());
+            }
+        }
+        Ok(())
+    })?;
+    Ok(report)
+}
+
+/// Loads a safetensors file into the model (see [`load_state_dict`]).
+pub fn load_safetensors(vs: &mut VarStore, path: &Path, strict: bool) -> Result<LoadReport> {
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let tensors = from_safetensors_bytes(&bytes, path)?;
+    load_state_dict(vs, &tensors, strict).map_err(|e| match e {
+        Error::InvalidArgument(m) => Error::InvalidArgument(format!("{}: {m}", path.display())),
+        other => other,
+    })
+}

@@ -1,0 +1,425 @@
+//! Figures for a student: loss and accuracy curves, a confusion matrix, a grid of images.
+//! Each is drawn with plotters into an RGB buffer and kept as PNG bytes, shown inline in
+//! Jupyter ([`Figure::show`]) or written to a file ([`Figure::save`]).
+//!
+//! Text is drawn with a TrueType font read at run time: `$TRAINBOOK_FONT` if set, else DejaVu
+//! Sans (Debian/Ubuntu package `fonts-dejavu-core`).
+use std::io::Cursor;
+use std::path::Path;
+use std::sync::Mutex;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+use plotters::style::{FontStyle, FontTransform};
+use tch::{Kind, Tensor};
+
+use super::{display_bytes, Mime};
+use crate::train::{ConfusionMatrix, EpochRecord};
+use crate::{Error, Result};
+
+const FONT_PATHS: &[&str] = &[
+    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/TTF/DejaVuSans.ttf",
+    "/usr/share/fonts/dejavu-sans-fonts/DejaVuSans.ttf",
+];
+
+/// A rendered picture, kept as PNG bytes.
+#[derive(Clone, Debug)]
+pub struct Figure {
+    png: Vec<u8>,
+    width: u32,
+    height: u32,
+}
+
+impl Figure {
+    /// The PNG file's bytes.
+    pub fn png(&self) -> &[u8] {
+        &self.png
+    }
+    pub fn width(&self) -> u32 {
+        self.width
+    }
+    pub fn height(&self) -> u32 {
+        self.height
+    }
+    /// Writes the PNG to `path`, creating its parent directories.
+    pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
+        let path = path.as_ref();
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        }
+        std::fs::write(path, &self.png).map_err(|e| Error::io(path, e))
+    }
+    /// Shows the figure inline when running in a notebook; returns whether it did.
+    pub fn show(&self) -> Result<bool> {
+        display_bytes(Mime::Png, &self.png).map_err(|e| Error::io("<stdout>", e))
+    }
+    /// Called by evcxr when a figure is a cell's last expression: shows it inline.
+    pub fn evcxr_display(&self) {
+        if let Err(e) = self.show() {
+            eprintln!("{e}");
+        }
+    }
+}
+
+fn plot_err<E: std::fmt::Display>(e: E) -> Error {
+    Error::Plot(e.to_string())
+}
+
+/// Registers the font once per process (`sans-serif`, `serif` and `monospace` all use it).
+/// Failures are not remembered, so installing the font or setting `TRAINBOOK_FONT` and retrying works.
+fn ensure_font() -> Result<()> {
+    static REGISTERED: Mutex<bool> = Mutex::new(false);
+    let mut done = REGISTERED.lock().map_err(|_| Error::Plot("font registry lock poisoned".into()))?;
+    if *done {
+        return Ok(());
+    }
+    let (path, bytes) = match std::env::var_os("TRAINBOOK_FONT") {
+        Some(p) => {
+            let bytes = std::fs::read(&p)
+                .map_err(|e| Error::Plot(format!("TRAINBOOK_FONT={}: {e}", Path::new(&p).display())))?;
+            (Path::new(&p).to_path_buf(), bytes)
+        }
+        None => FONT_PATHS
+            .iter()
+            .find_map(|p| std::fs::read(p).ok().map(|b| (Path::new(p).to_path_buf(), b)))
+            .ok_or_else(|| {
+                Error::Plot(format!(
+                    "no font to draw text with: install the package fonts-dejavu-core \
+                     (apt-get install fonts-dejavu-core) or set TRAINBOOK_FONT to a .ttf file \
+                     (looked in {})",
+                    FONT_PATHS.join(", ")
+                ))
+            })?,
+    };
+    // plotters keeps `&'static` font data: leak the bytes, once per process.
+    let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+    for family in ["sans-serif", "serif", "monospace"] {
+        plotters::style::register_font(family, FontStyle::Normal, bytes)
+            .map_err(|_| Error::Plot(format!("{}: not a usable TrueType/OpenType font", path.display())))?;
+    }
+    *done = true;
+    Ok(())
+}
+
+/// Renders `draw` on a white `width` x `height` canvas; `post` may then edit the raw pixels.
+fn render(
+    width: u32,
+    height: u32,
+    draw: impl FnOnce(&DrawingArea<BitMapBackend<'_>, Shift>) -> Result<()>,
+    post: impl FnOnce(&mut image::RgbImage),
+) -> Result<Figure> {
+    ensure_font()?;
+    let mut buf = vec![255u8; width as usize * height as usize * 3];
+    {
+        let root = BitMapBackend::with_buffer(&mut buf, (width, height)).into_drawing_area();
+        root.fill(&WHITE).map_err(plot_err)?;
+        draw(&root)?;
+        root.present().map_err(plot_err)?;
+    }
+    let mut img = image::RgbImage::from_raw(width, height, buf).ok_or_else(|| Error::Plot("bad pixel buffer".into()))?;
+    post(&mut img);
+    let mut png = Cursor::new(Vec::new());
+    img.write_to(&mut png, image::ImageFormat::Png).map_err(plot_err)?;
+    Ok(Figure { png: png.into_inner(), width, height })
+}
+
+/// Padded value range of the finite values, for a chart axis.
+fn value_range(values: impl Iterator<Item = f64>) -> (f64, f64) {
+    let (lo, hi) = values
+        .filter(|v| v.is_finite())
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    if !lo.is_finite() {
+        return (0.0, 1.0);
+    }
+    let pad = if hi > lo { (hi - lo) * 0.08 } else { lo.abs().max(1.0) * 0.1 };
+    (lo - pad, hi + pad)
+}
+
+/// Loss (left) and accuracy in % (right) per epoch, training against validation.
+pub fn loss_accuracy_curves(history: &[EpochRecord]) -> Result<Figure> {
+    if history.is_empty() {
+        return Err(Error::InvalidArgument("loss_accuracy_curves: the history is empty".into()));
+    }
+    let epochs = || history.iter().map(|r| r.epoch as i64);
+    let (mut x0, mut x1) = (epochs().min().unwrap_or(0), epochs().max().unwrap_or(0));
+    if x0 == x1 {
+        (x0, x1) = (x0 - 1, x1 + 1);
+    }
+    // (epoch, value) points of the finite values; validation only where it was measured.
+    let points = |value: &dyn Fn(&EpochRecord) -> Option<f64>, scale: f64| -> Vec<(i64, f64)> {
+        let points = history.iter().filter_map(|r| value(r).map(|v| (r.epoch as i64, v * scale)));
+        points.filter(|p| p.1.is_finite()).collect()
+    };
+    let series = |train: fn(&EpochRecord) -> f64, val: fn(&EpochRecord) -> Option<f64>, scale: f64| {
+        (points(&|r| Some(train(r)), scale), points(&val, scale))
+    };
+    let loss = series(|r| r.train_loss, |r| r.val_loss, 1.0);
+    let acc = series(|r| r.train_acc, |r| r.val_acc, 100.0);
+    let title = format!("Training history ({} epoch{})", history.len(), if history.len() == 1 { "" } else { "s" });
+    render(1000, 400, |root| {
+        let root = root.titled(&title, ("sans-serif", 22)).map_err(plot_err)?;
+        let panels = root.split_evenly((1, 2));
+        let specs = [("Loss", "loss", &loss, false), ("Accuracy", "accuracy (%)", &acc, true)];
+        for (area, (caption, ylabel, (train, val), is_acc)) in panels.iter().zip(specs) {
+            let (mut y0, mut y1) = value_range(train.iter().chain(val.iter()).map(|p| p.1));
+            if is_acc {
+                (y0, y1) = if y1.min(100.0) > y0.max(0.0) { (y0.max(0.0), y1.min(100.0)) } else { (0.0, 100.0) };
+            }
+            let mut chart = ChartBuilder::on(area)
+                .caption(caption, ("sans-serif", 18))
+                .margin(10)
+                .x_label_area_size(40)
+                .y_label_area_size(60)
+                .build_cartesian_2d(x0..x1, y0..y1)
+                .map_err(plot_err)?;
+            chart
+                .configure_mesh()
+                .x_desc("epoch")
+                .y_desc(ylabel)
+                .x_labels(10.min((x1 - x0 + 1) as usize))
+                .y_label_formatter(&|v| if is_acc { format!("{v:.1}") } else { format!("{v:.3}") })
+                .draw()
+                .map_err(plot_err)?;
+            for (points, name, color) in [(train, "train", BLUE), (val, "validation", RED)] {
+                if points.is_empty() {
+                    continue;
+                }
+                chart
+                    .draw_series(LineSeries::new(points.iter().copied(), color.stroke_width(2)).point_size(3))
+                    .map_err(plot_err)?
+                    .label(name)
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+            }
+            chart
+                .configure_series_labels()
+                .position(if is_acc { SeriesLabelPosition::LowerRight } else { SeriesLabelPosition::UpperRight })
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK)
+                .label_font(("sans-serif", 14))
+                .draw()
+                .map_err(plot_err)?;
+        }
+        Ok(())
+    }, |_| {})
+}
+
+/// Colour of a row-normalised fraction: white to dark blue.
+fn heat_color(f: f64) -> RGBColor {
+    let f = if f.is_finite() { f.clamp(0.0, 1.0) } else { 0.0 };
+    let mix = |a: u8, b: u8| (a as f64 + (b as f64 - a as f64) * f).round() as u8;
+    RGBColor(mix(247, 8), mix(251, 48), mix(255, 107))
+}
+
+/// Cuts `text` (adding "…") until it is at most `max_px` wide in `font`.
+fn fit_text(text: &str, font: &FontDesc<'_>, max_px: u32) -> String {
+    let fits = |s: &String| font.box_size(s).map(|(w, _)| w <= max_px).unwrap_or(true);
+    let chars: Vec<char> = text.chars().collect();
+    let cut = |k: usize| if k == chars.len() { text.to_string() } else { chars[..k].iter().collect::<String>() + "…" };
+    (0..=chars.len()).rev().map(cut).find(fits).unwrap_or_default()
+}
+
+/// Heat map of `counts[true][predicted]`, coloured by the fraction of each true class, with
+/// every count written in its cell and each class's accuracy (recall) beside its row.
+pub fn confusion_matrix_plot(matrix: &ConfusionMatrix, class_names: &[String]) -> Result<Figure> {
+    let n = matrix.classes();
+    if n == 0 || matrix.counts.iter().any(|row| row.len() != n) || class_names.len() != n {
+        let msg = format!("need a square matrix and one name per class, got {n} rows and {} names", class_names.len());
+        return Err(Error::InvalidArgument(format!("confusion_matrix_plot: {msg}")));
+    }
+    ensure_font()?;
+    // About 120 px per class, smaller cells for many classes.
+    let cell: i32 = if n <= 10 { 120 } else { (1200 / n as i32).max(28) };
+    let name_font = FontDesc::new(FontFamily::SansSerif, (cell as f64 * 0.14).clamp(10.0, 16.0), FontStyle::Normal);
+    let name_w = class_names.iter().map(|s| name_font.box_size(s).map(|b| b.0).unwrap_or(0)).max().unwrap_or(0);
+    let (left, top, right, bottom) = (40 + (name_w as i32 + 10).min(200), 100, 110, 30);
+    let grid = n as i32 * cell;
+    let width = (left + grid + right).max(400) as u32;
+    let height = (top + grid + bottom).max(400) as u32;
+    let accs = matrix.per_class_accuracy();
+    let title = format!("Confusion matrix: accuracy {:.2}% of {}", 100.0 * matrix.accuracy(), matrix.total());
+    render(width, height, |root| {
+        let centered = |size: f64| {
+            TextStyle::from(("sans-serif", size).into_font()).pos(Pos::new(HPos::Center, VPos::Center))
+        };
+        let right_aligned = TextStyle::from(name_font.clone()).pos(Pos::new(HPos::Right, VPos::Center));
+        let draw = |e: Text<'_, (i32, i32), String>| root.draw(&e).map_err(plot_err);
+        draw(Text::new(title.clone(), (width as i32 / 2, 28), centered(20.0)))?;
+        draw(Text::new("predicted".into(), (left + grid / 2, top - 50), centered(16.0)))?;
+        draw(Text::new("accuracy".into(), (left + grid + right / 2, top - 15), centered(14.0)))?;
+        let rotated = centered(16.0).transform(FontTransform::Rotate270);
+        draw(Text::new("true".into(), (15, top + grid / 2), rotated))?;
+        let count_size = (cell as f64 * 0.22).clamp(8.0, 24.0);
+        for (i, row) in matrix.counts.iter().enumerate() {
+            let row_total: u64 = row.iter().sum();
+            let y = top + i as i32 * cell;
+            for (j, &count) in row.iter().enumerate() {
+                let x = left + j as i32 * cell;
+                let f = if row_total == 0 { 0.0 } else { count as f64 / row_total as f64 };
+                root.draw(&Rectangle::new([(x, y), (x + cell, y + cell)], heat_color(f).filled()))
+                    .map_err(plot_err)?;
+                let ink = if f > 0.5 { WHITE } else { BLACK };
+                draw(Text::new(count.to_string(), (x + cell / 2, y + cell / 2), centered(count_size).color(&ink)))?;
+            }
+            let name = fit_text(&class_names[i], &name_font, 200);
+            draw(Text::new(name, (left - 8, y + cell / 2), right_aligned.clone()))?;
+            let acc = if accs[i].is_finite() { format!("{:.1}%", 100.0 * accs[i]) } else { "n/a".into() };
+            draw(Text::new(acc, (left + grid + right / 2, y + cell / 2), centered(14.0)))?;
+        }
+        for (j, name) in class_names.iter().enumerate() {
+            let name = fit_text(name, &name_font, cell as u32 - 4);
+            let style = TextStyle::from(name_font.clone()).pos(Pos::new(HPos::Center, VPos::Bottom));
+            draw(Text::new(name, (left + j as i32 * cell + cell / 2, top - 6), style))?;
+        }
+        root.draw(&Rectangle::new([(left, top), (left + grid, top + grid)], BLACK.stroke_width(1)))
+            .map_err(plot_err)?;
+        Ok(())
+    }, |_| {})
+}
+
+/// Images `[N, C, H, W]` (C = 1 or 3, floats in [0, 1], clamped) in a grid of `columns`
+/// columns, each with its title above it. Small images are enlarged (nearest neighbour) so
+/// each is at least about 96 px.
+pub fn image_grid(images: &Tensor, titles: &[String], columns: usize) -> Result<Figure> {
+    let size = images.size();
+    let &[n, c, h, w] = size.as_slice() else {
+        return Err(Error::InvalidArgument(format!("image_grid: images must be [N, C, H, W], got {size:?}")));
+    };
+    if n <= 0 || h <= 0 || w <= 0 || !(c == 1 || c == 3) {
+        return Err(Error::InvalidArgument(format!("image_grid: need N > 0 images of 1 or 3 channels, got {size:?}")));
+    }
+    if titles.len() != n as usize || columns == 0 {
+        let msg = format!("{} titles for {n} images, {columns} columns (need one title each)", titles.len());
+        return Err(Error::InvalidArgument(format!("image_grid: {msg}")));
+    }
+    let (n, c, h, w) = (n as usize, c as usize, h as usize, w as usize);
+    let pixels: Vec<u8> = Vec::try_from(
+        (images.to_device(tch::Device::Cpu).to_kind(Kind::Float).nan_to_num(0.0, 1.0, 0.0).clamp(0.0, 1.0) * 255.0)
+            .round()
+            .to_kind(Kind::Uint8)
+            .contiguous()
+            .flatten(0, -1),
+    )?;
+    ensure_font()?;
+    let scale = 96usize.div_ceil(h.max(w)).max(1);
+    let (iw, ih) = (w * scale, h * scale);
+    let font = FontDesc::new(FontFamily::SansSerif, 14.0, FontStyle::Normal);
+    let title_w = titles.iter().map(|t| font.box_size(t).map(|b| b.0 as usize).unwrap_or(0)).max().unwrap_or(0);
+    let cell_w = iw.max(title_w.min(240) + 4);
+    let (pad, title_h) = (8usize, 22usize);
+    let columns = columns.min(n);
+    let rows = n.div_ceil(columns);
+    let width = columns * (cell_w + pad) + pad;
+    let height = rows * (title_h + ih + pad) + pad;
+    let origin = |k: usize| (pad + (k % columns) * (cell_w + pad), pad + (k / columns) * (title_h + ih + pad));
+    let blit = |img: &mut image::RgbImage| {
+        let plane = h * w;
+        for k in 0..n {
+            let (x, y) = origin(k);
+            let (x, base) = (x + (cell_w - iw) / 2, k * c * plane);
+            for (py, px) in (0..ih).flat_map(|py| (0..iw).map(move |px| (py, px))) {
+                let src = (py / scale) * w + px / scale;
+                let ch = |i: usize| pixels[base + i.min(c - 1) * plane + src];
+                img.put_pixel((x + px) as u32, (y + title_h + py) as u32, image::Rgb([ch(0), ch(1), ch(2)]));
+            }
+        }
+    };
+    render(width as u32, height as u32, |root| {
+        let style = TextStyle::from(font.clone()).pos(Pos::new(HPos::Center, VPos::Center));
+        for (k, title) in titles.iter().enumerate() {
+            let (x, y) = origin(k);
+            let text = fit_text(title, &font, cell_w as u32);
+            root.draw(&Text::new(text, ((x + cell_w / 2) as i32, (y + title_h / 2) as i32), style.clone()))
+                .map_err(plot_err)?;
+        }
+        Ok(())
+    }, blit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Decodes the PNG, checks its size, and returns how many distinct colours it has.
+    fn colors(fig: &Figure) -> usize {
+        let img = image::load_from_memory(fig.png()).unwrap().to_rgb8();
+        assert_eq!((img.width(), img.height()), (fig.width(), fig.height()));
+        img.pixels().map(|p| p.0).collect::<std::collections::HashSet<_>>().len()
+    }
+
+    /// Saves `fig` under `$TRAINBOOK_TEST_PLOTS` when set, to look at the figures.
+    fn keep(fig: &Figure, name: &str) {
+        if let Some(dir) = std::env::var_os("TRAINBOOK_TEST_PLOTS") {
+            fig.save(Path::new(&dir).join(name)).unwrap();
+        }
+    }
+
+    fn record(epoch: u64, val: bool) -> EpochRecord {
+        let e = epoch as f64;
+        EpochRecord {
+            epoch,
+            train_loss: 2.0 / (1.0 + e),
+            train_acc: 0.5 + 0.04 * e,
+            val_loss: val.then_some(2.2 / (1.0 + e)),
+            val_acc: val.then_some(0.45 + 0.04 * e),
+            lr: 0.1,
+            world_size: 1,
+            seconds: 10.0,
+            img_per_s: 1000.0,
+        }
+    }
+
+    #[test]
+    fn curves_render() {
+        let history: Vec<EpochRecord> = (1..=8).map(|e| record(e, e != 3)).collect();
+        let fig = loss_accuracy_curves(&history).unwrap();
+        keep(&fig, "curves.png");
+        assert_eq!((fig.width(), fig.height()), (1000, 400));
+        assert!(colors(&fig) > 50);
+        let one = loss_accuracy_curves(&[record(0, false)]).unwrap();
+        keep(&one, "curves_one.png");
+        assert!(colors(&one) > 20);
+        assert!(matches!(loss_accuracy_curves(&[]), Err(Error::InvalidArgument(_))));
+    }
+
+    #[test]
+    fn confusion_matrix_renders_and_saves() {
+        let m = ConfusionMatrix { counts: vec![vec![50, 2, 0], vec![5, 40, 5], vec![0, 0, 0]] };
+        let names: Vec<String> = ["cat", "dog", "a rather long class name"].iter().map(|s| s.to_string()).collect();
+        let fig = confusion_matrix_plot(&m, &names).unwrap();
+        keep(&fig, "confusion.png");
+        assert!(fig.width() >= 400 && fig.height() >= 400 && fig.width() >= 3 * 120);
+        assert!(colors(&fig) > 50);
+        let dir = std::env::temp_dir().join(format!("trainbook-plot-{}", std::process::id()));
+        let path = dir.join("nested/cm.png");
+        fig.save(&path).unwrap();
+        assert!(std::fs::metadata(&path).unwrap().len() > 2000);
+        assert_eq!(std::fs::read(&path).unwrap(), fig.png());
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(confusion_matrix_plot(&m, &names[..2]).is_err());
+        // Outside a notebook nothing is shown.
+        if !crate::notebook::in_notebook() {
+            assert!(!fig.show().unwrap());
+        }
+    }
+
+    #[test]
+    fn image_grid_renders() {
+        let gray = Tensor::rand([5, 1, 28, 28], (Kind::Float, tch::Device::Cpu)) * 1.4 - 0.2;
+        let titles: Vec<String> = (0..5).map(|i| format!("label {i} / pred {}", (i * 3) % 5)).collect();
+        let fig = image_grid(&gray, &titles, 3).unwrap();
+        keep(&fig, "grid_gray.png");
+        // 28 px enlarged 4x = 112 px images, 3 columns and 2 rows.
+        assert!(fig.width() >= 3 * 112 && fig.height() >= 2 * (112 + 22));
+        assert!(colors(&fig) > 100);
+        let rgb = Tensor::rand([2, 3, 32, 32], (Kind::Float, tch::Device::Cpu));
+        let fig = image_grid(&rgb, &titles[..2], 8).unwrap();
+        keep(&fig, "grid_rgb.png");
+        assert!(colors(&fig) > 1000);
+        assert!(image_grid(&rgb, &titles[..1], 2).is_err());
+        assert!(image_grid(&rgb.narrow(0, 0, 0), &[], 2).is_err());
+        assert!(image_grid(&Tensor::zeros([2, 2, 8, 8], (Kind::Float, tch::Device::Cpu)), &titles[..2], 2).is_err());
+    }
+}

@@ -1,0 +1,273 @@
+//! Progress of a training or evaluation epoch that reads well everywhere: an `indicatif` bar in
+//! a terminal, and compact lines on stdout in Jupyter (evcxr shows no terminal bars), in logs
+//! and when stderr is redirected (torchrun, CI).
+use std::io::{IsTerminal, Write};
+use std::time::Instant;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::in_notebook;
+
+const BAR_TEMPLATE: &str = "{prefix:>6} [{bar:30}] {pos:>4}/{len:4} {elapsed_precise}<{eta_precise}  {msg}";
+
+/// Batch-by-batch progress of one epoch; see [`Progress::new`].
+pub struct Progress {
+    label: String,
+    total: usize,
+    mode: Mode,
+    batches: usize,
+    samples: u64,
+    loss_sum: f64,
+    start: Instant,
+    finished: bool,
+}
+
+enum Mode {
+    /// Prints nothing (ranks other than the main one).
+    Off,
+    /// Terminal progress bar (on stderr).
+    Bar(ProgressBar),
+    /// One line every `every` batches, and at the end, on `out`.
+    Plain { out: Box<dyn Write + Send>, every: usize, last_printed: usize },
+}
+
+impl Progress {
+    /// Progress of `total_batches` batches (0 if unknown) labelled `label` ("train", "val").
+    /// `enabled = false` prints nothing at all: pass `is_main_rank` in distributed jobs.
+    ///
+    /// In a notebook, or when stderr is not a terminal, it prints a plain line to stdout about
+    /// every tenth of the epoch; in a terminal it draws a progress bar on stderr.
+    pub fn new(label: &str, total_batches: usize, enabled: bool) -> Progress {
+        if !enabled {
+            return Progress::with_mode(label, total_batches, Mode::Off);
+        }
+        if in_notebook() || !std::io::stderr().is_terminal() {
+            return Progress::plain(label, total_batches, true, Box::new(std::io::stdout()));
+        }
+        let bar = ProgressBar::new(total_batches as u64);
+        if let Ok(style) = ProgressStyle::with_template(BAR_TEMPLATE) {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        bar.set_prefix(label.to_string());
+        Progress::with_mode(label, total_batches, Mode::Bar(bar))
+    }
+
+    /// Plain-line progress written to `out`, whatever the environment (logs, tests).
+    pub fn plain(label: &str, total_batches: usize, enabled: bool, out: Box<dyn Write + Send>) -> Progress {
+        if !enabled {
+            return Progress::with_mode(label, total_batches, Mode::Off);
+        }
+        // A tenth of the epoch, or every 10 batches when the length is unknown.
+        let every = if total_batches == 0 { 10 } else { (total_batches / 10).max(1) };
+        Progress::with_mode(label, total_batches, Mode::Plain { out, every, last_printed: 0 })
+    }
+
+    fn with_mode(label: &str, total: usize, mode: Mode) -> Progress {
+        Progress {
+            label: label.to_string(),
+            total,
+            mode,
+            batches: 0,
+            samples: 0,
+            loss_sum: 0.0,
+            start: Instant::now(),
+            finished: false,
+        }
+    }
+
+    /// Records one batch of `batch_samples` samples whose mean loss was `batch_loss`.
+    pub fn update(&mut self, batch_samples: usize, batch_loss: f64) {
+        self.batches += 1;
+        self.samples += batch_samples as u64;
+        self.loss_sum += batch_loss * batch_samples as f64;
+        let status = self.status();
+        match &mut self.mode {
+            Mode::Off => {}
+            Mode::Bar(bar) => {
+                bar.set_position(self.batches as u64);
+                bar.set_message(status);
+            }
+            Mode::Plain { out, every, last_printed } => {
+                if self.batches % *every == 0 || self.batches == self.total {
+                    *last_printed = self.batches;
+                    let line = progress_line(&self.label, self.batches, self.total, &status);
+                    // Progress output is best effort: a closed stdout must not stop training.
+                    let _ = writeln!(out, "{line}").and_then(|_| out.flush());
+                }
+            }
+        }
+    }
+
+    /// Ends the epoch: prints the last progress line if it was not printed yet, then `summary`
+    /// (e.g. "loss 0.2310  acc 93.1%"). Later calls do nothing.
+    pub fn finish(&mut self, summary: &str) {
+        if self.finished {
+            return;
+        }
+        self.finished = true;
+        let status = self.status();
+        let summary = if summary.is_empty() { format!("done  {status}") } else { summary.to_string() };
+        match &mut self.mode {
+            Mode::Off => {}
+            Mode::Bar(bar) => bar.finish_with_message(format!("{status}  | {summary}")),
+            Mode::Plain { out, last_printed, .. } => {
+                let mut text = String::new();
+                if *last_printed != self.batches && self.batches > 0 {
+                    text.push_str(&progress_line(&self.label, self.batches, self.total, &status));
+                    text.push('\n');
+                }
+                text.push_str(&format!("{}  {}\n", self.label, summary));
+                let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
+            }
+        }
+    }
+
+    /// Batches recorded so far.
+    pub fn batches(&self) -> usize {
+        self.batches
+    }
+
+    /// Samples recorded so far.
+    pub fn samples(&self) -> u64 {
+        self.samples
+    }
+
+    /// Per-sample mean loss so far (each batch weighted by its sample count); NaN before any sample.
+    pub fn mean_loss(&self) -> f64 {
+        if self.samples == 0 { f64::NAN } else { self.loss_sum / self.samples as f64 }
+    }
+
+    /// Samples per second since the progress was created.
+    pub fn samples_per_second(&self) -> f64 {
+        let secs = self.start.elapsed().as_secs_f64();
+        if secs > 0.0 { self.samples as f64 / secs } else { 0.0 }
+    }
+
+    fn status(&self) -> String {
+        format!("loss {:.4}  {:.1} img/s", self.mean_loss(), self.samples_per_second())
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        // A bar dropped without `finish` (an error mid-epoch) stays visible as it was.
+        if let Mode::Bar(bar) = &self.mode {
+            if !self.finished {
+                bar.abandon();
+            }
+        }
+    }
+}
+
+/// `train  [ 40/400]  10.0%  loss 0.4312  812.3 img/s`
+fn progress_line(label: &str, batch: usize, total: usize, status: &str) -> String {
+    if total == 0 {
+        return format!("{label}  [{batch}/?]  {status}");
+    }
+    let width = total.to_string().len();
+    let pct = 100.0 * batch as f64 / total as f64;
+    format!("{label}  [{batch:>width$}/{total}] {pct:5.1}%  {status}")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    /// A writer whose bytes the test can read back.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().map_err(|_| std::io::Error::other("poisoned"))?.extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Captured {
+        fn lines(&self) -> Vec<String> {
+            let bytes = self.0.lock().unwrap().clone();
+            String::from_utf8(bytes).unwrap().lines().map(str::to_string).collect()
+        }
+    }
+
+    #[test]
+    fn plain_prints_every_tenth_and_summary() {
+        let out = Captured::default();
+        let mut p = Progress::plain("train", 25, true, Box::new(out.clone()));
+        for i in 0..25 {
+            // Last batch is short: 4 samples instead of 10.
+            let n = if i == 24 { 4 } else { 10 };
+            p.update(n, if i == 24 { 2.0 } else { 1.0 });
+        }
+        p.finish("loss 1.0  acc 50.0%");
+        p.finish("again"); // no-op
+        let lines = out.lines();
+        // every = 25 / 10 = 2: batches 2, 4, ..., 24, then 25 (the last one).
+        let expected: Vec<String> = (2..=24).step_by(2).chain([25]).map(|b| format!("train  [{b:>2}/25]")).collect();
+        assert_eq!(lines.len(), expected.len() + 1, "{lines:#?}");
+        for (line, prefix) in lines.iter().zip(&expected) {
+            assert!(line.starts_with(prefix.as_str()), "{line:?} vs {prefix:?}");
+            assert!(line.contains("img/s"), "{line}");
+        }
+        assert!(lines[0].contains("  8.0%  loss 1.0000"), "{}", lines[0]);
+        // Per-sample mean: (240 * 1.0 + 4 * 2.0) / 244.
+        let mean = (240.0 + 8.0) / 244.0;
+        assert!((p.mean_loss() - mean).abs() < 1e-12);
+        assert!(lines[12].starts_with("train  [25/25] 100.0%"), "{}", lines[12]);
+        assert!(lines[12].contains(&format!("loss {mean:.4}")), "{}", lines[12]);
+        assert_eq!(lines.last().unwrap(), "train  loss 1.0  acc 50.0%");
+        assert_eq!((p.batches(), p.samples()), (25, 244));
+    }
+
+    #[test]
+    fn plain_ten_batches_and_early_finish() {
+        let out = Captured::default();
+        let mut p = Progress::plain("val", 10, true, Box::new(out.clone()));
+        for _ in 0..10 {
+            p.update(8, 0.5);
+        }
+        p.finish("");
+        let lines = out.lines();
+        assert_eq!(lines.len(), 11, "{lines:#?}");
+        assert!(lines[0].starts_with("val  [ 1/10]  10.0%  loss 0.5000"), "{}", lines[0]);
+        assert!(lines[9].starts_with("val  [10/10] 100.0%"), "{}", lines[9]);
+        assert!(lines[10].starts_with("val  done  loss 0.5000"), "{}", lines[10]);
+
+        // Stopped after 7 of 40 batches (every = 4): line at 4, then 7 from finish, then summary.
+        let out = Captured::default();
+        let mut p = Progress::plain("train", 40, true, Box::new(out.clone()));
+        for _ in 0..7 {
+            p.update(1, 1.0);
+        }
+        p.finish("stopped");
+        let lines = out.lines();
+        assert_eq!(lines.len(), 3, "{lines:#?}");
+        assert!(lines[0].starts_with("train  [ 4/40]  10.0%"));
+        assert!(lines[1].starts_with("train  [ 7/40]  17.5%"));
+        assert_eq!(lines[2], "train  stopped");
+    }
+
+    #[test]
+    fn disabled_prints_nothing() {
+        let out = Captured::default();
+        let mut p = Progress::plain("train", 10, false, Box::new(out.clone()));
+        for _ in 0..10 {
+            p.update(4, 1.0);
+        }
+        p.finish("summary");
+        assert!(out.lines().is_empty());
+        assert_eq!(p.samples(), 40);
+        // The automatic constructor honours `enabled` too.
+        let mut q = Progress::new("train", 3, false);
+        q.update(1, 1.0);
+        q.finish("x");
+        assert!(matches!(q.mode, Mode::Off));
+        assert!(ProgressStyle::with_template(BAR_TEMPLATE).is_ok());
+    }
+}

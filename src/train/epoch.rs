@@ -1,0 +1,155 @@
+//! One epoch of training or evaluation over a `DataLoader`, returning an exact per-sample
+//! summary (loss, accuracy, samples, seconds, img/s).
+use std::time::Instant;
+
+use tch::nn::ModuleT;
+use tch::{Device, Kind, Tensor};
+
+use super::loss::CrossEntropyLoss;
+use super::metrics::{ConfusionMatrix, RunningMetrics};
+use super::optim::Optimizer;
+use crate::data::{DataLoader, Dataset};
+use crate::notebook::Progress;
+use crate::Result;
+
+/// What happens around each training step beyond forward/backward/step; distributed training
+/// (DDP) uses it to broadcast buffers before the forward pass and to all-reduce gradients
+/// after the backward pass.
+pub trait StepHooks {
+    fn before_forward(&self) -> Result<()> {
+        Ok(())
+    }
+    fn after_backward(&self) -> Result<()> {
+        Ok(())
+    }
+    /// Sums metrics over all ranks (identity for a single process).
+    fn reduce_metrics(&self, metrics: RunningMetrics) -> Result<RunningMetrics> {
+        Ok(metrics)
+    }
+    /// Gathers the predicted and true labels of all ranks (identity for a single process).
+    fn gather_labels(&self, predicted: Tensor, labels: Tensor) -> Result<(Tensor, Tensor)> {
+        Ok((predicted, labels))
+    }
+    fn world_size(&self) -> usize {
+        1
+    }
+    fn is_main(&self) -> bool {
+        true
+    }
+}
+
+/// A single process: no hooks.
+pub struct SingleProcess;
+impl StepHooks for SingleProcess {}
+
+/// Where to run and how to report.
+pub struct EpochOptions<'a> {
+    pub device: Device,
+    /// Show progress (on the main rank only).
+    pub progress: bool,
+    pub hooks: &'a dyn StepHooks,
+}
+
+impl Default for EpochOptions<'_> {
+    fn default() -> Self {
+        EpochOptions { device: Device::Cpu, progress: true, hooks: &SingleProcess }
+    }
+}
+
+impl<'a> EpochOptions<'a> {
+    pub fn on(device: Device) -> Self {
+        EpochOptions { device, ..Default::default() }
+    }
+    pub fn quiet(mut self) -> Self {
+        self.progress = false;
+        self
+    }
+    pub fn hooks(mut self, hooks: &'a dyn StepHooks) -> Self {
+        self.hooks = hooks;
+        self
+    }
+}
+
+/// The result of an epoch. `loss` and `accuracy` are exact means over `samples`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EpochSummary {
+    pub loss: f64,
+    pub accuracy: f64,
+    pub samples: u64,
+    pub seconds: f64,
+    pub img_per_s: f64,
+    /// Filled by [`evaluate`]: rows are true classes, columns predictions (all ranks).
+    pub confusion: Option<ConfusionMatrix>,
+}
+
+impl std::fmt::Display for EpochSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "loss {:.4}  acc {:.2}%  {} samples  {:.1} s  {:.1} img/s", self.loss, self.accuracy * 100.0, self.samples, self.seconds, self.img_per_s)
+    }
+}
+
+fn summary(m: RunningMetrics, seconds: f64, confusion: Option<ConfusionMatrix>) -> EpochSummary {
+    EpochSummary { loss: m.loss(), accuracy: m.accuracy(), samples: m.count, seconds, img_per_s: m.count as f64 / seconds.max(1e-9), confusion }
+}
+
+/// Trains `model` for one pass over `loader` (which the caller positions with `set_epoch`).
+pub fn train_epoch<D: Dataset + 'static>(model: &dyn ModuleT, loader: &mut DataLoader<D>, optimizer: &mut Optimizer, loss_fn: &CrossEntropyLoss, opts: &EpochOptions) -> Result<EpochSummary> {
+    let start = Instant::now();
+    let mut progress = Progress::new("train", loader.len(), opts.progress && opts.hooks.is_main());
+    let mut local = RunningMetrics::default();
+    for batch in loader.iter() {
+        let batch = batch?;
+        let (x, y) = (batch.images.to_device(opts.device), batch.labels.to_device(opts.device));
+        opts.hooks.before_forward()?;
+        let logits = model.forward_t(&x, true);
+        let loss = loss_fn.mean(&logits, &y);
+        optimizer.zero_grad();
+        loss.backward();
+        opts.hooks.after_backward()?;
+        optimizer.step();
+        let n = batch.len() as f64;
+        let batch_loss = loss.double_value(&[]);
+        tch::no_grad(|| local.add_batch(batch_loss * n, &logits, &y));
+        progress.update(batch.len(), batch_loss);
+    }
+    let total = opts.hooks.reduce_metrics(local)?;
+    let result = summary(total, start.elapsed().as_secs_f64(), None);
+    progress.finish(&result.to_string());
+    Ok(result)
+}
+
+/// Evaluates `model` (eval mode, no gradients) over `loader`: exact loss and accuracy over the
+/// real samples (padding repeats of a `DistributedSampler` are excluded) and the confusion matrix.
+pub fn evaluate<D: Dataset + 'static>(model: &dyn ModuleT, loader: &mut DataLoader<D>, loss_fn: &CrossEntropyLoss, opts: &EpochOptions) -> Result<EpochSummary> {
+    let start = Instant::now();
+    let classes = loader.dataset().classes().len();
+    let mut progress = Progress::new("eval", loader.len(), opts.progress && opts.hooks.is_main());
+    let mut local = RunningMetrics::default();
+    let (mut preds, mut truths) = (Vec::new(), Vec::new());
+    for batch in loader.iter() {
+        let batch = batch?;
+        let keep: Vec<i64> = (0..batch.len() as i64).filter(|&k| !batch.is_padding[k as usize]).collect();
+        let keep = Tensor::from_slice(&keep).to_device(opts.device);
+        let (x, y) = (batch.images.to_device(opts.device), batch.labels.to_device(opts.device));
+        let (logits, losses) = tch::no_grad(|| {
+            let logits = model.forward_t(&x, false).index_select(0, &keep);
+            let losses = loss_fn.per_sample(&logits, &y.index_select(0, &keep));
+            (logits, losses)
+        });
+        let y = y.index_select(0, &keep);
+        let loss_sum = losses.sum(Kind::Double).double_value(&[]);
+        local.add_batch(loss_sum, &logits, &y);
+        preds.push(logits.argmax(1, false).to_device(Device::Cpu));
+        truths.push(y.to_device(Device::Cpu));
+        progress.update(batch.len(), loss_sum / batch.real_count().max(1) as f64);
+    }
+    let total = opts.hooks.reduce_metrics(local)?;
+    let empty = || Tensor::zeros([0], (Kind::Int64, Device::Cpu));
+    let (p, t) = if preds.is_empty() { (empty(), empty()) } else { (Tensor::cat(&preds, 0), Tensor::cat(&truths, 0)) };
+    let (p, t) = opts.hooks.gather_labels(p, t)?;
+    let mut confusion = ConfusionMatrix::new(classes);
+    confusion.add(&p, &t);
+    let result = summary(total, start.elapsed().as_secs_f64(), Some(confusion));
+    progress.finish(&result.to_string());
+    Ok(result)
+}

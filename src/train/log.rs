@@ -1,0 +1,43 @@
+//! The metrics log: `metrics.jsonl`, one JSON object per epoch, that plots, notebooks and
+//! resumption read back.
+use std::io::Write;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Result};
+
+/// One epoch of training and validation. Accuracies are fractions in [0, 1].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct EpochRecord {
+    pub epoch: u64,
+    pub train_loss: f64,
+    pub train_acc: f64,
+    pub val_loss: Option<f64>,
+    pub val_acc: Option<f64>,
+    pub lr: f64,
+    pub world_size: usize,
+    pub seconds: f64,
+    pub img_per_s: f64,
+}
+
+/// Appends `record` to the JSON-lines file at `path` (created if missing).
+pub fn append_record(path: &Path, record: &EpochRecord) -> Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    }
+    let mut line = serde_json::to_string(record).map_err(|e| Error::InvalidArgument(e.to_string()))?;
+    line.push('\n');
+    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(|e| Error::io(path, e))?;
+    f.write_all(line.as_bytes()).map_err(|e| Error::io(path, e))
+}
+
+/// Reads every record of a metrics log; a malformed line is an error naming the line.
+pub fn read_records(path: &Path) -> Result<Vec<EpochRecord>> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| serde_json::from_str(l).map_err(|e| Error::Dataset(format!("{}:{}: {e}", path.display(), i + 1))))
+        .collect()
+}

@@ -1,0 +1,99 @@
+//! Per-sample exact running metrics and the confusion matrix.
+//!
+//! The course averages `loss / len(x)` per batch and then over batches, which weighs a short
+//! last batch as much as a full one; here loss and accuracy are sums over samples divided by
+//! the number of samples, so they equal the value over the whole epoch exactly.
+use tch::{Kind, Tensor};
+
+/// Sums of loss and correct predictions over the samples seen so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct RunningMetrics {
+    pub loss_sum: f64,
+    pub correct: u64,
+    pub count: u64,
+}
+
+impl RunningMetrics {
+    /// Adds a batch given its per-sample summed loss, the logits and the labels.
+    pub fn add_batch(&mut self, loss_sum: f64, logits: &Tensor, labels: &Tensor) {
+        let correct = logits.argmax(1, false).eq_tensor(labels).sum(Kind::Int64).int64_value(&[]);
+        self.loss_sum += loss_sum;
+        self.correct += correct as u64;
+        self.count += labels.size()[0] as u64;
+    }
+    pub fn merge(&mut self, other: &RunningMetrics) {
+        self.loss_sum += other.loss_sum;
+        self.correct += other.correct;
+        self.count += other.count;
+    }
+    pub fn loss(&self) -> f64 {
+        if self.count == 0 { f64::NAN } else { self.loss_sum / self.count as f64 }
+    }
+    pub fn accuracy(&self) -> f64 {
+        if self.count == 0 { f64::NAN } else { self.correct as f64 / self.count as f64 }
+    }
+}
+
+/// `counts[true][predicted]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfusionMatrix {
+    pub counts: Vec<Vec<u64>>,
+}
+
+impl ConfusionMatrix {
+    pub fn new(classes: usize) -> ConfusionMatrix {
+        ConfusionMatrix { counts: vec![vec![0; classes]; classes] }
+    }
+    pub fn classes(&self) -> usize {
+        self.counts.len()
+    }
+    /// Adds predicted and true labels (int64 tensors of equal length, on any device).
+    pub fn add(&mut self, predicted: &Tensor, labels: &Tensor) {
+        let p: Vec<i64> = Vec::try_from(predicted.to_device(tch::Device::Cpu).to_kind(Kind::Int64)).unwrap_or_default();
+        let t: Vec<i64> = Vec::try_from(labels.to_device(tch::Device::Cpu).to_kind(Kind::Int64)).unwrap_or_default();
+        for (&pi, &ti) in p.iter().zip(&t) {
+            if let (Ok(pi), Ok(ti)) = (usize::try_from(pi), usize::try_from(ti)) {
+                if pi < self.classes() && ti < self.classes() {
+                    self.counts[ti][pi] += 1;
+                }
+            }
+        }
+    }
+    pub fn total(&self) -> u64 {
+        self.counts.iter().flatten().sum()
+    }
+    pub fn accuracy(&self) -> f64 {
+        let right: u64 = (0..self.classes()).map(|i| self.counts[i][i]).sum();
+        right as f64 / self.total().max(1) as f64
+    }
+    /// Recall of every class (correct / samples of that class); NaN for an absent class.
+    pub fn per_class_accuracy(&self) -> Vec<f64> {
+        self.counts
+            .iter()
+            .enumerate()
+            .map(|(i, row)| {
+                let n: u64 = row.iter().sum();
+                if n == 0 { f64::NAN } else { row[i] as f64 / n as f64 }
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn running_metrics_are_per_sample() {
+        let mut m = RunningMetrics::default();
+        m.add_batch(3.0, &Tensor::from_slice(&[1.0f32, 0.0, 0.0, 1.0]).view([2, 2]), &Tensor::from_slice(&[0i64, 1]));
+        m.add_batch(1.0, &Tensor::from_slice(&[0.0f32, 1.0]).view([1, 2]), &Tensor::from_slice(&[1i64]));
+        assert_eq!((m.count, m.correct), (3, 3));
+        assert!((m.loss() - 4.0 / 3.0).abs() < 1e-12);
+        let mut c = ConfusionMatrix::new(3);
+        c.add(&Tensor::from_slice(&[0i64, 2, 2, 1]), &Tensor::from_slice(&[0i64, 2, 1, 1]));
+        assert_eq!(c.counts, vec![vec![1, 0, 0], vec![0, 1, 1], vec![0, 0, 1]]);
+        assert_eq!(c.per_class_accuracy()[1], 0.5);
+        assert_eq!(c.accuracy(), 0.75);
+    }
+}

@@ -1,0 +1,216 @@
+//! Optimizers with torch.optim's update rules and defaults (SGD with momentum/nesterov/weight
+//! decay, Adam, AdamW), whose state (step counts, moments, momentum buffers) can be exported
+//! to named tensors and restored, so checkpoints resume exactly.
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use tch::nn::VarStore;
+use tch::Tensor;
+
+use crate::{Error, Result};
+
+/// Which update rule, with its hyper-parameters (torch's defaults via `Default`).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub enum OptimizerKind {
+    Sgd { momentum: f64, dampening: f64, nesterov: bool, weight_decay: f64 },
+    Adam { beta1: f64, beta2: f64, eps: f64, weight_decay: f64 },
+    AdamW { beta1: f64, beta2: f64, eps: f64, weight_decay: f64 },
+}
+
+impl OptimizerKind {
+    /// `torch.optim.SGD` defaults (momentum 0, no weight decay).
+    pub fn sgd() -> Self {
+        OptimizerKind::Sgd { momentum: 0.0, dampening: 0.0, nesterov: false, weight_decay: 0.0 }
+    }
+    /// `torch.optim.Adam` defaults: betas (0.9, 0.999), eps 1e-8, weight decay 0.
+    pub fn adam() -> Self {
+        OptimizerKind::Adam { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0 }
+    }
+    /// `torch.optim.AdamW` defaults: betas (0.9, 0.999), eps 1e-8, weight decay 0.01.
+    pub fn adamw() -> Self {
+        OptimizerKind::AdamW { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.01 }
+    }
+}
+
+#[derive(Default)]
+struct ParamState {
+    step: u64,
+    exp_avg: Option<Tensor>,
+    exp_avg_sq: Option<Tensor>,
+    momentum_buffer: Option<Tensor>,
+}
+
+/// Step counts of the parameters, saved next to the state tensors.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct OptimizerMeta {
+    pub kind: Option<OptimizerKind>,
+    pub lr: f64,
+    pub steps: BTreeMap<String, u64>,
+}
+
+pub struct Optimizer {
+    kind: OptimizerKind,
+    lr: f64,
+    params: Vec<(String, Tensor)>,
+    state: BTreeMap<String, ParamState>,
+}
+
+/// The trainable variables of `vs` with their names, in creation order (PyTorch's
+/// `named_parameters()` order for models built in module order).
+pub fn named_parameters(vs: &VarStore) -> Vec<(String, Tensor)> {
+    let by_ptr: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
+    vs.trainable_variables()
+        .into_iter()
+        .filter_map(|t| by_ptr.iter().find(|(_, v)| v.data_ptr() == t.data_ptr()).map(|(n, _)| (n.clone(), t)))
+        .collect()
+}
+
+impl Optimizer {
+    /// An optimizer over all trainable variables of `vs` (frozen ones, whose gradient stays
+    /// undefined, are skipped at each step like torch skips `grad is None`).
+    pub fn new(vs: &VarStore, kind: OptimizerKind, lr: f64) -> Optimizer {
+        Optimizer { kind, lr, params: named_parameters(vs), state: BTreeMap::new() }
+    }
+    pub fn sgd(vs: &VarStore, lr: f64, momentum: f64) -> Optimizer {
+        Optimizer::new(vs, OptimizerKind::Sgd { momentum, dampening: 0.0, nesterov: false, weight_decay: 0.0 }, lr)
+    }
+    pub fn adam(vs: &VarStore, lr: f64) -> Optimizer {
+        Optimizer::new(vs, OptimizerKind::adam(), lr)
+    }
+    pub fn adamw(vs: &VarStore, lr: f64) -> Optimizer {
+        Optimizer::new(vs, OptimizerKind::adamw(), lr)
+    }
+
+    pub fn kind(&self) -> OptimizerKind {
+        self.kind
+    }
+    pub fn lr(&self) -> f64 {
+        self.lr
+    }
+    pub fn set_lr(&mut self, lr: f64) {
+        self.lr = lr;
+    }
+    /// The parameters this optimizer updates, with their names, in creation order.
+    pub fn parameters(&self) -> &[(String, Tensor)] {
+        &self.params
+    }
+
+    /// Zeroes every parameter's gradient (before the next backward pass).
+    pub fn zero_grad(&mut self) {
+        for (_, p) in &mut self.params {
+            p.zero_grad();
+        }
+    }
+
+    /// One update of every parameter that has a gradient.
+    pub fn step(&mut self) {
+        let (kind, lr) = (self.kind, self.lr);
+        tch::no_grad(|| {
+            for (name, p) in &mut self.params {
+                let grad = p.grad();
+                if !grad.defined() {
+                    continue;
+                }
+                let st = self.state.entry(name.clone()).or_default();
+                update(kind, lr, p, &grad, st);
+            }
+        });
+    }
+
+    /// The state as named tensors (`<param>.exp_avg`, `<param>.exp_avg_sq`,
+    /// `<param>.momentum_buffer`) plus the step counts in [`OptimizerMeta`].
+    pub fn state_dict(&self) -> (Vec<(String, Tensor)>, OptimizerMeta) {
+        let mut tensors = Vec::new();
+        let mut steps = BTreeMap::new();
+        for (name, st) in &self.state {
+            steps.insert(name.clone(), st.step);
+            for (suffix, t) in [("exp_avg", &st.exp_avg), ("exp_avg_sq", &st.exp_avg_sq), ("momentum_buffer", &st.momentum_buffer)] {
+                if let Some(t) = t {
+                    tensors.push((format!("{name}.{suffix}"), t.copy()));
+                }
+            }
+        }
+        (tensors, OptimizerMeta { kind: Some(self.kind), lr: self.lr, steps })
+    }
+
+    /// Restores what [`state_dict`](Self::state_dict) exported; errors name unknown
+    /// parameters and shape mismatches.
+    pub fn load_state_dict(&mut self, tensors: &[(String, Tensor)], meta: &OptimizerMeta) -> Result<()> {
+        if let Some(kind) = meta.kind {
+            if std::mem::discriminant(&kind) != std::mem::discriminant(&self.kind) {
+                return Err(Error::InvalidArgument(format!("optimizer state is for {kind:?}, this optimizer is {:?}", self.kind)));
+            }
+        }
+        let mut state: BTreeMap<String, ParamState> = BTreeMap::new();
+        for (name, step) in &meta.steps {
+            if !self.params.iter().any(|(n, _)| n == name) {
+                return Err(Error::InvalidArgument(format!("optimizer state names unknown parameter {name}")));
+            }
+            state.insert(name.clone(), ParamState { step: *step, ..Default::default() });
+        }
+        for (key, t) in tensors {
+            let (name, suffix) = key.rsplit_once('.').ok_or_else(|| Error::InvalidArgument(format!("bad optimizer key {key}")))?;
+            let (_, p) = self.params.iter().find(|(n, _)| n == name).ok_or_else(|| Error::InvalidArgument(format!("optimizer state names unknown parameter {name}")))?;
+            if t.size() != p.size() {
+                return Err(Error::InvalidArgument(format!("optimizer state {key}: shape {:?}, parameter has {:?}", t.size(), p.size())));
+            }
+            let st = state.entry(name.to_string()).or_default();
+            let value = Some(t.to_device(p.device()).copy());
+            match suffix {
+                "exp_avg" => st.exp_avg = value,
+                "exp_avg_sq" => st.exp_avg_sq = value,
+                "momentum_buffer" => st.momentum_buffer = value,
+                other => return Err(Error::InvalidArgument(format!("unknown optimizer state {other} in {key}"))),
+            }
+        }
+        self.state = state;
+        self.lr = meta.lr;
+        Ok(())
+    }
+}
+
+/// torch.optim's single-tensor update of one parameter.
+fn update(kind: OptimizerKind, lr: f64, p: &mut Tensor, grad: &Tensor, st: &mut ParamState) {
+    match kind {
+        OptimizerKind::Sgd { momentum, dampening, nesterov, weight_decay } => {
+            let mut d_p = if weight_decay != 0.0 { grad + &*p * weight_decay } else { grad.shallow_clone() };
+            if momentum != 0.0 {
+                let buf = match st.momentum_buffer.take() {
+                    None => d_p.detach().copy(),
+                    Some(mut buf) => {
+                        let _ = buf.g_mul_scalar_(momentum);
+                        let _ = buf.g_add_(&(&d_p * (1.0 - dampening)));
+                        buf
+                    }
+                };
+                d_p = if nesterov { &d_p + &buf * momentum } else { buf.shallow_clone() };
+                st.momentum_buffer = Some(buf);
+            }
+            st.step += 1;
+            let _ = p.g_add_(&(d_p * -lr));
+        }
+        OptimizerKind::Adam { beta1, beta2, eps, weight_decay } | OptimizerKind::AdamW { beta1, beta2, eps, weight_decay } => {
+            st.step += 1;
+            let decoupled = matches!(kind, OptimizerKind::AdamW { .. });
+            let grad = if decoupled {
+                let _ = p.g_mul_scalar_(1.0 - lr * weight_decay);
+                grad.shallow_clone()
+            } else if weight_decay != 0.0 {
+                grad + &*p * weight_decay
+            } else {
+                grad.shallow_clone()
+            };
+            let exp_avg = st.exp_avg.get_or_insert_with(|| p.zeros_like());
+            let _ = exp_avg.lerp_(&grad, 1.0 - beta1);
+            let exp_avg_sq = st.exp_avg_sq.get_or_insert_with(|| p.zeros_like());
+            let _ = exp_avg_sq.g_mul_scalar_(beta2);
+            let _ = exp_avg_sq.addcmul_(&(&grad * (1.0 - beta2)), &grad);
+            let step = st.step as f64;
+            let bias_correction1 = 1.0 - beta1.powf(step);
+            let bias_correction2 = 1.0 - beta2.powf(step);
+            let step_size = lr / bias_correction1;
+            let denom = exp_avg_sq.sqrt() / bias_correction2.sqrt() + eps;
+            let _ = p.addcdiv_(&(&*exp_avg * -step_size), &denom);
+        }
+    }
+}

