@@ -12,4 +12,5 @@ demo: setup
 	cargo run --release --example mnist
 
 test: setup
-	cargo test --no-fail-fast
+	set -o pipefail; mkdir -p target; cargo test --no-fail-fast 2>&1 | tee target/test.log
+	@awk '/^test result:/ { p += $$4; f += $$6 } END { printf "all tests: %d passed, %d failed\n", p, f }' target/test.log

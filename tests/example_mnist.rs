@@ -29,3 +29,28 @@ fn mnist_example_reaches_97_percent_with_defaults() {
     }
     let _ = std::fs::remove_dir_all(&work);
 }
+
+#[test]
+fn mnist_example_runs_as_two_ranks_under_torchrun() {
+    let work = std::env::temp_dir().join(format!("tb-example-mnist-ddp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work).unwrap();
+    let exe = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/debug/examples/mnist");
+    let out = common::run_with_deadline(
+        Command::new(common::venv_bin("torchrun"))
+            .args(["--standalone", "--nproc-per-node=2", "--no-python"])
+            .arg(&exe)
+            .args(["--epochs", "1", "--workers", "1"])
+            .current_dir(&work),
+        Duration::from_secs(600),
+        "torchrun examples/mnist",
+    );
+    assert!(out.status.success(), "{}", common::text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(stdout.matches("epoch 1/1").count(), 1, "only rank 0 prints:\n{stdout}");
+    let records = read_records(&work.join("runs/mnist/metrics.jsonl")).unwrap();
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0].world_size, 2);
+    assert!(records[0].val_acc.unwrap() > 0.85, "{:?}", records[0]);
+    let _ = std::fs::remove_dir_all(&work);
+}

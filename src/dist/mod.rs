@@ -1,13 +1,18 @@
-//! Distributed training over PyTorch's own c10d: the launcher's environment, TCPStore, and
-//! Gloo/NCCL process groups with their collectives, reached through the C++ shim in `csrc/`.
+//! Distributed training over PyTorch's own c10d: `Dist` (the launcher's environment, the
+//! process group, the device), `Ddp` (data-parallel gradient averaging), and underneath them
+//! TCPStore and Gloo/NCCL process groups reached through the C++ shim in `csrc/`.
+mod ddp;
 mod env;
 mod ffi;
+mod init;
 mod process_group;
 mod store;
 
 use std::time::Duration;
 
+pub use ddp::Ddp;
 pub use env::LaunchEnv;
+pub use init::{Dist, DistOptions};
 pub use process_group::{Backend, ProcessGroup, Work};
 pub use store::Store;
 
