@@ -3,6 +3,7 @@
 #include "c10d_shim.h"
 
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -69,6 +70,36 @@ int tb_has_nccl(void) {
 #else
   return 0;
 #endif
+}
+
+char* tb_cpu_rng_get_state(uint8_t** out, size_t* len) {
+  if (out == nullptr || len == nullptr) return null_arg("out/len");
+  return guarded([&] {
+    auto gen = at::detail::getDefaultCPUGenerator();
+    at::Tensor state;
+    {
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      state = gen.get_state();
+    }
+    auto bytes = state.contiguous();
+    size_t n = static_cast<size_t>(bytes.numel());
+    auto* buf = static_cast<uint8_t*>(std::malloc(n == 0 ? 1 : n));
+    if (buf == nullptr) throw std::bad_alloc();
+    std::memcpy(buf, bytes.data_ptr(), n);
+    *out = buf;
+    *len = n;
+  });
+}
+
+char* tb_cpu_rng_set_state(const uint8_t* state, size_t len) {
+  if (state == nullptr) return null_arg("state");
+  return guarded([&] {
+    auto t = at::empty({static_cast<int64_t>(len)}, at::kByte);
+    std::memcpy(t.data_ptr(), state, len);
+    auto gen = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_state(t);
+  });
 }
 
 char* tb_tcp_store_new(const char* host, uint16_t port, int is_server, int64_t num_workers,

@@ -29,6 +29,10 @@ const char* tb_torch_version(void);
 // 1 when the shim was built with the NCCL process group (cargo feature `cuda`).
 int tb_has_nccl(void);
 
+// State of libtorch's default CPU random generator (dropout masks, randn, ...), as bytes.
+char* tb_cpu_rng_get_state(uint8_t** out, size_t* len);
+char* tb_cpu_rng_set_state(const uint8_t* state, size_t len);
+
 // TCPStore: `is_server` hosts the store in this process; `num_workers` < 0 means unknown.
 char* tb_tcp_store_new(const char* host, uint16_t port, int is_server, int64_t num_workers,
                        int wait_workers, int64_t timeout_ms, tb_store** out);

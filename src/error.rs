@@ -24,6 +24,10 @@ pub enum Error {
     #[error("data set: {0}")]
     Dataset(String),
 
+    /// A checkpoint is damaged, from an unsupported format, or does not fit the model.
+    #[error("{0}")]
+    Checkpoint(String),
+
     /// The launcher's environment (RANK, WORLD_SIZE, MASTER_ADDR, ...) is missing or inconsistent.
     #[error("distributed environment: {0}")]
     DistEnv(String),

@@ -1,3 +1,231 @@
-//! Atomic, checksummed checkpoints (safetensors + JSON manifest) and exact resume.
-//!
-//! Filled by the checkpoint issue; nothing here yet.
+//! Checkpoints that survive a crashed worker: safetensors tensors (model with PyTorch names,
+//! optimizer state) plus a JSON manifest (position in training, every rank's RNG state,
+//! scheduler state, best metric, config, file checksums), written atomically by rank 0 while
+//! the other ranks wait; `latest` skips damaged checkpoints and says why; `restore` puts model,
+//! optimizer, RNG and data position back so training continues on the identical trajectory.
+mod manifest;
+mod store;
+
+use std::path::{Path, PathBuf};
+
+use tch::nn::VarStore;
+use tch::{Device, Tensor};
+
+pub use manifest::{FileEntry, Manifest, FORMAT_VERSION, MANIFEST, MODEL_FILE, OPTIMIZER_FILE};
+pub use store::{open_checkpoint, scan, write_checkpoint, Checkpoint, FileWriter, ScanReport};
+
+use crate::dist::{cpu_rng_state, set_cpu_rng_state, Dist};
+use crate::models::{from_safetensors_bytes, load_state_dict, save_tensors_file, state_dict};
+use crate::train::{Mode, Optimizer, RunningMetrics};
+use crate::{Error, Result};
+
+/// When to write checkpoints.
+#[derive(Clone, Debug)]
+pub struct Policy {
+    /// Write `step-*` at the end of every N-th epoch.
+    pub every_epochs: Option<u64>,
+    /// Write `step-*` every N optimizer steps (mid-epoch too).
+    pub every_steps: Option<u64>,
+    /// How many `step-*` checkpoints to keep (older ones are deleted).
+    pub keep_last: usize,
+    /// Keep `best/` by the monitored metric (max for accuracy, min for loss).
+    pub best: Option<Mode>,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy { every_epochs: Some(1), every_steps: None, keep_last: 2, best: Some(Mode::Max) }
+    }
+}
+
+/// Borrowed view of the training state a checkpoint captures.
+pub struct TrainState<'a> {
+    pub vs: &'a VarStore,
+    pub optimizer: &'a Optimizer,
+    pub scheduler: serde_json::Value,
+    /// Epoch in progress and how many of its batches are done (0 at an epoch boundary);
+    /// `epoch_metrics` are this rank's sums for the partial epoch.
+    pub epoch: u64,
+    pub batches_done: u64,
+    pub epoch_metrics: RunningMetrics,
+    pub seed: u64,
+    pub config: serde_json::Value,
+}
+
+/// Where to continue after [`Checkpointer::restore`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResumePoint {
+    pub epoch: u64,
+    pub batches_done: u64,
+    pub global_step: u64,
+    pub epoch_metrics: RunningMetrics,
+    pub scheduler: serde_json::Value,
+    pub best_metric: Option<f64>,
+    pub dir: PathBuf,
+}
+
+pub struct Checkpointer {
+    root: PathBuf,
+    policy: Policy,
+    best: Option<f64>,
+    global_step: u64,
+}
+
+const STEP_PREFIX: &str = "step-";
+pub const BEST_DIR: &str = "best";
+
+impl Checkpointer {
+    pub fn new(root: impl AsRef<Path>, policy: Policy) -> Checkpointer {
+        Checkpointer { root: root.as_ref().to_path_buf(), policy, best: None, global_step: 0 }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+    pub fn global_step(&self) -> u64 {
+        self.global_step
+    }
+    pub fn best_metric(&self) -> Option<f64> {
+        self.best
+    }
+
+    /// The newest intact `step-*` checkpoint; damaged ones are reported on stderr (file and
+    /// reason) and skipped. `None` (with a message) when there is nothing to resume from.
+    pub fn latest(&self, dist: &Dist) -> Result<Option<Checkpoint>> {
+        let report = scan(&self.root, STEP_PREFIX)?;
+        if dist.is_main() {
+            for (dir, why) in &report.invalid {
+                eprintln!("checkpoint: skipping {}: {why}", dir.display());
+            }
+            if report.valid.is_empty() {
+                eprintln!("checkpoint: no valid checkpoint in {}; starting fresh", self.root.display());
+            }
+        }
+        Ok(report.valid.into_iter().next())
+    }
+
+    /// Restores model, optimizer and this rank's RNG from `ckpt`; returns where to continue.
+    pub fn restore(&mut self, ckpt: &Checkpoint, dist: &Dist, vs: &mut VarStore, optimizer: &mut Optimizer) -> Result<ResumePoint> {
+        let m = &ckpt.manifest;
+        let read = |file: &str| -> Result<Vec<(String, Tensor)>> {
+            let path = ckpt.dir.join(file);
+            let bytes = store::map_file(&path).map_err(|e| Error::io(&path, e))?;
+            from_safetensors_bytes(&bytes, &path)
+        };
+        load_state_dict(vs, &read(MODEL_FILE)?, true).map_err(|e| Error::Checkpoint(format!("checkpoint {}: {e}", ckpt.dir.display())))?;
+        optimizer.load_state_dict_owned(read(OPTIMIZER_FILE)?, &m.optimizer)?;
+        if m.world_size == dist.world_size() {
+            let state = m.rng_states.get(dist.rank()).and_then(|s| manifest::from_hex(s)).ok_or_else(|| Error::Checkpoint(format!("checkpoint {}: no RNG state for rank {}", ckpt.dir.display(), dist.rank())))?;
+            set_cpu_rng_state(&state)?;
+        } else {
+            dist.println(format!("checkpoint: saved with {} ranks, resuming with {}: data order and RNG streams differ from an uninterrupted run", m.world_size, dist.world_size()));
+        }
+        self.best = m.best_metric;
+        self.global_step = m.global_step;
+        // The partial epoch's metrics are global sums: rank 0 carries them, the others start at 0.
+        let epoch_metrics = if dist.is_main() { m.epoch_metrics } else { RunningMetrics::default() };
+        Ok(ResumePoint { epoch: m.epoch, batches_done: m.batches_done, global_step: m.global_step, epoch_metrics, scheduler: m.scheduler.clone(), best_metric: m.best_metric, dir: ckpt.dir.clone() })
+    }
+
+    /// Call after every optimizer step; writes `step-*` when `every_steps` says so.
+    pub fn after_step(&mut self, dist: &Dist, state: &TrainState) -> Result<Option<PathBuf>> {
+        self.global_step += 1;
+        match self.policy.every_steps {
+            Some(n) if n > 0 && self.global_step % n == 0 => self.save_step(dist, state).map(Some),
+            _ => Ok(None),
+        }
+    }
+
+    /// Call at the end of an epoch (`state.epoch` = the next epoch, `batches_done` = 0) with
+    /// the monitored metric; writes `step-*` per `every_epochs` and `best/` when it improved.
+    pub fn after_epoch(&mut self, dist: &Dist, state: &TrainState, finished_epoch: u64, metric: Option<f64>) -> Result<()> {
+        let improved = match (self.policy.best, metric, self.best) {
+            (Some(_), Some(_), None) => true,
+            (Some(Mode::Max), Some(v), Some(b)) => v > b,
+            (Some(Mode::Min), Some(v), Some(b)) => v < b,
+            _ => false,
+        };
+        if improved {
+            self.best = metric;
+            self.save(dist, state, BEST_DIR)?;
+        }
+        if self.policy.every_epochs.is_some_and(|n| n > 0 && (finished_epoch + 1) % n == 0) {
+            self.save_step(dist, state)?;
+        }
+        Ok(())
+    }
+
+    fn save_step(&mut self, dist: &Dist, state: &TrainState) -> Result<PathBuf> {
+        let name = format!("{STEP_PREFIX}{:09}", self.global_step);
+        let dir = self.save(dist, state, &name)?;
+        if dist.is_main() {
+            self.prune()?;
+        }
+        Ok(dir)
+    }
+
+    /// Writes one checkpoint: every rank contributes its RNG state, rank 0 writes, all wait.
+    fn save(&mut self, dist: &Dist, state: &TrainState, name: &str) -> Result<PathBuf> {
+        let rng = Tensor::from_slice(&cpu_rng_state()?).to_device(dist.device());
+        let m = state.epoch_metrics;
+        let sums = dist.sum_f64(&[m.loss_sum, m.correct as f64, m.count as f64])?;
+        let global_metrics = RunningMetrics { loss_sum: sums[0], correct: sums[1].round() as u64, count: sums[2].round() as u64 };
+        let states: Vec<String> = dist.all_gather(&rng)?.iter().map(|t| Vec::<u8>::try_from(t.to_device(Device::Cpu)).map(|b| manifest::to_hex(&b))).collect::<std::result::Result<_, _>>()?;
+        let dir = self.root.join(name);
+        let written = if dist.is_main() {
+            let (opt_tensors, opt_meta) = state.optimizer.state_dict();
+            let manifest = Manifest {
+                format_version: FORMAT_VERSION,
+                epoch: state.epoch,
+                batches_done: state.batches_done,
+                global_step: self.global_step,
+                epoch_metrics: global_metrics,
+                world_size: dist.world_size(),
+                seed: state.seed,
+                rng_states: states,
+                best_metric: self.best,
+                optimizer: opt_meta,
+                scheduler: state.scheduler.clone(),
+                config: state.config.clone(),
+                files: Default::default(),
+            };
+            let model = state_dict(state.vs);
+            let files: Vec<(&str, store::FileWriter)> = vec![
+                (MODEL_FILE, Box::new(|p: &Path| save_tensors_file(&model, p))),
+                (OPTIMIZER_FILE, Box::new(|p: &Path| save_tensors_file(&opt_tensors, p))),
+            ];
+            write_checkpoint(&self.root, name, manifest, files).map(|_| ())
+        } else {
+            Ok(())
+        };
+        // Everybody waits, so nobody goes on (or resumes) before the checkpoint is complete;
+        // a failed write is reported by rank 0 after the barrier.
+        dist.barrier()?;
+        written.map_err(|e| Error::Checkpoint(format!("could not write checkpoint {} (the previous ones are untouched): {e}", dir.display())))?;
+        Ok(dir)
+    }
+
+    /// Deletes all but the newest `keep_last` `step-*` checkpoints (by name, which encodes the
+    /// step; nothing is re-read). Each is first renamed to a hidden name, so a crash during the
+    /// deletion never leaves a half-deleted `step-*` behind; leftovers of crashed writers
+    /// (hidden temporary directories of other processes) are removed too.
+    fn prune(&self) -> Result<()> {
+        let mut names: Vec<String> = std::fs::read_dir(&self.root)
+            .map_err(|e| Error::io(&self.root, e))?
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        let pid = std::process::id().to_string();
+        for stale in names.iter().filter(|n| n.starts_with('.') && [".tmp-", ".old-", ".deleting-"].iter().any(|t| n.contains(t)) && !n.ends_with(&pid)) {
+            let _ = std::fs::remove_dir_all(self.root.join(stale));
+        }
+        names.retain(|n| n.starts_with(STEP_PREFIX));
+        names.sort_unstable_by(|a, b| b.cmp(a));
+        for old in names.iter().skip(self.policy.keep_last.max(1)) {
+            let (dir, doomed) = (self.root.join(old), self.root.join(format!(".{old}.deleting-{pid}")));
+            std::fs::rename(&dir, &doomed).map_err(|e| Error::io(&dir, e))?;
+            std::fs::remove_dir_all(&doomed).map_err(|e| Error::io(&doomed, e))?;
+        }
+        Ok(())
+    }
+}

@@ -24,6 +24,22 @@ pub fn torch_version() -> &'static str {
     unsafe { std::ffi::CStr::from_ptr(ffi::tb_torch_version()) }.to_str().unwrap_or("unknown")
 }
 
+/// The state of libtorch's default CPU generator (what `torch.get_rng_state()` returns).
+pub fn cpu_rng_state() -> Result<Vec<u8>> {
+    let (mut ptr, mut len) = (std::ptr::null_mut(), 0usize);
+    // SAFETY: out-pointers are valid; on success `ptr` owns `len` bytes, freed below.
+    ffi::check("get CPU RNG state", unsafe { ffi::tb_cpu_rng_get_state(&mut ptr, &mut len) })?;
+    let bytes = unsafe { std::slice::from_raw_parts(ptr, len).to_vec() };
+    unsafe { ffi::tb_bytes_free(ptr) };
+    Ok(bytes)
+}
+
+/// Restores a state saved by [`cpu_rng_state`] (`torch.set_rng_state`).
+pub fn set_cpu_rng_state(state: &[u8]) -> Result<()> {
+    // SAFETY: the slice is valid for the call.
+    ffi::check("set CPU RNG state", unsafe { ffi::tb_cpu_rng_set_state(state.as_ptr(), state.len()) })
+}
+
 /// Joins the process group described by `env`: connects to (or hosts) the TCPStore at
 /// MASTER_ADDR:MASTER_PORT, scopes keys to this restart attempt, and creates the group.
 /// Every wait is bounded by `timeout`; a missing peer is an error naming what was awaited.

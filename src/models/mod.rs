@@ -6,4 +6,4 @@ mod weights;
 
 pub use mnist_net::MnistNet;
 pub use resnet::{freeze_backbone, resnet34, resnet34_classifier, Head, HeadKind, ResNet};
-pub use weights::{from_safetensors_bytes, load_safetensors, load_state_dict, save_safetensors, state_dict, tensor_from_view, to_safetensors_bytes, LoadReport};
+pub use weights::{from_safetensors_bytes, load_safetensors, load_state_dict, save_safetensors, save_tensors_file, state_dict, tensor_from_view, to_safetensors_bytes, LoadReport};

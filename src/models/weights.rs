@@ -48,21 +48,55 @@ fn dtype_of(kind: Kind) -> Result<Dtype> {
     })
 }
 
-/// Serialises named tensors (any device, contiguous copies are made) to safetensors bytes.
-pub fn to_safetensors_bytes(tensors: &[(String, Tensor)], metadata: Option<std::collections::HashMap<String, String>>) -> Result<Vec<u8>> {
-    let mut owned = Vec::with_capacity(tensors.len());
-    for (name, t) in tensors {
-        let t = t.to_device(Device::Cpu).contiguous();
-        let numel = t.numel();
-        let mut bytes = vec![0u8; numel * t.kind().elt_size_in_bytes()];
-        t.f_copy_data_u8(&mut bytes, numel)?;
-        owned.push((name.clone(), dtype_of(t.kind())?, t.size().iter().map(|&d| d as usize).collect::<Vec<_>>(), bytes));
+/// A tensor's bytes as safetensors sees them, borrowed from a contiguous CPU tensor.
+struct TensorBytes<'a> {
+    dtype: Dtype,
+    shape: Vec<usize>,
+    data: &'a [u8],
+}
+
+impl safetensors::View for TensorBytes<'_> {
+    fn dtype(&self) -> Dtype {
+        self.dtype
     }
-    let views: Vec<(String, TensorView<'_>)> = owned
-        .iter()
-        .map(|(n, d, s, b)| TensorView::new(*d, s.clone(), b).map(|v| (n.clone(), v)).map_err(|e| Error::InvalidArgument(format!("{n}: {e}"))))
-        .collect::<Result<_>>()?;
-    safetensors::serialize(views, metadata).map_err(|e| Error::InvalidArgument(format!("safetensors: {e}")))
+    fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+    fn data(&self) -> std::borrow::Cow<'_, [u8]> {
+        std::borrow::Cow::Borrowed(self.data)
+    }
+    fn data_len(&self) -> usize {
+        self.data.len()
+    }
+}
+
+/// Runs `f` on zero-copy safetensors views of the tensors (moved to contiguous CPU memory).
+fn with_views<T>(tensors: &[(String, Tensor)], f: impl FnOnce(Vec<(String, TensorBytes<'_>)>) -> Result<T>) -> Result<T> {
+    let cpu: Vec<(String, Tensor)> = tensors.iter().map(|(n, t)| (n.clone(), t.to_device(Device::Cpu).contiguous())).collect();
+    let mut views = Vec::with_capacity(cpu.len());
+    for (name, t) in &cpu {
+        let len = t.numel() * t.kind().elt_size_in_bytes();
+        // SAFETY: `t` is a contiguous CPU tensor kept alive by `cpu` while the views are used.
+        let data = if len == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(t.data_ptr() as *const u8, len) } };
+        views.push((name.clone(), TensorBytes { dtype: dtype_of(t.kind())?, shape: t.size().iter().map(|&d| d as usize).collect(), data }));
+    }
+    f(views)
+}
+
+/// Serialises named tensors (any device) to safetensors bytes.
+pub fn to_safetensors_bytes(tensors: &[(String, Tensor)], metadata: Option<std::collections::HashMap<String, String>>) -> Result<Vec<u8>> {
+    with_views(tensors, |views| safetensors::serialize(views, metadata).map_err(|e| Error::InvalidArgument(format!("safetensors: {e}"))))
+}
+
+/// Writes named tensors to a safetensors file, streaming each tensor's memory to disk (no
+/// intermediate buffer of the whole file).
+pub fn save_tensors_file(tensors: &[(String, Tensor)], path: &Path) -> Result<()> {
+    with_views(tensors, |views| {
+        safetensors::serialize_to_file(views, None, path).map_err(|e| match e {
+            safetensors::SafeTensorError::IoError(io) => Error::io(path, io),
+            other => Error::InvalidArgument(format!("{}: safetensors: {other}", path.display())),
+        })
+    })
 }
 
 /// Reads every tensor of a safetensors buffer (CPU), in file order.
@@ -85,11 +119,10 @@ pub fn state_dict(vs: &VarStore) -> Vec<(String, Tensor)> {
 
 /// Saves the model's state dict to `path` (safetensors).
 pub fn save_safetensors(vs: &VarStore, path: &Path) -> Result<()> {
-    let bytes = to_safetensors_bytes(&state_dict(vs), None)?;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     }
-    std::fs::write(path, bytes).map_err(|e| Error::io(path, e))
+    save_tensors_file(&state_dict(vs), path)
 }
 
 /// Copies named tensors into the model's variables. `num_batches_tracked` is ignored. A shape

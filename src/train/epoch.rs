@@ -42,17 +42,32 @@ pub trait StepHooks {
 pub struct SingleProcess;
 impl StepHooks for SingleProcess {}
 
+/// What [`train_epoch`] reports after each optimizer step (for step-wise checkpoints).
+pub struct StepInfo<'a> {
+    /// Batches of this epoch done so far (skipped ones included).
+    pub batches_done: usize,
+    /// This rank's sums for the epoch so far.
+    pub metrics: RunningMetrics,
+    pub optimizer: &'a Optimizer,
+}
+
+/// A callback run after every training step.
+pub type OnStep<'a> = &'a dyn Fn(&StepInfo) -> Result<()>;
+
 /// Where to run and how to report.
 pub struct EpochOptions<'a> {
     pub device: Device,
     /// Show progress (on the main rank only).
     pub progress: bool,
     pub hooks: &'a dyn StepHooks,
+    pub on_step: Option<OnStep<'a>>,
+    /// Sums carried over from the part of the epoch done before a resume.
+    pub start_metrics: RunningMetrics,
 }
 
 impl Default for EpochOptions<'_> {
     fn default() -> Self {
-        EpochOptions { device: Device::Cpu, progress: true, hooks: &SingleProcess }
+        EpochOptions { device: Device::Cpu, progress: true, hooks: &SingleProcess, on_step: None, start_metrics: RunningMetrics::default() }
     }
 }
 
@@ -66,6 +81,14 @@ impl<'a> EpochOptions<'a> {
     }
     pub fn hooks(mut self, hooks: &'a dyn StepHooks) -> Self {
         self.hooks = hooks;
+        self
+    }
+    pub fn on_step(mut self, f: OnStep<'a>) -> Self {
+        self.on_step = Some(f);
+        self
+    }
+    pub fn start_metrics(mut self, m: RunningMetrics) -> Self {
+        self.start_metrics = m;
         self
     }
 }
@@ -96,7 +119,7 @@ fn summary(m: RunningMetrics, seconds: f64, confusion: Option<ConfusionMatrix>) 
 pub fn train_epoch<D: Dataset + 'static>(model: &dyn ModuleT, loader: &mut DataLoader<D>, optimizer: &mut Optimizer, loss_fn: &CrossEntropyLoss, opts: &EpochOptions) -> Result<EpochSummary> {
     let start = Instant::now();
     let mut progress = Progress::new("train", loader.len(), opts.progress && opts.hooks.is_main());
-    let mut local = RunningMetrics::default();
+    let mut local = opts.start_metrics;
     for batch in loader.iter() {
         let batch = batch?;
         let (x, y) = (batch.images.to_device(opts.device), batch.labels.to_device(opts.device));
@@ -111,6 +134,9 @@ pub fn train_epoch<D: Dataset + 'static>(model: &dyn ModuleT, loader: &mut DataL
         let batch_loss = loss.double_value(&[]);
         tch::no_grad(|| local.add_batch(batch_loss * n, &logits, &y));
         progress.update(batch.len(), batch_loss);
+        if let Some(f) = opts.on_step {
+            f(&StepInfo { batches_done: batch.position + 1, metrics: local, optimizer })?;
+        }
     }
     let total = opts.hooks.reduce_metrics(local)?;
     let result = summary(total, start.elapsed().as_secs_f64(), None);

@@ -6,7 +6,7 @@
 use tch::{Kind, Tensor};
 
 /// Sums of loss and correct predictions over the samples seen so far.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RunningMetrics {
     pub loss_sum: f64,
     pub correct: u64,

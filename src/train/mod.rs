@@ -7,7 +7,7 @@ mod metrics;
 mod optim;
 mod schedule;
 
-pub use epoch::{evaluate, train_epoch, EpochOptions, EpochSummary, SingleProcess, StepHooks};
+pub use epoch::{evaluate, train_epoch, EpochOptions, EpochSummary, OnStep, SingleProcess, StepHooks, StepInfo};
 pub use log::{append_record, read_records, EpochRecord};
 pub use loss::CrossEntropyLoss;
 pub use metrics::{ConfusionMatrix, RunningMetrics};

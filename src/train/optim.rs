@@ -133,9 +133,15 @@ impl Optimizer {
         (tensors, OptimizerMeta { kind: Some(self.kind), lr: self.lr, steps })
     }
 
-    /// Restores what [`state_dict`](Self::state_dict) exported; errors name unknown
-    /// parameters and shape mismatches.
+    /// Restores what [`state_dict`](Self::state_dict) exported (copying the tensors); errors
+    /// name unknown parameters and shape mismatches.
     pub fn load_state_dict(&mut self, tensors: &[(String, Tensor)], meta: &OptimizerMeta) -> Result<()> {
+        self.load_state_dict_owned(tensors.iter().map(|(n, t)| (n.clone(), t.copy())).collect(), meta)
+    }
+
+    /// Like [`load_state_dict`](Self::load_state_dict), taking ownership of the tensors
+    /// (no copy when they are already on the parameters' device).
+    pub fn load_state_dict_owned(&mut self, tensors: Vec<(String, Tensor)>, meta: &OptimizerMeta) -> Result<()> {
         if let Some(kind) = meta.kind {
             if std::mem::discriminant(&kind) != std::mem::discriminant(&self.kind) {
                 return Err(Error::InvalidArgument(format!("optimizer state is for {kind:?}, this optimizer is {:?}", self.kind)));
@@ -148,14 +154,14 @@ impl Optimizer {
             }
             state.insert(name.clone(), ParamState { step: *step, ..Default::default() });
         }
-        for (key, t) in tensors {
+        for (key, t) in &tensors {
             let (name, suffix) = key.rsplit_once('.').ok_or_else(|| Error::InvalidArgument(format!("bad optimizer key {key}")))?;
             let (_, p) = self.params.iter().find(|(n, _)| n == name).ok_or_else(|| Error::InvalidArgument(format!("optimizer state names unknown parameter {name}")))?;
             if t.size() != p.size() {
                 return Err(Error::InvalidArgument(format!("optimizer state {key}: shape {:?}, parameter has {:?}", t.size(), p.size())));
             }
             let st = state.entry(name.to_string()).or_default();
-            let value = Some(t.to_device(p.device()).copy());
+            let value = Some(t.to_device(p.device()));
             match suffix {
                 "exp_avg" => st.exp_avg = value,
                 "exp_avg_sq" => st.exp_avg_sq = value,

@@ -8,6 +8,7 @@
   models.py optim DIR         MnistNet-shaped model, 5 steps each of SGD(momentum, nesterov, wd),
                               Adam(wd), AdamW on fixed data with CrossEntropyLoss(label_smoothing=0.1)
                               in eval mode (no dropout): DIR/optim.safetensors
+  models.py load_mnist FILE X loads FILE (strict) into the MNIST Net, prints its eval output on X
   models.py schedules         JSON of ReduceLROnPlateau / StepLR / CosineAnnealingLR lr sequences
 """
 import json
@@ -94,6 +95,13 @@ elif cmd == "optim":
             out[f"{name}.{k}"] = v.clone()
         out[f"{name}.losses"] = torch.tensor(losses, dtype=torch.float64)
     save_file({k: v.contiguous() for k, v in out.items()}, f"{d}/optim.safetensors")
+elif cmd == "load_mnist":
+    net = Net()
+    missing, unexpected = net.load_state_dict(load_file(sys.argv[2]), strict=True)
+    x = load_file(sys.argv[3])["x"]
+    net.eval()
+    with torch.no_grad():
+        print(json.dumps(net(x).tolist()))
 elif cmd == "schedules":
     p = [torch.nn.Parameter(torch.zeros(1))]
     metrics = [1.0, 0.9, 0.95, 0.95, 0.95, 0.89, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.88, 0.88, 0.88, 0.88]

@@ -1,0 +1,55 @@
+//! The JSON manifest of a checkpoint: where training stands, how to restore it, and the size
+//! and CRC32 of every tensor file so that a damaged checkpoint is recognised.
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::train::{OptimizerMeta, RunningMetrics};
+
+/// Version of the layout written by this trainbook; newer versions are refused with a message.
+pub const FORMAT_VERSION: u32 = 1;
+pub const MANIFEST: &str = "manifest.json";
+pub const MODEL_FILE: &str = "model.safetensors";
+pub const OPTIMIZER_FILE: &str = "optimizer.safetensors";
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileEntry {
+    pub bytes: u64,
+    pub crc32: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub format_version: u32,
+    /// The epoch in progress; `batches_done` of its batches are already trained.
+    pub epoch: u64,
+    pub batches_done: u64,
+    /// Optimizer steps since the start of training.
+    pub global_step: u64,
+    /// Per-sample metrics of the partial epoch (so a resumed epoch reports the same summary).
+    pub epoch_metrics: RunningMetrics,
+    pub world_size: usize,
+    /// Seed of the sampler/shuffle and of the augmentations.
+    pub seed: u64,
+    /// Every rank's libtorch CPU generator state, in rank order, hex-encoded.
+    pub rng_states: Vec<String>,
+    /// Best value of the monitored metric so far.
+    pub best_metric: Option<f64>,
+    pub optimizer: OptimizerMeta,
+    /// The LR scheduler's state (its serde form).
+    pub scheduler: serde_json::Value,
+    /// The run's configuration (command-line flags, hyper-parameters), for the record.
+    pub config: serde_json::Value,
+    pub files: BTreeMap<String, FileEntry>,
+}
+
+pub(crate) fn to_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+pub(crate) fn from_hex(text: &str) -> Option<Vec<u8>> {
+    if text.len() % 2 != 0 {
+        return None;
+    }
+    (0..text.len()).step_by(2).map(|i| u8::from_str_radix(&text[i..i + 2], 16).ok()).collect()
+}

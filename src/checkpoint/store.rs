@@ -1,0 +1,136 @@
+//! Writing checkpoints atomically and durably (temporary directory, fsync, rename, fsync of the
+//! parent), and finding the newest intact one (complete, known format, checksums right).
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use super::manifest::{FileEntry, Manifest, FORMAT_VERSION, MANIFEST};
+use crate::{Error, Result};
+
+/// A checkpoint on disk whose manifest and files were checked.
+#[derive(Clone, Debug)]
+pub struct Checkpoint {
+    pub dir: PathBuf,
+    pub manifest: Manifest,
+}
+
+/// What [`scan`] found: intact checkpoints (newest first) and damaged ones with the reason.
+#[derive(Debug, Default)]
+pub struct ScanReport {
+    pub valid: Vec<Checkpoint>,
+    pub invalid: Vec<(PathBuf, String)>,
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
+    move |e| Error::io(path, e)
+}
+
+fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut f = std::fs::File::create(path).map_err(io(path))?;
+    f.write_all(bytes).map_err(io(path))?;
+    f.sync_all().map_err(io(path))
+}
+
+fn sync_dir(dir: &Path) -> Result<()> {
+    std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io(dir))
+}
+
+/// Writes one file of a checkpoint at the path it is given.
+pub type FileWriter<'a> = Box<dyn FnOnce(&Path) -> Result<()> + 'a>;
+
+/// Writes `files` (each by its writer) and the manifest as `root/name`, atomically: a reader
+/// sees either the whole checkpoint or none of it. An existing checkpoint of the same name is
+/// replaced.
+pub fn write_checkpoint(root: &Path, name: &str, mut manifest: Manifest, files: Vec<(&str, FileWriter<'_>)>) -> Result<Checkpoint> {
+    std::fs::create_dir_all(root).map_err(io(root))?;
+    let tmp = root.join(format!(".{name}.tmp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    let result = (|| -> Result<PathBuf> {
+        std::fs::create_dir(&tmp).map_err(io(&tmp))?;
+        manifest.files.clear();
+        for (file, write) in files {
+            let path = tmp.join(file);
+            write(&path)?;
+            std::fs::File::open(&path).and_then(|f| f.sync_all()).map_err(io(&path))?;
+            let bytes = map_file(&path).map_err(io(&path))?;
+            manifest.files.insert(file.to_string(), FileEntry { bytes: bytes.len() as u64, crc32: crc32fast::hash(&bytes) });
+        }
+        let json = serde_json::to_vec_pretty(&manifest).map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        write_synced(&tmp.join(MANIFEST), &json)?;
+        sync_dir(&tmp)?;
+        let dest = root.join(name);
+        if dest.exists() {
+            // Replace: move the old one aside first, so a crash leaves one of the two intact.
+            let old = root.join(format!(".{name}.old-{}", std::process::id()));
+            std::fs::rename(&dest, &old).map_err(io(&dest))?;
+            std::fs::rename(&tmp, &dest).map_err(io(&dest))?;
+            let _ = std::fs::remove_dir_all(&old);
+        } else {
+            std::fs::rename(&tmp, &dest).map_err(io(&dest))?;
+        }
+        sync_dir(root)?;
+        Ok(dest)
+    })();
+    match result {
+        Ok(dir) => Ok(Checkpoint { dir, manifest }),
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&tmp);
+            Err(e)
+        }
+    }
+}
+
+/// Maps a file read-only (no copy through a user buffer; the page cache is used directly).
+pub(crate) fn map_file(path: &Path) -> std::io::Result<memmap2::Mmap> {
+    let f = std::fs::File::open(path)?;
+    // SAFETY: checkpoint files are written once (atomically, under a temporary name) and never
+    // modified in place, so the mapping does not change under us.
+    unsafe { memmap2::Mmap::map(&f) }
+}
+
+/// Reads and checks one checkpoint directory: manifest present and parseable, format not
+/// newer than this trainbook, every listed file present with the right size and CRC32.
+pub fn open_checkpoint(dir: &Path) -> Result<Checkpoint> {
+    let bad = |why: String| Error::Checkpoint(format!("checkpoint {}: {why}", dir.display()));
+    let manifest_path = dir.join(MANIFEST);
+    let text = std::fs::read(&manifest_path).map_err(|e| bad(format!("{MANIFEST}: {e}")))?;
+    let version: serde_json::Value = serde_json::from_slice(&text).map_err(|e| bad(format!("{MANIFEST} is not valid JSON ({e})")))?;
+    let found = version.get("format_version").and_then(|v| v.as_u64()).unwrap_or(0);
+    if found > FORMAT_VERSION as u64 {
+        return Err(bad(format!("format version {found} is newer than this trainbook supports ({FORMAT_VERSION}); upgrade trainbook")));
+    }
+    let manifest: Manifest = serde_json::from_value(version).map_err(|e| bad(format!("{MANIFEST}: {e}")))?;
+    for (file, entry) in &manifest.files {
+        let bytes = map_file(&dir.join(file)).map_err(|e| bad(format!("{file}: {e}")))?;
+        if bytes.len() as u64 != entry.bytes {
+            return Err(bad(format!("{file} has {} bytes, the manifest says {} (truncated?)", bytes.len(), entry.bytes)));
+        }
+        if crc32fast::hash(&bytes) != entry.crc32 {
+            return Err(bad(format!("{file} fails its CRC32 check (corrupted)")));
+        }
+    }
+    Ok(Checkpoint { dir: dir.to_path_buf(), manifest })
+}
+
+/// Every checkpoint directory under `root` whose name starts with `prefix`, checked; valid
+/// ones newest first (by global step).
+pub fn scan(root: &Path, prefix: &str) -> Result<ScanReport> {
+    let mut report = ScanReport::default();
+    let entries = match std::fs::read_dir(root) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(report),
+        Err(e) => return Err(Error::io(root, e)),
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.starts_with(prefix) || !entry.path().is_dir() {
+            continue;
+        }
+        match open_checkpoint(&entry.path()) {
+            Ok(c) => report.valid.push(c),
+            Err(e) => report.invalid.push((entry.path(), e.to_string())),
+        }
+    }
+    report.valid.sort_by(|a, b| (b.manifest.global_step, &b.dir).cmp(&(a.manifest.global_step, &a.dir)));
+    report.invalid.sort();
+    Ok(report)
+}
