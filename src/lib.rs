@@ -6,10 +6,13 @@
 //! - [`notebook`]: showing results inline in Jupyter, or as files outside it.
 //! - [`data`], [`transforms`], [`models`], [`train`], [`checkpoint`]: the data pipeline, models,
 //!   training loop and checkpoints (see each module's header for its scope).
+//! - [`fit`]: the whole training run (resume, epochs, checkpoints, logs, plots) in one call.
 pub mod checkpoint;
 pub mod data;
 pub mod dist;
 mod error;
+pub mod export;
+pub mod fit;
 pub mod models;
 pub mod notebook;
 pub mod train;

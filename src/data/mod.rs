@@ -6,6 +6,7 @@ mod image_folder;
 mod loader;
 mod mnist;
 mod sampler;
+mod scripts;
 mod tensor_dataset;
 mod torch_rng;
 
@@ -15,5 +16,6 @@ pub use image_folder::{ImageFolder, IMG_EXTENSIONS};
 pub use loader::{Batch, Batches, DataLoader, Order};
 pub use mnist::{Mnist, MNIST_CLASSES};
 pub use sampler::DistributedSampler;
+pub use scripts::{ensure_designsafe, ensure_mnist};
 pub use tensor_dataset::TensorDataset;
 pub use torch_rng::{randperm, TorchGenerator};

@@ -21,6 +21,19 @@ pub struct DistOptions {
     pub timeout: Duration,
 }
 
+impl DistOptions {
+    /// Parses a `--device` value: `auto` (CUDA `LOCAL_RANK` if available, else CPU), `cpu`, `cuda`.
+    pub fn with_device_name(mut self, name: &str) -> Result<DistOptions> {
+        self.device = match name {
+            "auto" => None,
+            "cpu" => Some(Device::Cpu),
+            "cuda" => Some(Device::Cuda(0)),
+            other => return Err(Error::InvalidArgument(format!("device {other:?}: expected auto, cpu or cuda"))),
+        };
+        Ok(self)
+    }
+}
+
 impl Default for DistOptions {
     fn default() -> Self {
         let secs = std::env::var("TRAINBOOK_DIST_TIMEOUT").ok().and_then(|v| v.parse().ok()).unwrap_or(120);

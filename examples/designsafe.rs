@@ -1,0 +1,122 @@
+//! The course's DesignSafe classifier: ResNet34 with a 3-class MLP head (C0/C2/C4 damage) on
+//! `Dataset_2/{Train,Validation}`, AutoAugment + Resize((244, 244)) on training images, label
+//! smoothing 0.1, Adam 1e-4, ReduceLROnPlateau(factor 0.1, patience 5, min_lr 1e-8) on the
+//! validation loss, best-accuracy checkpoint, resumable. Without --data it generates the
+//! stand-in set (data-scripts/designsafe_standin.py). With ImageNet weights
+//! (data-scripts/resnet34_weights.py) and the real set, expect the course's ~85-90%. From random
+//! weights on the small stand-in (`--small-data --image-size 64 --epochs 8 --lr 1e-3`: 450/90
+//! images) it reaches about 60% (chance: 33%) in under a minute on 2 CPU cores.
+//!
+//!     cargo run --release --example designsafe -- --weights data/weights/resnet34.safetensors
+//!     torchrun --standalone --nproc-per-node=4 --no-python target/release/examples/designsafe --device cuda
+use std::path::PathBuf;
+
+use clap::Parser;
+use tch::nn::VarStore;
+use trainbook::checkpoint::Policy;
+use trainbook::compose;
+use trainbook::data::{ensure_designsafe, DataLoader, Dataset, DistributedSampler, ImageFolder};
+use trainbook::dist::{Dist, DistOptions};
+use trainbook::fit::{fit, FitConfig};
+use trainbook::models::{freeze_backbone, load_safetensors, resnet34_classifier};
+use trainbook::train::{CrossEntropyLoss, Mode, Optimizer, ReduceLROnPlateau};
+use trainbook::transforms::{AutoAugment, Resize, ToTensor};
+
+#[derive(Parser, Debug)]
+#[command(about = "Train the course's ResNet34 hurricane-damage classifier")]
+struct Args {
+    /// Directory holding Train/ and Validation/ (generated as a stand-in if missing).
+    #[arg(long, default_value = "data/designsafe/Dataset_2")]
+    data: PathBuf,
+    /// Generate (if missing) and use a small stand-in (450/90 images of 160x120) instead.
+    #[arg(long)]
+    small_data: bool,
+    #[arg(long, default_value_t = 5)]
+    epochs: u64,
+    /// Batch size per rank.
+    #[arg(long, default_value_t = 16)]
+    batch_size: usize,
+    #[arg(long, default_value_t = 1e-4)]
+    lr: f64,
+    #[arg(long, default_value_t = 0.1)]
+    label_smoothing: f64,
+    /// Images are resized to SIZE x SIZE (the course: 244).
+    #[arg(long, default_value_t = 244)]
+    image_size: u32,
+    /// Pretrained backbone (safetensors with torchvision names); random init without it.
+    #[arg(long)]
+    weights: Option<PathBuf>,
+    /// Train only the head (fc.*), keeping the backbone fixed.
+    #[arg(long)]
+    freeze: bool,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    #[arg(long, default_value = "runs/designsafe")]
+    out: PathBuf,
+    /// auto (CUDA device LOCAL_RANK when available), cpu or cuda.
+    #[arg(long, default_value = "auto")]
+    device: String,
+    /// Loader threads per rank.
+    #[arg(long, default_value_t = 2)]
+    workers: usize,
+    /// Write a checkpoint every N epochs (0: never).
+    #[arg(long, default_value_t = 1)]
+    save_every: u64,
+    /// Also write a checkpoint every N optimizer steps (mid-epoch).
+    #[arg(long)]
+    save_every_steps: Option<u64>,
+    #[arg(long, default_value_t = 2)]
+    keep_last: usize,
+    #[arg(long)]
+    no_resume: bool,
+}
+
+
+fn main() -> anyhow::Result<()> {
+    let mut args = Args::parse();
+    if args.small_data && args.data == PathBuf::from("data/designsafe/Dataset_2") {
+        args.data = PathBuf::from("data/designsafe-small/Dataset_2");
+    }
+    let dist = Dist::init_with(DistOptions::default().with_device_name(&args.device)?)?;
+    if dist.is_main() {
+        ensure_designsafe(&args.data, args.small_data)?;
+    }
+    dist.barrier()?;
+    let s = args.image_size;
+    let train = ImageFolder::new(args.data.join("Train"))?.with_transform(compose![AutoAugment::imagenet(), Resize::new((s, s)), ToTensor]);
+    let val = ImageFolder::new(args.data.join("Validation"))?.with_transform(compose![Resize::new((s, s)), ToTensor]);
+    dist.println(format!("DesignSafe: {} train / {} validation images, classes {:?}, {} rank(s), device {:?}", train.len(), val.len(), train.classes(), dist.world_size(), dist.device()));
+    let train_sampler = DistributedSampler::new(train.len(), dist.world_size(), dist.rank())?.seed(args.seed);
+    let val_sampler = DistributedSampler::new(val.len(), dist.world_size(), dist.rank())?.shuffle(false);
+    let mut train_loader = DataLoader::new(train, args.batch_size).sampler(train_sampler).seed(args.seed).num_workers(args.workers);
+    let mut val_loader = DataLoader::new(val, args.batch_size).sampler(val_sampler).num_workers(args.workers);
+
+    tch::manual_seed(args.seed as i64);
+    let mut vs = VarStore::new(dist.device());
+    let net = resnet34_classifier(&vs.root(), 3);
+    if let Some(w) = &args.weights {
+        let report = load_safetensors(&mut vs, w, false)?;
+        dist.println(format!("loaded {} tensors from {}; new head: {:?}", report.loaded.len(), w.display(), report.missing));
+    }
+    freeze_backbone(&vs, args.freeze);
+    let mut opt = Optimizer::adam(&vs, args.lr);
+    let loss = CrossEntropyLoss::new().label_smoothing(args.label_smoothing);
+    let cfg = FitConfig {
+        epochs: args.epochs,
+        out: args.out.clone(),
+        policy: Policy { every_epochs: (args.save_every > 0).then_some(args.save_every), every_steps: args.save_every_steps, keep_last: args.keep_last, best: Some(Mode::Max) },
+        resume: !args.no_resume,
+        plateau: Some(ReduceLROnPlateau::new(Mode::Min).factor(0.1).patience(5).min_lr(1e-8)),
+        seed: args.seed,
+        config: serde_json::json!({"example": "designsafe", "epochs": args.epochs, "batch_size": args.batch_size, "lr": args.lr,
+            "label_smoothing": args.label_smoothing, "image_size": s, "freeze": args.freeze, "weights": args.weights}),
+        progress: true,
+    };
+    let report = fit(&dist, &mut vs, &net, &mut opt, &loss, &mut train_loader, &mut val_loader, cfg)?;
+    if let (Some(best), Some(cm)) = (report.best_val_acc, &report.confusion) {
+        let per_class: Vec<String> = cm.per_class_accuracy().iter().map(|a| format!("{:.1}%", a * 100.0)).collect();
+        dist.println(format!("best validation accuracy {:.2}%; last epoch per class (C0, C2, C4): {}", best * 100.0, per_class.join(", ")));
+    }
+    dist.destroy()?;
+    Ok(())
+}

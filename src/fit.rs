@@ -1,0 +1,110 @@
+//! `fit`: the whole training run the course writes by hand, in one call: data-parallel wrap,
+//! resume from the newest intact checkpoint, epochs of train/evaluate with an optional
+//! ReduceLROnPlateau, step and epoch checkpoints (and the best model), and on rank 0 the
+//! metrics log, the curves and confusion matrix, and the final weights.
+use std::cell::RefCell;
+use std::path::PathBuf;
+
+use tch::nn::{ModuleT, VarStore};
+
+use crate::checkpoint::{Checkpointer, Policy, TrainState};
+use crate::data::{DataLoader, Dataset};
+use crate::dist::{Ddp, Dist};
+use crate::models::save_safetensors;
+use crate::notebook::{confusion_matrix_plot, loss_accuracy_curves};
+use crate::train::{append_record, evaluate, read_records, train_epoch, ConfusionMatrix, CrossEntropyLoss, EpochOptions, EpochRecord, Optimizer, ReduceLROnPlateau, RunningMetrics, StepInfo};
+use crate::Result;
+
+/// What [`fit`] does besides training.
+pub struct FitConfig {
+    pub epochs: u64,
+    /// Rank 0 writes metrics.jsonl, curves.png, confusion.png, model.safetensors here, and
+    /// checkpoints under `out/checkpoints`.
+    pub out: PathBuf,
+    pub policy: Policy,
+    /// Continue from the newest intact checkpoint in `out/checkpoints`, if any.
+    pub resume: bool,
+    /// Reduce the learning rate when the validation loss stops improving.
+    pub plateau: Option<ReduceLROnPlateau>,
+    pub seed: u64,
+    /// Recorded in every checkpoint manifest.
+    pub config: serde_json::Value,
+    /// Progress bars/lines (rank 0 only).
+    pub progress: bool,
+}
+
+/// The outcome of [`fit`] (the same on every rank).
+pub struct FitReport {
+    pub history: Vec<EpochRecord>,
+    pub confusion: Option<ConfusionMatrix>,
+    pub best_val_acc: Option<f64>,
+    /// Set when training continued from a checkpoint: (directory, epoch, batches done).
+    pub resumed_from: Option<(PathBuf, u64, u64)>,
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn fit<A: Dataset + 'static, B: Dataset + 'static>(dist: &Dist, vs: &mut VarStore, net: &dyn ModuleT, opt: &mut Optimizer, loss_fn: &CrossEntropyLoss, train: &mut DataLoader<A>, val: &mut DataLoader<B>, cfg: FitConfig) -> Result<FitReport> {
+    let ddp = Ddp::wrap(vs, dist)?;
+    let log = cfg.out.join("metrics.jsonl");
+    let mut plateau = cfg.plateau.clone();
+    let mut ckpt = Checkpointer::new(cfg.out.join("checkpoints"), cfg.policy.clone());
+    let (mut start_epoch, mut skip, mut start_metrics, mut resumed_from) = (0, 0, RunningMetrics::default(), None);
+    let mut history = Vec::new();
+    if cfg.resume {
+        if let Some(c) = ckpt.latest(dist)? {
+            let at = ckpt.restore(&c, dist, vs, opt)?;
+            dist.println(format!("resuming from {} (epoch {}, {} batches done, step {})", at.dir.display(), at.epoch + 1, at.batches_done, at.global_step));
+            if let (Some(p), false) = (&mut plateau, at.scheduler.is_null()) {
+                *p = serde_json::from_value(at.scheduler.clone()).map_err(|e| crate::Error::Checkpoint(format!("scheduler state in {}: {e}", at.dir.display())))?;
+            }
+            (start_epoch, skip, start_metrics) = (at.epoch, at.batches_done as usize, at.epoch_metrics);
+            resumed_from = Some((at.dir.clone(), at.epoch, at.batches_done));
+            if log.exists() {
+                history = read_records(&log)?.into_iter().filter(|r| r.epoch < start_epoch).collect();
+            }
+        }
+    }
+    if dist.is_main() {
+        std::fs::create_dir_all(&cfg.out).map_err(|e| crate::Error::io(&cfg.out, e))?;
+        let _ = std::fs::remove_file(&log);
+        history.iter().try_for_each(|r| append_record(&log, r))?;
+    }
+    let scheduler_json = |p: &Option<ReduceLROnPlateau>| p.as_ref().map_or(serde_json::Value::Null, |p| serde_json::to_value(p).unwrap_or_default());
+    let ckpt = RefCell::new(ckpt);
+    let mut confusion = None;
+    for epoch in start_epoch..cfg.epochs {
+        train.set_epoch(epoch);
+        train.skip_batches(std::mem::take(&mut skip));
+        let sched = scheduler_json(&plateau);
+        let on_step = |info: &StepInfo| -> Result<()> {
+            let state = TrainState { vs, optimizer: info.optimizer, scheduler: sched.clone(), epoch, batches_done: info.batches_done as u64, epoch_metrics: info.metrics, seed: cfg.seed, config: cfg.config.clone() };
+            ckpt.borrow_mut().after_step(dist, &state).map(|_| ())
+        };
+        let mut opts = EpochOptions::on(dist.device()).hooks(&ddp).on_step(&on_step).start_metrics(std::mem::take(&mut start_metrics));
+        opts.progress = cfg.progress;
+        let t = train_epoch(net, train, opt, loss_fn, &opts)?;
+        let v = evaluate(net, val, loss_fn, &opts)?;
+        let lr_used = opt.lr();
+        if let Some(p) = &mut plateau {
+            opt.set_lr(p.step(v.loss, opt.lr()));
+        }
+        dist.println(format!("epoch {}/{}: train loss {:.4} acc {:.2}% | val loss {:.4} acc {:.2}% | lr {lr_used:.2e} | {:.1} img/s", epoch + 1, cfg.epochs, t.loss, t.accuracy * 100.0, v.loss, v.accuracy * 100.0, t.img_per_s));
+        let record = EpochRecord { epoch, train_loss: t.loss, train_acc: t.accuracy, val_loss: Some(v.loss), val_acc: Some(v.accuracy), lr: lr_used, world_size: dist.world_size(), seconds: t.seconds + v.seconds, img_per_s: t.img_per_s };
+        if dist.is_main() {
+            append_record(&log, &record)?;
+        }
+        history.push(record);
+        confusion = v.confusion;
+        let state = TrainState { vs, optimizer: opt, scheduler: scheduler_json(&plateau), epoch: epoch + 1, batches_done: 0, epoch_metrics: RunningMetrics::default(), seed: cfg.seed, config: cfg.config.clone() };
+        ckpt.borrow_mut().after_epoch(dist, &state, epoch, Some(v.accuracy))?;
+    }
+    if dist.is_main() && !history.is_empty() {
+        loss_accuracy_curves(&history)?.save(cfg.out.join("curves.png"))?;
+        if let Some(cm) = &confusion {
+            confusion_matrix_plot(cm, &val.dataset().classes())?.save(cfg.out.join("confusion.png"))?;
+        }
+        save_safetensors(vs, &cfg.out.join("model.safetensors"))?;
+    }
+    let best_val_acc = ckpt.borrow().best_metric();
+    Ok(FitReport { history, confusion, best_val_acc, resumed_from })
+}

@@ -1,0 +1,99 @@
+//! The DesignSafe example on a small generated stand-in: it trains ResNet34 from random weights
+//! to clearly above chance, and under torchrun a worker killed after the first checkpoint
+//! resumes to exactly the weights of an uninterrupted run.
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tch::Kind;
+use trainbook::models::from_safetensors_bytes;
+use trainbook::train::read_records;
+
+fn exe() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("target/debug/examples/designsafe")
+}
+
+fn stand_in(work: &Path) -> PathBuf {
+    let data = work.join("Dataset_2");
+    let ok = Command::new(common::venv_bin("python"))
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/data-scripts/designsafe_standin.py"))
+        .arg(&data)
+        .args(["--train", "450", "--val", "90", "--width", "160", "--height", "120"])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    data
+}
+
+fn weights(out: &Path) -> Vec<(String, tch::Tensor)> {
+    let p = out.join("model.safetensors");
+    let mut t = from_safetensors_bytes(&std::fs::read(&p).unwrap(), &p).unwrap();
+    t.sort_by(|a, b| a.0.cmp(&b.0));
+    t
+}
+
+#[test]
+fn designsafe_trains_above_chance_and_survives_a_killed_worker() {
+    let work = std::env::temp_dir().join(format!("tb-designsafe-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&work);
+    let data = stand_in(&work);
+
+    // Single process: well above chance (1/3).
+    let out = work.join("single");
+    let o = common::run_with_deadline(
+        Command::new(exe()).arg("--data").arg(&data).args(["--image-size", "64", "--epochs", "8", "--lr", "1e-3", "--out"]).arg(&out),
+        Duration::from_secs(1200),
+        "designsafe example",
+    );
+    assert!(o.status.success(), "{}", common::text(&o));
+    let records = read_records(&out.join("metrics.jsonl")).unwrap();
+    let best = records.iter().filter_map(|r| r.val_acc).fold(0.0, f64::max);
+    println!("designsafe stand-in: best validation accuracy {:.1}% (chance 33.3%)", best * 100.0);
+    assert!(best >= 0.5, "best validation accuracy {best}");
+    assert!(out.join("checkpoints/best/model.safetensors").exists());
+    assert!(image::open(out.join("confusion.png")).unwrap().width() >= 400);
+
+    // Two ranks under torchrun: uninterrupted vs rank 1 killed after the first checkpoint.
+    let run = |dir: &Path, restarts: u32| {
+        let mut cmd = Command::new(common::venv_bin("torchrun"));
+        cmd.args(["--standalone", "--nproc-per-node=2", &format!("--max-restarts={restarts}"), "--no-python"])
+            .arg(exe())
+            .arg("--data")
+            .arg(&data)
+            .args(["--image-size", "48", "--epochs", "2", "--lr", "1e-3", "--batch-size", "8", "--save-every-steps", "6", "--workers", "1", "--out"])
+            .arg(dir)
+            .env("TRAINBOOK_DIST_TIMEOUT", "60");
+        cmd
+    };
+    let (a, b) = (work.join("uninterrupted"), work.join("interrupted"));
+    let o = common::run_with_deadline(&mut run(&a, 0), Duration::from_secs(1200), "uninterrupted torchrun");
+    assert!(o.status.success(), "{}", common::text(&o));
+    let mut child = run(&b, 1).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let start = Instant::now();
+    loop {
+        assert!(start.elapsed() < Duration::from_secs(600), "no checkpoint appeared");
+        let has = std::fs::read_dir(b.join("checkpoints")).is_ok_and(|d| d.flatten().any(|e| e.file_name().to_string_lossy().starts_with("step-")));
+        if has {
+            let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", child.id())).unwrap_or_default();
+            let rank1 = children.split_whitespace().find(|pid| std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|e| e.split(|c| *c == 0).any(|kv| kv == b"RANK=1")));
+            if let Some(pid) = rank1 {
+                assert!(Command::new("kill").args(["-9", pid]).status().unwrap().success());
+                break;
+            }
+        }
+        assert!(child.try_wait().unwrap().is_none(), "the run ended before a worker could be killed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = common::wait_with_deadline(child, Duration::from_secs(1200), "interrupted torchrun");
+    assert!(o.status.success(), "{}", common::text(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("resuming from"));
+    let max = weights(&a).iter().zip(weights(&b)).map(|((na, ta), (nb, tb))| {
+        assert_eq!(na, &nb);
+        (ta.to_kind(Kind::Double) - tb.to_kind(Kind::Double)).abs().max().double_value(&[])
+    }).fold(0.0, f64::max);
+    println!("ResNet34 after a killed worker vs uninterrupted: max |diff| {max:e}");
+    assert!(max <= 1e-6, "max |diff| {max}");
+    let _ = std::fs::remove_dir_all(&work);
+}

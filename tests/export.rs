@@ -1,0 +1,52 @@
+//! The notebook exporter round trip: notebooks/02-mnist-ddp.ipynb becomes a Cargo project that
+//! builds, and the exported MNIST program trains as 2 ranks under `torchrun --no-python`.
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+#[test]
+fn exported_mnist_notebook_builds_and_runs_under_torchrun() {
+    let out = std::env::temp_dir().join(format!("tb-export-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let o = common::run_with_deadline(
+        Command::new(env!("CARGO_BIN_EXE_trainbook-export")).arg(Path::new(ROOT).join("notebooks/02-mnist-ddp.ipynb")).arg(&out),
+        Duration::from_secs(60),
+        "trainbook-export",
+    );
+    assert!(o.status.success(), "{}", common::text(&o));
+    let main = std::fs::read_to_string(out.join("src/main.rs")).unwrap();
+    assert!(main.contains("fn main()") && main.contains("Dist::init()") && main.contains("fit("), "{main}");
+    assert!(!main.contains("example_binary") && main.contains("notebook-only, skipped"), "notebook-only cells must be dropped:\n{main}");
+    assert!(main.contains("evcxr command dropped") || !main.contains(":dep"));
+    let toml = std::fs::read_to_string(out.join("Cargo.toml")).unwrap();
+    assert!(toml.contains(&format!("trainbook = {{ path = \"{}\" }}", std::fs::canonicalize(ROOT).unwrap().display())), "{toml}");
+
+    // Build it against the same artifacts (same target directory, lock file and profile).
+    let build = common::run_with_deadline(
+        Command::new(env!("CARGO"))
+            .args(["build", "--message-format", "short", "--manifest-path"])
+            .arg(out.join("Cargo.toml"))
+            .env("CARGO_TARGET_DIR", Path::new(ROOT).join("target"))
+            .env("LIBTORCH", std::env::var("LIBTORCH").unwrap())
+            .env("LIBTORCH_CXX11_ABI", "1"),
+        Duration::from_secs(1500),
+        "cargo build of the exported project",
+    );
+    assert!(build.status.success(), "{}", common::text(&build));
+    let exe = Path::new(ROOT).join("target/debug/nb-02-mnist-ddp");
+
+    let run = common::run_with_deadline(
+        Command::new(common::venv_bin("torchrun")).args(["--standalone", "--nproc-per-node=2", "--no-python"]).arg(&exe).current_dir(Path::new(ROOT).join("notebooks")),
+        Duration::from_secs(900),
+        "exported program under torchrun",
+    );
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "{}", common::text(&run));
+    let line = stdout.lines().find(|l| l.contains("world size 2: validation accuracy")).unwrap_or_else(|| panic!("{stdout}"));
+    println!("exported notebook under torchrun: {line}");
+    let _ = std::fs::remove_dir_all(&out);
+}
