@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use tch::Kind;
 use trainbook::models::from_safetensors_bytes;
+use trainbook::notebook::launch::worker_pid;
 use trainbook::train::read_records;
 
 fn exe() -> PathBuf {
@@ -76,10 +77,8 @@ fn designsafe_trains_above_chance_and_survives_a_killed_worker() {
         assert!(start.elapsed() < Duration::from_secs(600), "no checkpoint appeared");
         let has = std::fs::read_dir(b.join("checkpoints")).is_ok_and(|d| d.flatten().any(|e| e.file_name().to_string_lossy().starts_with("step-")));
         if has {
-            let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", child.id())).unwrap_or_default();
-            let rank1 = children.split_whitespace().find(|pid| std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|e| e.split(|c| *c == 0).any(|kv| kv == b"RANK=1")));
-            if let Some(pid) = rank1 {
-                assert!(Command::new("kill").args(["-9", pid]).status().unwrap().success());
+            if let Some(pid) = worker_pid(child.id(), 1) {
+                assert!(Command::new("kill").args(["-9", &pid.to_string()]).status().unwrap().success());
                 break;
             }
         }

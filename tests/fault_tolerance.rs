@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use tch::Kind;
 use trainbook::models::from_safetensors_bytes;
+use trainbook::notebook::launch::worker_pid;
 use trainbook::train::read_records;
 
 const ARGS: [&str; 6] = ["--epochs", "2", "--save-every-steps", "20", "--workers", "1"];
@@ -28,14 +29,6 @@ fn torchrun(out: &Path, data: &Path, restarts: u32) -> Command {
         .arg(data)
         .env("TRAINBOOK_DIST_TIMEOUT", "60");
     cmd
-}
-
-/// The worker of rank `rank` among torchrun's children (found by its environment).
-fn worker_pid(agent: u32, rank: usize) -> Option<u32> {
-    let children = std::fs::read_to_string(format!("/proc/{agent}/task/{agent}/children")).ok()?;
-    children.split_whitespace().filter_map(|p| p.parse::<u32>().ok()).find(|pid| {
-        std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == format!("RANK={rank}").as_bytes()))
-    })
 }
 
 fn model(out: &Path) -> Vec<(String, tch::Tensor)> {

@@ -39,6 +39,16 @@ pub fn torchrun(nproc: usize, max_restarts: u32, program: &Path, args: &[&str]) 
     cmd
 }
 
+/// The pid of the child of `launcher` (torchrun's agent) whose environment has `RANK=rank`
+/// (Linux: read from /proc).
+pub fn worker_pid(launcher: u32, rank: usize) -> Option<u32> {
+    let children = std::fs::read_to_string(format!("/proc/{launcher}/task/{launcher}/children")).ok()?;
+    let needle = format!("RANK={rank}");
+    children.split_whitespace().filter_map(|p| p.parse().ok()).find(|p: &u32| {
+        std::fs::read(format!("/proc/{p}/environ")).is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()))
+    })
+}
+
 /// A running launcher whose output is echoed line by line (so it appears in the cell as it comes).
 pub struct Job {
     child: Child,
@@ -69,10 +79,7 @@ impl Job {
 
     /// The pid of the worker with `RANK=rank` among the launcher's children, if running.
     pub fn worker_pid(&self, rank: usize) -> Option<u32> {
-        let pid = self.child.id();
-        let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
-        let needle = format!("RANK={rank}");
-        children.split_whitespace().filter_map(|p| p.parse().ok()).find(|p: &u32| std::fs::read(format!("/proc/{p}/environ")).is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes())))
+        worker_pid(self.child.id(), rank)
     }
 
     /// Waits until `ready()` holds, then SIGKILLs the worker of `rank` (like a crashed GPU node).

@@ -1,12 +1,14 @@
 //! Showing results to a student: inline in Jupyter (the evcxr kernel's rich output protocol)
 //! or, outside a notebook, as files and plain text.
 mod display;
+mod grid;
 pub mod launch;
 mod plot;
 mod progress;
 
 pub use display::{display_bytes, in_notebook, Mime};
-pub use plot::{confusion_matrix_plot, image_grid, loss_accuracy_curves, Figure};
+pub use grid::image_grid;
+pub use plot::{confusion_matrix_plot, loss_accuracy_curves, Figure};
 pub use progress::Progress;
 
 /// Shows a notebook cell's final value in an exported program: a [`Figure`] is displayed inline

@@ -12,7 +12,6 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::{FontStyle, FontTransform};
-use tch::{Kind, Tensor};
 
 use super::{display_bytes, Mime};
 use crate::train::{ConfusionMatrix, EpochRecord};
@@ -64,13 +63,13 @@ impl Figure {
     }
 }
 
-fn plot_err<E: std::fmt::Display>(e: E) -> Error {
+pub(super) fn plot_err<E: std::fmt::Display>(e: E) -> Error {
     Error::Plot(e.to_string())
 }
 
 /// Registers the font once per process (`sans-serif`, `serif` and `monospace` all use it).
 /// Failures are not remembered, so installing the font or setting `TRAINBOOK_FONT` and retrying works.
-fn ensure_font() -> Result<()> {
+pub(super) fn ensure_font() -> Result<()> {
     static REGISTERED: Mutex<bool> = Mutex::new(false);
     let mut done = REGISTERED.lock().map_err(|_| Error::Plot("font registry lock poisoned".into()))?;
     if *done {
@@ -105,7 +104,7 @@ fn ensure_font() -> Result<()> {
 }
 
 /// Renders `draw` on a white `width` x `height` canvas; `post` may then edit the raw pixels.
-fn render(
+pub(super) fn render(
     width: u32,
     height: u32,
     draw: impl FnOnce(&DrawingArea<BitMapBackend<'_>, Shift>) -> Result<()>,
@@ -214,7 +213,7 @@ fn heat_color(f: f64) -> RGBColor {
 }
 
 /// Cuts `text` (adding "…") until it is at most `max_px` wide in `font`.
-fn fit_text(text: &str, font: &FontDesc<'_>, max_px: u32) -> String {
+pub(super) fn fit_text(text: &str, font: &FontDesc<'_>, max_px: u32) -> String {
     let fits = |s: &String| font.box_size(s).map(|(w, _)| w <= max_px).unwrap_or(true);
     let chars: Vec<char> = text.chars().collect();
     let cut = |k: usize| if k == chars.len() { text.to_string() } else { chars[..k].iter().collect::<String>() + "…" };
@@ -279,78 +278,19 @@ pub fn confusion_matrix_plot(matrix: &ConfusionMatrix, class_names: &[String]) -
     }, |_| {})
 }
 
-/// Images `[N, C, H, W]` (C = 1 or 3, floats in [0, 1], clamped) in a grid of `columns`
-/// columns, each with its title above it. Small images are enlarged (nearest neighbour) so
-/// each is at least about 96 px.
-pub fn image_grid(images: &Tensor, titles: &[String], columns: usize) -> Result<Figure> {
-    let size = images.size();
-    let &[n, c, h, w] = size.as_slice() else {
-        return Err(Error::InvalidArgument(format!("image_grid: images must be [N, C, H, W], got {size:?}")));
-    };
-    if n <= 0 || h <= 0 || w <= 0 || !(c == 1 || c == 3) {
-        return Err(Error::InvalidArgument(format!("image_grid: need N > 0 images of 1 or 3 channels, got {size:?}")));
-    }
-    if titles.len() != n as usize || columns == 0 {
-        let msg = format!("{} titles for {n} images, {columns} columns (need one title each)", titles.len());
-        return Err(Error::InvalidArgument(format!("image_grid: {msg}")));
-    }
-    let (n, c, h, w) = (n as usize, c as usize, h as usize, w as usize);
-    let pixels: Vec<u8> = Vec::try_from(
-        (images.to_device(tch::Device::Cpu).to_kind(Kind::Float).nan_to_num(0.0, 1.0, 0.0).clamp(0.0, 1.0) * 255.0)
-            .round()
-            .to_kind(Kind::Uint8)
-            .contiguous()
-            .flatten(0, -1),
-    )?;
-    ensure_font()?;
-    let scale = 96usize.div_ceil(h.max(w)).max(1);
-    let (iw, ih) = (w * scale, h * scale);
-    let font = FontDesc::new(FontFamily::SansSerif, 14.0, FontStyle::Normal);
-    let title_w = titles.iter().map(|t| font.box_size(t).map(|b| b.0 as usize).unwrap_or(0)).max().unwrap_or(0);
-    let cell_w = iw.max(title_w.min(240) + 4);
-    let (pad, title_h) = (8usize, 22usize);
-    let columns = columns.min(n);
-    let rows = n.div_ceil(columns);
-    let width = columns * (cell_w + pad) + pad;
-    let height = rows * (title_h + ih + pad) + pad;
-    let origin = |k: usize| (pad + (k % columns) * (cell_w + pad), pad + (k / columns) * (title_h + ih + pad));
-    let blit = |img: &mut image::RgbImage| {
-        let plane = h * w;
-        for k in 0..n {
-            let (x, y) = origin(k);
-            let (x, base) = (x + (cell_w - iw) / 2, k * c * plane);
-            for (py, px) in (0..ih).flat_map(|py| (0..iw).map(move |px| (py, px))) {
-                let src = (py / scale) * w + px / scale;
-                let ch = |i: usize| pixels[base + i.min(c - 1) * plane + src];
-                img.put_pixel((x + px) as u32, (y + title_h + py) as u32, image::Rgb([ch(0), ch(1), ch(2)]));
-            }
-        }
-    };
-    render(width as u32, height as u32, |root| {
-        let style = TextStyle::from(font.clone()).pos(Pos::new(HPos::Center, VPos::Center));
-        for (k, title) in titles.iter().enumerate() {
-            let (x, y) = origin(k);
-            let text = fit_text(title, &font, cell_w as u32);
-            root.draw(&Text::new(text, ((x + cell_w / 2) as i32, (y + title_h / 2) as i32), style.clone()))
-                .map_err(plot_err)?;
-        }
-        Ok(())
-    }, blit)
-}
-
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     /// Decodes the PNG, checks its size, and returns how many distinct colours it has.
-    fn colors(fig: &Figure) -> usize {
+    pub(in crate::notebook) fn colors(fig: &Figure) -> usize {
         let img = image::load_from_memory(fig.png()).unwrap().to_rgb8();
         assert_eq!((img.width(), img.height()), (fig.width(), fig.height()));
         img.pixels().map(|p| p.0).collect::<std::collections::HashSet<_>>().len()
     }
 
     /// Saves `fig` under `$TRAINBOOK_TEST_PLOTS` when set, to look at the figures.
-    fn keep(fig: &Figure, name: &str) {
+    pub(in crate::notebook) fn keep(fig: &Figure, name: &str) {
         if let Some(dir) = std::env::var_os("TRAINBOOK_TEST_PLOTS") {
             fig.save(Path::new(&dir).join(name)).unwrap();
         }
@@ -403,23 +343,5 @@ mod tests {
         if !crate::notebook::in_notebook() {
             assert!(!fig.show().unwrap());
         }
-    }
-
-    #[test]
-    fn image_grid_renders() {
-        let gray = Tensor::rand([5, 1, 28, 28], (Kind::Float, tch::Device::Cpu)) * 1.4 - 0.2;
-        let titles: Vec<String> = (0..5).map(|i| format!("label {i} / pred {}", (i * 3) % 5)).collect();
-        let fig = image_grid(&gray, &titles, 3).unwrap();
-        keep(&fig, "grid_gray.png");
-        // 28 px enlarged 4x = 112 px images, 3 columns and 2 rows.
-        assert!(fig.width() >= 3 * 112 && fig.height() >= 2 * (112 + 22));
-        assert!(colors(&fig) > 100);
-        let rgb = Tensor::rand([2, 3, 32, 32], (Kind::Float, tch::Device::Cpu));
-        let fig = image_grid(&rgb, &titles[..2], 8).unwrap();
-        keep(&fig, "grid_rgb.png");
-        assert!(colors(&fig) > 1000);
-        assert!(image_grid(&rgb, &titles[..1], 2).is_err());
-        assert!(image_grid(&rgb.narrow(0, 0, 0), &[], 2).is_err());
-        assert!(image_grid(&Tensor::zeros([2, 2, 8, 8], (Kind::Float, tch::Device::Cpu)), &titles[..2], 2).is_err());
     }
 }
