@@ -16,11 +16,8 @@ use trainbook::dist::Dist;
 use trainbook::models::{resnet34_classifier, to_safetensors_bytes, MnistNet};
 use trainbook::train::{Optimizer, RunningMetrics};
 
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tb-ckpt-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn tmp(name: &str) -> common::WorkDir {
+    common::WorkDir::new(&format!("ckpt-{name}"))
 }
 
 fn state<'a>(vs: &'a VarStore, opt: &'a Optimizer, epoch: u64) -> TrainState<'a> {
@@ -134,7 +131,8 @@ fn full_disk_and_bad_directory_are_clear_errors() {
     let _ = Command::new("umount").arg(&mount).status();
     result.unwrap();
 
-    let file = tmp("notadir").join("file");
+    let scratch = tmp("notadir");
+    let file = scratch.join("file");
     std::fs::write(&file, "x").unwrap();
     let (vs, _net, opt) = trained();
     let err = Checkpointer::new(file.join("ckpts"), Policy { every_steps: Some(1), ..Policy::default() }).after_step(&Dist::single(Device::Cpu), &state(&vs, &opt, 0)).unwrap_err().to_string();

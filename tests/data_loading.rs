@@ -3,7 +3,7 @@
 //! thread count.
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
@@ -11,11 +11,8 @@ use trainbook::compose;
 use trainbook::data::{load_rgb, DataLoader, Dataset, DistributedSampler, ImageFolder, Mnist};
 use trainbook::transforms::{aug_rng, AutoAugment, RandomHorizontalFlip, RandomResizedCrop, Resize, ToTensor};
 
-fn tmp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tb-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+fn tmp_dir(name: &str) -> common::WorkDir {
+    common::WorkDir::new(name)
 }
 
 fn oracle(args: &[&str]) -> Value {
@@ -114,7 +111,7 @@ fn bad_inputs_give_clear_errors() {
     assert!(skipped[0].contains("broken.jpg") && skipped[1].contains("fake.png"), "{skipped:?}");
 }
 
-fn stand_in_folder(n_per_class: u32) -> PathBuf {
+fn stand_in_folder(n_per_class: u32) -> common::WorkDir {
     let root = tmp_dir("loader");
     for class in 0..3u32 {
         for i in 0..n_per_class {

@@ -170,11 +170,8 @@ fn run_ranks(scenario: &str, world: usize, out: &Path) {
     }
 }
 
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tb-ddp-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn tmp(name: &str) -> common::WorkDir {
+    common::WorkDir::new(&format!("ddp-{name}"))
 }
 
 fn load(path: &Path) -> Vec<(String, Tensor)> {

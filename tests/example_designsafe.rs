@@ -37,14 +37,13 @@ fn weights(out: &Path) -> Vec<(String, tch::Tensor)> {
 
 #[test]
 fn designsafe_trains_above_chance_and_survives_a_killed_worker() {
-    let work = std::env::temp_dir().join(format!("tb-designsafe-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&work);
+    let work = common::WorkDir::new("designsafe");
     let data = stand_in(&work);
 
     // Single process: well above chance (1/3).
     let out = work.join("single");
     let o = common::run_with_deadline(
-        Command::new(exe()).arg("--data").arg(&data).args(["--image-size", "64", "--epochs", "8", "--lr", "1e-3", "--out"]).arg(&out),
+        Command::new(exe()).arg("--data").arg(&data).args(["--image-size", "64", "--epochs", "8", "--lr", "1e-3", "--keep-last", "1", "--out"]).arg(&out),
         Duration::from_secs(1200),
         "designsafe example",
     );
@@ -63,7 +62,7 @@ fn designsafe_trains_above_chance_and_survives_a_killed_worker() {
             .arg(exe())
             .arg("--data")
             .arg(&data)
-            .args(["--image-size", "48", "--epochs", "2", "--lr", "1e-3", "--batch-size", "8", "--save-every-steps", "6", "--workers", "1", "--out"])
+            .args(["--image-size", "48", "--epochs", "2", "--lr", "1e-3", "--batch-size", "8", "--save-every-steps", "6", "--keep-last", "1", "--workers", "1", "--out"])
             .arg(dir)
             .env("TRAINBOOK_DIST_TIMEOUT", "60");
         cmd
@@ -94,5 +93,4 @@ fn designsafe_trains_above_chance_and_survives_a_killed_worker() {
     }).fold(0.0, f64::max);
     println!("ResNet34 after a killed worker vs uninterrupted: max |diff| {max:e}");
     assert!(max <= 1e-6, "max |diff| {max}");
-    let _ = std::fs::remove_dir_all(&work);
 }

@@ -9,9 +9,7 @@ use trainbook::train::read_records;
 
 #[test]
 fn mnist_example_reaches_97_percent_with_defaults() {
-    let work = std::env::temp_dir().join(format!("tb-example-mnist-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&work);
-    std::fs::create_dir_all(&work).unwrap();
+    let work = common::WorkDir::new("example-mnist");
     let exe = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/debug/examples/mnist");
     assert!(exe.exists(), "cargo test builds the examples; {} is missing", exe.display());
     let path = format!("{}:{}", common::venv().join("bin").display(), std::env::var("PATH").unwrap_or_default());
@@ -27,14 +25,11 @@ fn mnist_example_reaches_97_percent_with_defaults() {
         let img = image::open(work.join("runs/mnist").join(png)).unwrap();
         assert!(img.width() >= 400 && img.height() >= 300, "{png} is {}x{}", img.width(), img.height());
     }
-    let _ = std::fs::remove_dir_all(&work);
 }
 
 #[test]
 fn mnist_example_runs_as_two_ranks_under_torchrun() {
-    let work = std::env::temp_dir().join(format!("tb-example-mnist-ddp-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&work);
-    std::fs::create_dir_all(&work).unwrap();
+    let work = common::WorkDir::new("example-mnist-ddp");
     let exe = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/debug/examples/mnist");
     let out = common::run_with_deadline(
         Command::new(common::venv_bin("torchrun"))
@@ -52,5 +47,4 @@ fn mnist_example_runs_as_two_ranks_under_torchrun() {
     assert_eq!(records.len(), 1);
     assert_eq!(records[0].world_size, 2);
     assert!(records[0].val_acc.unwrap() > 0.85, "{:?}", records[0]);
-    let _ = std::fs::remove_dir_all(&work);
 }

@@ -10,8 +10,8 @@ const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
 #[test]
 fn exported_mnist_notebook_builds_and_runs_under_torchrun() {
-    let out = std::env::temp_dir().join(format!("tb-export-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&out);
+    let scratch = common::WorkDir::new("export");
+    let out = scratch.join("project");
     let o = common::run_with_deadline(
         Command::new(env!("CARGO_BIN_EXE_trainbook-export")).arg(Path::new(ROOT).join("notebooks/02-mnist-ddp.ipynb")).arg(&out),
         Duration::from_secs(60),
@@ -48,5 +48,4 @@ fn exported_mnist_notebook_builds_and_runs_under_torchrun() {
     assert!(run.status.success(), "{}", common::text(&run));
     let line = stdout.lines().find(|l| l.contains("world size 2: validation accuracy")).unwrap_or_else(|| panic!("{stdout}"));
     println!("exported notebook under torchrun: {line}");
-    let _ = std::fs::remove_dir_all(&out);
 }

@@ -40,8 +40,7 @@ fn model(out: &Path) -> Vec<(String, tch::Tensor)> {
 
 #[test]
 fn killed_worker_resumes_to_identical_weights() {
-    let work = std::env::temp_dir().join(format!("tb-fault-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&work);
+    let work = common::WorkDir::new("fault");
     let data = work.join("mnist");
     let built = Command::new("python3").arg(concat!(env!("CARGO_MANIFEST_DIR"), "/data-scripts/mnist.py")).arg(&data).arg("--offline").status().unwrap();
     assert!(built.success());
@@ -84,5 +83,4 @@ fn killed_worker_resumes_to_identical_weights() {
     }
     println!("final weights, interrupted vs uninterrupted: max |diff| {max:e}");
     assert!(max <= 1e-6, "max |diff| {max}");
-    let _ = std::fs::remove_dir_all(&work);
 }

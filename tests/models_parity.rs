@@ -4,7 +4,7 @@
 //! schedules match torch's sequences, and freezing really freezes.
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use tch::nn::{ModuleT, VarStore};
@@ -12,11 +12,8 @@ use tch::{Device, Kind, Tensor};
 use trainbook::models::{freeze_backbone, from_safetensors_bytes, load_safetensors, load_state_dict, resnet34_classifier, save_safetensors, to_safetensors_bytes, MnistNet};
 use trainbook::train::{CosineAnnealingLR, CrossEntropyLoss, Mode, Optimizer, OptimizerKind, ReduceLROnPlateau, StepLR};
 
-fn tmp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tb-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+fn tmp_dir(name: &str) -> common::WorkDir {
+    common::WorkDir::new(name)
 }
 
 fn oracle(args: &[&str]) -> String {

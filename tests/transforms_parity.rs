@@ -67,7 +67,7 @@ fn max_diff(a: &[f32], b: &[f32]) -> f32 {
 
 #[test]
 fn transforms_match_torchvision() {
-    let dir = std::env::temp_dir().join(format!("tb-transforms-{}", std::process::id()));
+    let dir = common::WorkDir::new("transforms");
     let out = dir.join("oracle");
     std::fs::create_dir_all(&out).unwrap();
     let images = write_images(&dir);
@@ -154,5 +154,4 @@ fn transforms_match_torchvision() {
     for ((steps, _, _), d) in pipelines.iter().zip(&worst_pipeline) {
         println!("{steps}: max |diff| vs torchvision {d:.6} ({:.3}/255)", d * 255.0);
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }

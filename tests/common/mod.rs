@@ -1,5 +1,6 @@
-//! Helpers shared by the integration tests: the project's venv, free ports, and running a
-//! command with a deadline so that a broken test fails instead of hanging CI.
+//! Helpers shared by the integration tests: the project's venv, free ports, scratch folders that
+//! clean up after themselves, and running a command with a deadline so that a broken test fails
+//! instead of hanging CI.
 #![allow(dead_code)]
 use std::io::Read;
 use std::path::PathBuf;
@@ -15,6 +16,47 @@ pub fn venv() -> PathBuf {
 
 pub fn venv_bin(name: &str) -> PathBuf {
     venv().join("bin").join(name)
+}
+
+/// A scratch folder under cargo's `target/tmp` for one test, removed when dropped (also when the
+/// test panics), so that checkpoints and data sets of many runs do not fill the disk. Set
+/// `TRAINBOOK_KEEP_TEST_DIRS=1` to keep them for a post-mortem.
+pub struct WorkDir(PathBuf);
+
+impl WorkDir {
+    pub fn new(name: &str) -> WorkDir {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("tb-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        WorkDir(dir)
+    }
+}
+
+impl std::ops::Deref for WorkDir {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::path::Path> for WorkDir {
+    fn as_ref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for WorkDir {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.as_os_str()
+    }
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        if std::env::var_os("TRAINBOOK_KEEP_TEST_DIRS").is_none() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
 }
 
 pub fn free_port() -> u16 {
