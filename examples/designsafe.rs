@@ -85,7 +85,7 @@ fn main() -> anyhow::Result<()> {
     let s = args.image_size;
     let train = ImageFolder::new(args.data.join("Train"))?.with_transform(compose![AutoAugment::imagenet(), Resize::new((s, s)), ToTensor]);
     let val = ImageFolder::new(args.data.join("Validation"))?.with_transform(compose![Resize::new((s, s)), ToTensor]);
-    dist.println(format!("DesignSafe: {} train / {} validation images, classes {:?}, {} rank(s), device {:?}", train.len(), val.len(), train.classes(), dist.world_size(), dist.device()));
+    dist.println(format!("DesignSafe: {} train / {} validation images, classes {:?}, {}, device {:?}", train.len(), val.len(), train.classes(), dist.describe(), dist.device()));
     let train_sampler = DistributedSampler::new(train.len(), dist.world_size(), dist.rank())?.seed(args.seed);
     let val_sampler = DistributedSampler::new(val.len(), dist.world_size(), dist.rank())?.shuffle(false);
     let mut train_loader = DataLoader::new(train, args.batch_size).sampler(train_sampler).seed(args.seed).num_workers(args.workers);

@@ -70,7 +70,7 @@ fn main() -> anyhow::Result<()> {
     let transform = || compose![ToTensor, Normalize::new(&[0.1307], &[0.3081])];
     let train = Mnist::new(&args.data, true)?.with_transform(transform());
     let test = Mnist::new(&args.data, false)?.with_transform(transform());
-    dist.println(format!("MNIST: {} training / {} test images, {} rank(s), device {:?}", train.len(), test.len(), dist.world_size(), dist.device()));
+    dist.println(format!("MNIST: {} training / {} test images, {}, device {:?}", train.len(), test.len(), dist.describe(), dist.device()));
     // 2. Each rank sees its own share of every epoch.
     let train_sampler = DistributedSampler::new(train.len(), dist.world_size(), dist.rank())?.seed(args.seed);
     let test_sampler = DistributedSampler::new(test.len(), dist.world_size(), dist.rank())?.shuffle(false);

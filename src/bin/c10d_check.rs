@@ -1,5 +1,5 @@
-//! c10d-check: joins the process group its launcher describes (torchrun, or any spawner that
-//! sets RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT) and verifies all-reduce, broadcast, all-gather
+//! c10d-check: joins the process group its launcher describes (torchrun, srun, mpirun, the Ray
+//! and Dask launchers, or any spawner that sets RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT) and verifies all-reduce, broadcast, all-gather
 //! and barrier on Gloo. Run alone it forms a group of one. Exits non-zero on any mismatch.
 //!
 //!     torchrun --standalone --nproc-per-node=3 --no-python target/debug/c10d-check
@@ -62,7 +62,8 @@ fn run() -> Result<String, String> {
 
     pg.barrier().map_err(e)?;
     Ok(format!(
-        "c10d-check rank {rank}/{world} (local {}, agent store {}, libtorch {}): allreduce sum={expected_sum} ok, broadcast ok, all_gather ok, barrier ok",
+        "c10d-check rank {rank}/{world} (via {}, local {}, agent store {}, libtorch {}): allreduce sum={expected_sum} ok, broadcast ok, all_gather ok, barrier ok",
+        env.launcher,
         env.local_rank,
         env.agent_store,
         dist::torch_version()

@@ -1,11 +1,51 @@
-//! Reads the rank layout a launcher (torchrun) puts in the environment.
+//! Reads the rank layout a launcher puts in the environment: torchrun (and anything else that
+//! sets RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, like trainbook's Ray and Dask launchers), Open
+//! MPI's `mpirun`, MPICH/Intel MPI's PMI (`mpiexec`, `ibrun`), and Slurm's `srun` (the last three
+//! in `hpc_env.rs`).
 use std::collections::HashMap;
+use std::fmt;
 
+use super::hpc_env;
 use crate::{Error, Result};
 
-/// What torchrun tells each worker process about its place in the job.
+/// Which launcher started this process, as recognised from its environment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Launcher {
+    /// `torchrun` (`TORCHELASTIC_RUN_ID` or `TORCHELASTIC_USE_AGENT_STORE` is set).
+    Torchrun,
+    /// `launchers/ray_launch.py` (`TRAINBOOK_LAUNCHER=ray`).
+    Ray,
+    /// `launchers/dask_launch.py` (`TRAINBOOK_LAUNCHER=dask`).
+    Dask,
+    /// RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT set by hand or by another launcher.
+    Env,
+    /// Open MPI's `mpirun` (`OMPI_COMM_WORLD_*`).
+    OpenMpi,
+    /// An MPICH-family process manager through PMI (`PMI_RANK`, `PMI_SIZE`): MPICH/Hydra
+    /// `mpiexec`, Intel MPI, MVAPICH, TACC's `ibrun`.
+    Pmi,
+    /// Slurm's `srun` (`SLURM_PROCID`, `SLURM_NTASKS`).
+    Slurm,
+}
+
+impl fmt::Display for Launcher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Launcher::Torchrun => "torchrun",
+            Launcher::Ray => "ray",
+            Launcher::Dask => "dask",
+            Launcher::Env => "environment (RANK/WORLD_SIZE)",
+            Launcher::OpenMpi => "open-mpi (mpirun)",
+            Launcher::Pmi => "mpich/pmi (mpiexec)",
+            Launcher::Slurm => "slurm (srun)",
+        })
+    }
+}
+
+/// What the launcher tells each worker process about its place in the job.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LaunchEnv {
+    pub launcher: Launcher,
     pub rank: usize,
     pub local_rank: usize,
     pub world_size: usize,
@@ -15,49 +55,134 @@ pub struct LaunchEnv {
     /// `TORCHELASTIC_USE_AGENT_STORE=True`: torchrun's agent hosts the TCPStore and every
     /// rank (rank 0 included) connects to it as a client.
     pub agent_store: bool,
-    /// `TORCHELASTIC_RESTART_COUNT`: how often torchrun restarted the worker group.
+    /// `TORCHELASTIC_RESTART_COUNT` (or `TRAINBOOK_RESTART_COUNT` from trainbook's launchers):
+    /// how often the launcher restarted the worker group.
     pub restart_count: u32,
+    /// Things about the environment that are probably a mistake but not fatal (printed by
+    /// `Dist::init`), e.g. a Slurm batch script that was not started with `srun`.
+    pub warnings: Vec<String>,
+}
+
+/// The environment as a map, with parsing that names the variable in every error.
+pub(super) struct Vars<'a>(pub &'a HashMap<String, String>);
+
+impl Vars<'_> {
+    pub fn get(&self, name: &str) -> Option<String> {
+        self.0.get(name).map(|v| v.trim().to_string()).filter(|v| !v.is_empty())
+    }
+
+    pub fn has(&self, name: &str) -> bool {
+        self.get(name).is_some()
+    }
+
+    /// A required non-negative integer; `hint` says who normally sets it.
+    pub fn number(&self, name: &str, hint: &str) -> Result<usize> {
+        let raw = self.get(name).ok_or_else(|| Error::DistEnv(format!("{name} is not set ({hint})")))?;
+        raw.parse().map_err(|_| Error::DistEnv(format!("{name}={raw:?} is not a non-negative integer")))
+    }
+
+    /// An optional non-negative integer (absent: `None`; present but malformed: an error).
+    pub fn optional_number(&self, name: &str) -> Result<Option<usize>> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(_) => self.number(name, "").map(Some),
+        }
+    }
+
+    /// MASTER_PORT if set (and valid), else `default`.
+    pub fn port_or(&self, default: Option<u16>) -> Result<u16> {
+        match self.get("MASTER_PORT") {
+            None => default.ok_or_else(|| Error::DistEnv("MASTER_PORT is not set".into())),
+            Some(raw) => raw
+                .parse::<u16>()
+                .ok()
+                .filter(|p| *p != 0)
+                .ok_or_else(|| Error::DistEnv(format!("MASTER_PORT={raw:?} is not a port number"))),
+        }
+    }
+
+    pub fn restart_count(&self) -> Result<u32> {
+        for name in ["TORCHELASTIC_RESTART_COUNT", "TRAINBOOK_RESTART_COUNT"] {
+            if let Some(raw) = self.get(name) {
+                return raw.parse().map_err(|_| Error::DistEnv(format!("{name}={raw:?} is not an integer")));
+            }
+        }
+        Ok(0)
+    }
+}
+
+/// Checks rank < world size (and the same for the local pair).
+pub(super) fn check_ranks(e: &LaunchEnv, names: [&str; 4]) -> Result<()> {
+    let [rank, world, local_rank, local_world] = names;
+    if e.world_size == 0 || e.rank >= e.world_size {
+        return Err(Error::DistEnv(format!("{rank}={} must be below {world}={}", e.rank, e.world_size)));
+    }
+    if e.local_world_size == 0 || e.local_rank >= e.local_world_size {
+        return Err(Error::DistEnv(format!("{local_rank}={} must be below {local_world}={}", e.local_rank, e.local_world_size)));
+    }
+    Ok(())
 }
 
 impl LaunchEnv {
-    /// Reads the process environment; `Ok(None)` when no launcher set `WORLD_SIZE`/`RANK`.
+    /// Reads the process environment; `Ok(None)` when no launcher is recognised.
     pub fn from_env() -> Result<Option<LaunchEnv>> {
         let vars: HashMap<String, String> = std::env::vars().collect();
         Self::from_map(&vars)
     }
 
     /// Same as [`from_env`](Self::from_env) over an explicit variable map (used by tests).
+    ///
+    /// Precedence, most explicit first: RANK/WORLD_SIZE (torchrun, Ray, Dask, by hand), then
+    /// Open MPI, then PMI, then Slurm. So `torchrun` or `mpirun` inside a Slurm allocation is
+    /// read as what it is, and PMI wins over Slurm because Hydra-based `mpiexec` starts one
+    /// Slurm task per node, whose SLURM_PROCID is a node index rather than a rank.
     pub fn from_map(vars: &HashMap<String, String>) -> Result<Option<LaunchEnv>> {
-        let get = |name: &str| vars.get(name).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
-        if get("WORLD_SIZE").is_none() && get("RANK").is_none() {
-            return Ok(None);
+        let v = Vars(vars);
+        if v.has("WORLD_SIZE") || v.has("RANK") {
+            return Self::from_rank_vars(&v).map(Some);
         }
-        let number = |name: &str| -> Result<usize> {
-            let raw = get(name).ok_or_else(|| Error::DistEnv(format!("{name} is not set (a launcher such as torchrun sets it)")))?;
-            raw.parse().map_err(|_| Error::DistEnv(format!("{name}={raw:?} is not a non-negative integer")))
-        };
-        let rank = number("RANK")?;
-        let world_size = number("WORLD_SIZE")?;
-        if world_size == 0 || rank >= world_size {
-            return Err(Error::DistEnv(format!("RANK={rank} must be below WORLD_SIZE={world_size}")));
+        if v.has("OMPI_COMM_WORLD_RANK") || v.has("OMPI_COMM_WORLD_SIZE") {
+            return hpc_env::open_mpi(&v).map(Some);
         }
-        let local_rank = if get("LOCAL_RANK").is_some() { number("LOCAL_RANK")? } else { rank };
-        let local_world_size = if get("LOCAL_WORLD_SIZE").is_some() { number("LOCAL_WORLD_SIZE")? } else { world_size };
-        let master_addr = get("MASTER_ADDR").ok_or_else(|| Error::DistEnv("MASTER_ADDR is not set".into()))?;
-        let port_raw = get("MASTER_PORT").ok_or_else(|| Error::DistEnv("MASTER_PORT is not set".into()))?;
-        let master_port = port_raw
-            .parse::<u16>()
-            .ok()
-            .filter(|p| *p != 0)
-            .ok_or_else(|| Error::DistEnv(format!("MASTER_PORT={port_raw:?} is not a port number")))?;
-        let agent_store = get("TORCHELASTIC_USE_AGENT_STORE").is_some_and(|v| v.eq_ignore_ascii_case("true") || v == "1");
-        let restart_count = match get("TORCHELASTIC_RESTART_COUNT") {
-            None => 0,
-            Some(raw) => raw
-                .parse()
-                .map_err(|_| Error::DistEnv(format!("TORCHELASTIC_RESTART_COUNT={raw:?} is not an integer")))?,
+        if v.has("PMI_RANK") || v.has("PMI_SIZE") {
+            return hpc_env::pmi(&v).map(Some);
+        }
+        if v.has("SLURM_PROCID") {
+            return hpc_env::slurm(&v).map(Some);
+        }
+        Ok(None)
+    }
+
+    /// torchrun's variables (also what trainbook's Ray and Dask launchers set).
+    fn from_rank_vars(v: &Vars) -> Result<LaunchEnv> {
+        let hint = "a launcher such as torchrun sets it";
+        let rank = v.number("RANK", hint)?;
+        let world_size = v.number("WORLD_SIZE", hint)?;
+        let local_rank = v.optional_number("LOCAL_RANK")?.unwrap_or(rank);
+        let local_world_size = v.optional_number("LOCAL_WORLD_SIZE")?.unwrap_or(world_size);
+        let master_addr = v.get("MASTER_ADDR").ok_or_else(|| Error::DistEnv("MASTER_ADDR is not set".into()))?;
+        let master_port = v.port_or(None)?;
+        let agent_store = v.get("TORCHELASTIC_USE_AGENT_STORE").is_some_and(|x| x.eq_ignore_ascii_case("true") || x == "1");
+        let launcher = match v.get("TRAINBOOK_LAUNCHER").as_deref() {
+            Some("ray") => Launcher::Ray,
+            Some("dask") => Launcher::Dask,
+            _ if agent_store || v.has("TORCHELASTIC_RUN_ID") => Launcher::Torchrun,
+            _ => Launcher::Env,
         };
-        Ok(Some(LaunchEnv { rank, local_rank, world_size, local_world_size, master_addr, master_port, agent_store, restart_count }))
+        let e = LaunchEnv {
+            launcher,
+            rank,
+            local_rank,
+            world_size,
+            local_world_size,
+            master_addr,
+            master_port,
+            agent_store,
+            restart_count: v.restart_count()?,
+            warnings: Vec::new(),
+        };
+        check_ranks(&e, ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"])?;
+        Ok(e)
     }
 
     /// A world of one on this machine (no launcher): rank 0 hosts a store on a free local port.
@@ -67,6 +192,7 @@ impl LaunchEnv {
             .map_err(|e| Error::DistEnv(format!("no free local port for a single-process store: {e}")))?
             .port();
         Ok(LaunchEnv {
+            launcher: Launcher::Env,
             rank: 0,
             local_rank: 0,
             world_size: 1,
@@ -75,6 +201,7 @@ impl LaunchEnv {
             master_port: port,
             agent_store: false,
             restart_count: 0,
+            warnings: Vec::new(),
         })
     }
 
@@ -86,6 +213,14 @@ impl LaunchEnv {
     /// Key prefix of this attempt: a restarted group never reads its predecessor's keys.
     pub fn store_prefix(&self) -> String {
         format!("trainbook/attempt_{}/", self.restart_count)
+    }
+
+    /// One line for logs: `rank 1/4 (local 1/2) via slurm (srun), store at node01:29517`.
+    pub fn describe(&self) -> String {
+        format!(
+            "rank {}/{} (local {}/{}) via {}, store at {}:{}",
+            self.rank, self.world_size, self.local_rank, self.local_world_size, self.launcher, self.master_addr, self.master_port
+        )
     }
 }
 
@@ -118,6 +253,7 @@ mod tests {
         .unwrap();
         assert_eq!((e.rank, e.local_rank, e.world_size, e.local_world_size), (2, 0, 4, 2));
         assert!(e.agent_store && !e.hosts_store());
+        assert_eq!(e.launcher, Launcher::Torchrun);
         assert_eq!(e.store_prefix(), "trainbook/attempt_1/");
     }
 
@@ -128,6 +264,44 @@ mod tests {
             .unwrap();
         assert!(e.hosts_store());
         assert_eq!((e.local_rank, e.local_world_size, e.restart_count), (0, 2, 0));
+        assert_eq!(e.launcher, Launcher::Env);
+    }
+
+    #[test]
+    fn trainbook_launchers_name_themselves() {
+        for (name, launcher) in [("ray", Launcher::Ray), ("dask", Launcher::Dask)] {
+            let e = LaunchEnv::from_map(&env(&[
+                ("RANK", "1"),
+                ("WORLD_SIZE", "2"),
+                ("MASTER_ADDR", "10.0.0.5"),
+                ("MASTER_PORT", "40000"),
+                ("TRAINBOOK_LAUNCHER", name),
+                ("TRAINBOOK_RESTART_COUNT", "2"),
+            ]))
+            .unwrap()
+            .unwrap();
+            assert_eq!((e.launcher, e.rank, e.restart_count, e.agent_store), (launcher, 1, 2, false));
+            assert!(e.describe().contains(&format!("via {name}")), "{}", e.describe());
+        }
+    }
+
+    #[test]
+    fn rank_variables_win_over_mpi_and_slurm() {
+        // torchrun started inside a Slurm allocation by mpirun: torchrun's own layout counts.
+        let e = LaunchEnv::from_map(&env(&[
+            ("RANK", "3"),
+            ("WORLD_SIZE", "4"),
+            ("MASTER_ADDR", "h"),
+            ("MASTER_PORT", "29500"),
+            ("TORCHELASTIC_RUN_ID", "none"),
+            ("OMPI_COMM_WORLD_RANK", "0"),
+            ("OMPI_COMM_WORLD_SIZE", "1"),
+            ("SLURM_PROCID", "0"),
+            ("SLURM_NTASKS", "1"),
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!((e.launcher, e.rank, e.world_size), (Launcher::Torchrun, 3, 4));
     }
 
     #[test]
@@ -138,6 +312,8 @@ mod tests {
             (env(&[("RANK", "x"), ("WORLD_SIZE", "2")]), "RANK=\"x\""),
             (env(&[("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_PORT", "1")]), "MASTER_ADDR"),
             (env(&[("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "h"), ("MASTER_PORT", "70000")]), "MASTER_PORT"),
+            (env(&[("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "h")]), "MASTER_PORT is not set"),
+            (env(&[("RANK", "1"), ("LOCAL_RANK", "2"), ("LOCAL_WORLD_SIZE", "2"), ("WORLD_SIZE", "4"), ("MASTER_ADDR", "h"), ("MASTER_PORT", "1")]), "LOCAL_RANK=2"),
         ];
         for (vars, needle) in cases {
             let err = LaunchEnv::from_map(&vars).unwrap_err().to_string();

@@ -1,13 +1,13 @@
 //! `Dist`: the whole distributed surface in one small object. `Dist::init()` reads the
-//! launcher's environment (torchrun, or any launcher that sets RANK/WORLD_SIZE/MASTER_ADDR/
-//! MASTER_PORT), joins the process group, and picks the device; without a launcher it is a world
+//! launcher's environment (torchrun, Slurm's srun, mpirun/mpiexec, trainbook's Ray and Dask
+//! launchers, or anything that sets RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT), joins the group, and picks the device; without a launcher it is a world
 //! of one where every collective is a no-op, so the same program runs alone or distributed.
 use std::fmt::Display;
 use std::time::Duration;
 
 use tch::{Device, Kind, Tensor};
 
-use super::{connect, Backend, LaunchEnv, ProcessGroup};
+use super::{connect, Backend, LaunchEnv, Launcher, ProcessGroup};
 use crate::{Error, Result};
 
 /// Options of [`Dist::init_with`].
@@ -55,6 +55,9 @@ impl Dist {
 
     pub fn init_with(opts: DistOptions) -> Result<Dist> {
         let env = LaunchEnv::from_env()?;
+        for warning in env.iter().flat_map(|e| &e.warnings) {
+            eprintln!("trainbook: warning: {warning}");
+        }
         let local_rank = env.as_ref().map_or(0, |e| e.local_rank);
         let device = match opts.device {
             Some(Device::Cuda(_)) | None if tch::Cuda::is_available() => Device::Cuda(local_rank % tch::Cuda::device_count().max(1) as usize),
@@ -99,6 +102,17 @@ impl Dist {
     }
     pub fn backend(&self) -> Option<Backend> {
         self.pg.as_ref().map(|p| p.backend())
+    }
+    /// The launcher recognised from the environment (`None`: a world of one without one).
+    pub fn launcher(&self) -> Option<Launcher> {
+        self.env.as_ref().map(|e| e.launcher)
+    }
+    /// `"2 rank(s) via torchrun"`, or `"1 rank (no launcher)"`: for the programs' first line.
+    pub fn describe(&self) -> String {
+        match self.launcher() {
+            Some(l) => format!("{} rank(s) via {l}", self.world_size()),
+            None => "1 rank (no launcher)".into(),
+        }
     }
     pub fn launch_env(&self) -> Option<&LaunchEnv> {
         self.env.as_ref()

@@ -4,6 +4,7 @@
 mod ddp;
 mod env;
 mod ffi;
+mod hpc_env;
 mod init;
 mod process_group;
 mod store;
@@ -11,7 +12,8 @@ mod store;
 use std::time::Duration;
 
 pub use ddp::Ddp;
-pub use env::LaunchEnv;
+pub use env::{LaunchEnv, Launcher};
+pub use hpc_env::{first_host, DEFAULT_MASTER_PORT};
 pub use init::{Dist, DistOptions};
 pub use process_group::{Backend, ProcessGroup, Work};
 pub use store::Store;

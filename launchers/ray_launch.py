@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""Run a trainbook program as N data-parallel ranks on a Ray cluster.
+
+The Ray counterpart of `torchrun --no-python`, shaped like Ray Train's
+`TorchTrainer(scaling_config=ScalingConfig(num_workers, use_gpu, resources_per_worker))`:
+it reserves one bundle of resources per rank (a placement group, PACK by default), starts one
+actor per bundle, takes MASTER_ADDR from rank 0's node and a free port there, and runs the
+program in every actor with the variables torchrun would set (RANK, LOCAL_RANK, WORLD_SIZE,
+LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT). Rank 0's output is streamed here; when a rank
+fails the others are stopped, and with --max-failures the whole group is started again (a
+trainbook program resumes from its checkpoints). Exits with the job's status.
+
+    python launchers/ray_launch.py --num-workers 2 -- target/release/examples/mnist --epochs 1
+    python launchers/ray_launch.py --address auto --num-workers 8 --use-gpu --max-failures 2 -- \\
+        /shared/trainbook/target/release/examples/designsafe --data /shared/Dataset_2
+
+The program's path must exist on every node (a shared file system, or the same image).
+"""
+import json
+import os
+import queue
+import sys
+import threading
+
+import cloudpickle
+import ray
+from ray.util.placement_group import placement_group, remove_placement_group
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import launch_common as common  # noqa: E402
+
+cloudpickle.register_pickle_by_value(common)
+
+
+@ray.remote
+class RankWorker:
+    """One rank: knows its node and GPUs, runs the program, stops it on request."""
+
+    def __init__(self):
+        self.proc = None
+
+    def node(self):
+        return ray.util.get_node_ip_address(), [str(g) for g in ray.get_gpu_ids()]
+
+    def free_port(self):
+        return common.free_port()
+
+    def run(self, cmd, env, cwd):
+        self.proc = common.start_rank(cmd, env, cwd)
+        return common.pump(self.proc)
+
+    def run_streaming(self, cmd, env, cwd):
+        """Like run(), yielding each output line, then the final (status, tail)."""
+        self.proc = common.start_rank(cmd, env, cwd)
+        for line in self.proc.stdout:
+            yield line
+        yield ("exit", self.proc.wait(), "")
+
+    def stop(self):
+        common.stop_rank(self.proc)
+
+
+def parse_args(argv):
+    p = common.new_parser(__doc__, "one actor each")
+    p.add_argument("--use-gpu", action="store_true", help="one GPU per worker (ScalingConfig(use_gpu=True))")
+    p.add_argument("--gpus-per-worker", type=float, help="GPUs per worker (default 1 with --use-gpu, else 0)")
+    p.add_argument("--cpus-per-worker", type=float, default=1.0, help="CPUs per worker (default 1)")
+    p.add_argument("--resources-per-worker", type=json.loads, default={}, help='extra custom resources, JSON: \'{"accel": 1}\'')
+    p.add_argument("--placement-strategy", default="PACK", choices=["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"])
+    p.add_argument("--address", default=None, help="Ray cluster to join ('auto', ray://host:10001); default: RAY_ADDRESS, else a local Ray")
+    p.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray started when no cluster is given")
+    p.add_argument("--placement-timeout", type=float, default=120.0, help="seconds to wait for the resources (default 120)")
+    args = common.parse_launch_args(p, argv, "ray_launch.py")
+    if args.gpus_per_worker is None:
+        args.gpus_per_worker = 1.0 if args.use_gpu else 0.0
+    return args
+
+
+def bundle(args):
+    b = {"CPU": args.cpus_per_worker, **args.resources_per_worker}
+    if args.gpus_per_worker:
+        b["GPU"] = args.gpus_per_worker
+    return b
+
+
+def start_group(args):
+    """Reserves the resources and starts one actor per rank, ordered so that ranks on one node
+    are contiguous and, with GPUs, local rank i owns the node's i-th visible GPU."""
+    pg = placement_group([bundle(args)] * args.num_workers, strategy=args.placement_strategy)
+    ready, _ = ray.wait([pg.ready()], timeout=args.placement_timeout)
+    if not ready:
+        remove_placement_group(pg)
+        raise SystemExit(
+            f"ray_launch: could not reserve {args.num_workers} x {bundle(args)} within {args.placement_timeout:.0f} s; "
+            f"the cluster has {ray.cluster_resources()}"
+        )
+    actors = [
+        RankWorker.options(
+            num_cpus=args.cpus_per_worker,
+            num_gpus=args.gpus_per_worker,
+            resources=args.resources_per_worker,
+            max_concurrency=2,  # run() and stop() at the same time
+            scheduling_strategy=PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=i),
+        ).remote()
+        for i in range(args.num_workers)
+    ]
+    nodes = ray.get([a.node.remote() for a in actors])
+    first_seen = {ip: n for n, ip in reversed(list(enumerate(ip for ip, _ in nodes)))}
+    order = sorted(range(len(actors)), key=lambda i: (first_seen[nodes[i][0]], [(len(g), g) for g in nodes[i][1]], i))
+    return pg, [actors[i] for i in order], [nodes[i] for i in order]
+
+
+def run_group(args, attempt):
+    pg, actors, nodes = start_group(args)
+    try:
+        hosts = [ip for ip, _ in nodes]
+        master_addr, master_port = hosts[0], ray.get(actors[0].free_port.remote())
+        visible = {ip: sorted({g for h, gpus in nodes if h == ip for g in gpus}, key=lambda g: (len(g), g)) for ip in hosts}
+        extra = common.parse_env_pairs(args.env)
+        envs = []
+        for rank, ((local_rank, local_world), ip) in enumerate(zip(common.local_layout(hosts), hosts)):
+            env = common.rank_env(rank, len(actors), local_rank, local_world, master_addr, master_port, "ray", attempt, extra)
+            if visible[ip]:
+                env["CUDA_VISIBLE_DEVICES"] = ",".join(visible[ip])
+            envs.append(env)
+        common.log(f"ray_launch: {len(actors)} ranks on {len(set(hosts))} node(s), master {master_addr}:{master_port}")
+        return supervise(args, actors, envs)
+    finally:
+        for a in actors:
+            ray.kill(a)
+        remove_placement_group(pg)
+
+
+def supervise(args, actors, envs):
+    """Runs every rank; streams rank 0; on the first failure stops the others. Returns the
+    failed ranks as (rank, status, tail)."""
+    results = queue.Queue()
+
+    def stream_rank0():
+        status, tail = None, ""
+        try:
+            for ref in actors[0].run_streaming.options(num_returns="streaming").remote(args.command, envs[0], args.cwd):
+                item = ray.get(ref)
+                if isinstance(item, tuple) and item and item[0] == "exit":
+                    status = item[1]
+                else:
+                    sys.stdout.write(item)
+                    sys.stdout.flush()
+                    tail = (tail + item)[-4000:]
+        except ray.exceptions.RayError as e:
+            tail += f"\n{type(e).__name__}: {e}"
+        results.put((0, status, tail))
+
+    def wait_rank(rank, ref):
+        try:
+            status, tail = ray.get(ref)
+        except ray.exceptions.RayError as e:
+            status, tail = None, f"{type(e).__name__}: {e}"
+        results.put((rank, status, tail))
+
+    threads = [threading.Thread(target=stream_rank0, daemon=True)]
+    for rank in range(1, len(actors)):
+        ref = actors[rank].run.remote(args.command, envs[rank], args.cwd)
+        threads.append(threading.Thread(target=wait_rank, args=(rank, ref), daemon=True))
+    for t in threads:
+        t.start()
+    failures, stopped = [], False
+    for _ in actors:
+        rank, status, tail = results.get()
+        if status != 0:
+            failures.append((rank, status, tail))
+            if not stopped:
+                stopped = True
+                try:
+                    ray.get([a.stop.remote() for a in actors], timeout=30)
+                except ray.exceptions.RayError:
+                    pass  # a dead actor's rank is gone already
+    for t in threads:
+        t.join(5)
+    # The first failure is the cause; ranks stopped on its account come after it.
+    return failures
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    init = {"address": args.address, "include_dashboard": False, "log_to_driver": False}
+    if args.address is None and not os.environ.get("RAY_ADDRESS") and args.num_cpus is not None:
+        init["num_cpus"] = args.num_cpus
+    ray.init(**init)
+    try:
+        return common.run_with_retries(lambda attempt: run_group(args, attempt), args.max_failures, "ray_launch")
+    finally:
+        ray.shutdown()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
