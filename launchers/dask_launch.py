@@ -34,6 +34,11 @@ def run_rank_task(cmd, env, cwd, job, stream_topic):
     The process is parked on the worker object so that `stop_job` (run out of band with
     `client.run`) can reach it while this task is busy."""
     worker = get_worker()
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    if "," in visible and "CUDA_VISIBLE_DEVICES" not in env:
+        # dask-cuda starts worker i with its own GPU listed first ("i,i+1,...,0,...,i-1"): the
+        # rank keeps just that one, so LOCAL_RANK cannot pick a GPU that another worker owns.
+        env = dict(env, CUDA_VISIBLE_DEVICES=visible.split(",")[0])
     proc = common.start_rank(cmd, env, cwd)
     procs = getattr(worker, "_trainbook_ranks", None)
     if procs is None:

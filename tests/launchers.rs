@@ -30,8 +30,14 @@ fn mnist_data(work: &Path) -> PathBuf {
 }
 
 fn launcher(script: &str, args: &[&str], program: &[&str], cwd: &Path) -> Output {
+    launcher_env(script, args, program, cwd, &[])
+}
+
+/// `launchers/SCRIPT ARGS -- PROGRAM` with extra environment for the launcher (and its workers).
+fn launcher_env(script: &str, args: &[&str], program: &[&str], cwd: &Path, env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(common::venv_bin("python"));
     cmd.arg(Path::new(ROOT).join("launchers").join(script)).args(args).arg("--").args(program).current_dir(cwd).env("TRAINBOOK_DIST_TIMEOUT", "60");
+    cmd.envs(env.iter().copied());
     common::run_with_deadline(&mut cmd, Duration::from_secs(900), script)
 }
 
@@ -109,13 +115,18 @@ fn dask_retries_the_group_and_refuses_too_few_workers() {
     let work = common::WorkDir::new("launch-dask-retry");
     // First attempt: rank 1 fails before joining; the retried group runs c10d-check to the end.
     let marker = work.join("failed-once");
-    let script = format!("if [ \"$RANK\" = 1 ] && [ ! -e '{m}' ]; then touch '{m}'; exit 5; fi; exec \"$@\"", m = marker.display());
+    let script = format!(
+        "echo \"rank $RANK sees GPUs $CUDA_VISIBLE_DEVICES\"; if [ \"$RANK\" = 1 ] && [ ! -e '{m}' ]; then touch '{m}'; exit 5; fi; exec \"$@\"",
+        m = marker.display()
+    );
     let check = exe("c10d-check").display().to_string();
-    let o = launcher("dask_launch.py", &["--local-workers", "2", "--num-workers", "2", "--max-failures", "1"], &["bash", "-c", &script, "rank", &check], &work);
+    // Workers that see several GPUs (as dask-cuda starts them, their own first) give their rank one.
+    let args = ["--local-workers", "2", "--num-workers", "2", "--max-failures", "1"];
+    let o = launcher_env("dask_launch.py", &args, &["bash", "-c", &script, "rank", &check], &work, &[("CUDA_VISIBLE_DEVICES", "3,0,1,2")]);
     let (stdout, stderr) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     assert!(o.status.success(), "{stdout}\n{stderr}");
     assert!(stderr.contains("rank 1 exited with code 5") && stderr.contains("all ranks finished (attempt 2/2"), "{stderr}");
-    assert!(stdout.contains("c10d-check rank 0/2 (via dask"), "{stdout}");
+    assert!(stdout.contains("c10d-check rank 0/2 (via dask") && stdout.contains("rank 0 sees GPUs 3\n"), "{stdout}");
 
     let o = launcher("dask_launch.py", &["--local-workers", "1", "--num-workers", "2", "--wait-for-workers", "1"], &["true"], &work);
     let stderr = String::from_utf8_lossy(&o.stderr);
