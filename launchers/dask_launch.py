@@ -130,7 +130,10 @@ def run_group(client, args, attempt):
             failures.append((rank, status, tail))
             if not stopped:
                 stopped = True
-                threading.Thread(target=client.run, args=(stop_job, job), kwargs={"workers": workers}, daemon=True).start()
+                try:
+                    client.run(stop_job, job, workers=workers, on_error="ignore")
+                except Exception:  # noqa: BLE001 - a dead worker's rank is gone already
+                    pass
     streamed.wait(10)  # rank 0's last lines may still be on their way
     client.unsubscribe_topic(topic)
     return failures

@@ -16,6 +16,7 @@ trainbook program resumes from its checkpoints). Exits with the job's status.
 
 The program's path must exist on every node (a shared file system, or the same image).
 """
+import collections
 import json
 import os
 import queue
@@ -138,7 +139,7 @@ def supervise(args, actors, envs):
     results = queue.Queue()
 
     def stream_rank0():
-        status, tail = None, ""
+        status, tail = None, collections.deque(maxlen=common.TAIL_LINES)
         try:
             for ref in actors[0].run_streaming.options(num_returns="streaming").remote(args.command, envs[0], args.cwd):
                 item = ray.get(ref)
@@ -147,10 +148,10 @@ def supervise(args, actors, envs):
                 else:
                     sys.stdout.write(item)
                     sys.stdout.flush()
-                    tail = (tail + item)[-4000:]
+                    tail.append(item)
         except ray.exceptions.RayError as e:
-            tail += f"\n{type(e).__name__}: {e}"
-        results.put((0, status, tail))
+            tail.append(f"{type(e).__name__}: {e}\n")
+        results.put((0, status, "".join(tail)))
 
     def wait_rank(rank, ref):
         try:

@@ -191,13 +191,7 @@ fn distributed_loaders_cover_the_data_once_plus_padding() {
 fn mnist_idx_files_read_like_torchvision() {
     let root = tmp_dir("mnist");
     let raw = root.join("MNIST/raw");
-    let status = Command::new(common::venv_bin("python"))
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/data-scripts/mnist.py"))
-        .arg(&raw)
-        .arg("--offline")
-        .status()
-        .unwrap();
-    assert!(status.success(), "data-scripts/mnist.py --offline failed");
+    common::offline_mnist(&raw);
     for train in [true, false] {
         let ds = Mnist::new(&root, train).unwrap();
         let theirs = oracle(&["mnist", root.to_str().unwrap(), if train { "1" } else { "0" }]);

@@ -15,7 +15,7 @@ use tch::nn::{ModuleT, VarStore};
 use tch::{Device, Kind, Tensor};
 use trainbook::data::{DataLoader, DistributedSampler, TensorDataset};
 use trainbook::dist::{Ddp, Dist};
-use trainbook::models::{from_safetensors_bytes, load_state_dict, resnet34_classifier, state_dict, to_safetensors_bytes, MnistNet};
+use trainbook::models::{load_state_dict, resnet34_classifier, state_dict, to_safetensors_bytes, MnistNet};
 use trainbook::train::{evaluate, CrossEntropyLoss, EpochOptions, Optimizer, OptimizerKind, StepHooks};
 
 const STEPS: u64 = 3;
@@ -174,19 +174,6 @@ fn tmp(name: &str) -> common::WorkDir {
     common::WorkDir::new(&format!("ddp-{name}"))
 }
 
-fn load(path: &Path) -> Vec<(String, Tensor)> {
-    let mut t = from_safetensors_bytes(&std::fs::read(path).unwrap(), path).unwrap();
-    t.sort_by(|a, b| a.0.cmp(&b.0));
-    t
-}
-
-fn max_diff(a: &[(String, Tensor)], b: &[(String, Tensor)]) -> f64 {
-    a.iter().zip(b).map(|((na, ta), (nb, tb))| {
-        assert_eq!(na, nb);
-        (ta.to_kind(Kind::Double) - tb.to_kind(Kind::Double)).abs().max().double_value(&[])
-    }).fold(0.0, f64::max)
-}
-
 /// The reference for ResNet34: one process that reproduces torch DDP's semantics with two
 /// "virtual ranks": each half-batch goes through BatchNorm separately, gradients are the mean
 /// of the two halves' mean losses, and the running statistics are rank 0's.
@@ -233,16 +220,16 @@ fn two_ranks_equal_one_process() {
         let scenario = format!("equivalence:{model}:{optim}");
         let two = tmp(&format!("{model}-{optim}-2"));
         run_ranks(&scenario, 2, &two);
-        let (r0, r1) = (load(&two.join("rank0.safetensors")), load(&two.join("rank1.safetensors")));
-        assert_eq!(max_diff(&r0, &r1), 0.0, "{scenario}: ranks ended with different weights or buffers");
+        let (r0, r1) = (common::sorted_tensors(&two.join("rank0.safetensors")), common::sorted_tensors(&two.join("rank1.safetensors")));
+        assert_eq!(common::max_abs_diff(&r0, &r1), 0.0, "{scenario}: ranks ended with different weights or buffers");
         let reference = if model == "mnist" {
             let one = tmp(&format!("{model}-{optim}-1"));
             run_ranks(&scenario, 1, &one);
-            load(&one.join("rank0.safetensors"))
+            common::sorted_tensors(&one.join("rank0.safetensors"))
         } else {
             resnet_reference(optim)
         };
-        let diff = max_diff(&r0, &reference);
+        let diff = common::max_abs_diff(&r0, &reference);
         println!("{scenario}: 2 ranks x 8 vs reference: max |diff| {diff:e}");
         assert!(diff <= 1e-5, "{scenario}: max |diff| {diff}");
     }
@@ -337,5 +324,5 @@ fn two_torchrun_agents_form_one_job_on_loopback() {
         stdout.push_str(&String::from_utf8_lossy(&o.stdout));
     }
     assert!(stdout.contains(&format!("step {}: ranks agree", STEPS - 1)), "{stdout}");
-    assert_eq!(max_diff(&load(&out.join("rank0.safetensors")), &load(&out.join("rank1.safetensors"))), 0.0);
+    assert_eq!(common::max_abs_diff(&common::sorted_tensors(&out.join("rank0.safetensors")), &common::sorted_tensors(&out.join("rank1.safetensors"))), 0.0);
 }

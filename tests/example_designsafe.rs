@@ -5,15 +5,12 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use tch::Kind;
-use trainbook::models::from_safetensors_bytes;
-use trainbook::notebook::launch::worker_pid;
 use trainbook::train::read_records;
 
 fn exe() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("target/debug/examples/designsafe")
+    common::target_exe("examples/designsafe")
 }
 
 fn stand_in(work: &Path) -> PathBuf {
@@ -26,13 +23,6 @@ fn stand_in(work: &Path) -> PathBuf {
         .unwrap();
     assert!(ok.success());
     data
-}
-
-fn weights(out: &Path) -> Vec<(String, tch::Tensor)> {
-    let p = out.join("model.safetensors");
-    let mut t = from_safetensors_bytes(&std::fs::read(&p).unwrap(), &p).unwrap();
-    t.sort_by(|a, b| a.0.cmp(&b.0));
-    t
 }
 
 #[test]
@@ -71,26 +61,11 @@ fn designsafe_trains_above_chance_and_survives_a_killed_worker() {
     let o = common::run_with_deadline(&mut run(&a, 0), Duration::from_secs(1200), "uninterrupted torchrun");
     assert!(o.status.success(), "{}", common::text(&o));
     let mut child = run(&b, 1).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    let start = Instant::now();
-    loop {
-        assert!(start.elapsed() < Duration::from_secs(600), "no checkpoint appeared");
-        let has = std::fs::read_dir(b.join("checkpoints")).is_ok_and(|d| d.flatten().any(|e| e.file_name().to_string_lossy().starts_with("step-")));
-        if has {
-            if let Some(pid) = worker_pid(child.id(), 1) {
-                assert!(Command::new("kill").args(["-9", &pid.to_string()]).status().unwrap().success());
-                break;
-            }
-        }
-        assert!(child.try_wait().unwrap().is_none(), "the run ended before a worker could be killed");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    common::kill_rank_after_first_checkpoint(&mut child, &b.join("checkpoints"), 1, Duration::from_secs(600));
     let o = common::wait_with_deadline(child, Duration::from_secs(1200), "interrupted torchrun");
     assert!(o.status.success(), "{}", common::text(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("resuming from"));
-    let max = weights(&a).iter().zip(weights(&b)).map(|((na, ta), (nb, tb))| {
-        assert_eq!(na, &nb);
-        (ta.to_kind(Kind::Double) - tb.to_kind(Kind::Double)).abs().max().double_value(&[])
-    }).fold(0.0, f64::max);
+    let max = common::max_abs_diff(&common::sorted_tensors(&a.join("model.safetensors")), &common::sorted_tensors(&b.join("model.safetensors")));
     println!("ResNet34 after a killed worker vs uninterrupted: max |diff| {max:e}");
     assert!(max <= 1e-6, "max |diff| {max}");
 }

