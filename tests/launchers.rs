@@ -81,7 +81,12 @@ fn ray_runs_mnist_as_two_ranks_and_restarts_after_a_lost_rank() {
 fn ray_reports_a_failing_rank_with_its_status() {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let work = common::WorkDir::new("launch-ray-fail");
-    let program = ["bash", "-c", "echo \"rank $RANK of $WORLD_SIZE\"; [ \"$RANK\" = 1 ] && exit 7; sleep 60"];
+    // Rank 1 fails once rank 0 has printed (else rank 0 may be stopped before its first line).
+    let program = [
+        "bash",
+        "-c",
+        "echo \"rank $RANK of $WORLD_SIZE\"; if [ \"$RANK\" = 1 ]; then until [ -e rank0-spoke ]; do sleep 0.05; done; exit 7; fi; touch rank0-spoke; sleep 60",
+    ];
     let o = launcher("ray_launch.py", &["--num-workers", "2", "--num-cpus", "2"], &program, &work);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(7), "{}", common::text(&o));
