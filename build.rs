@@ -9,6 +9,8 @@ use std::process::Command;
 fn main() {
     println!("cargo:rerun-if-changed=csrc/c10d_shim.cpp");
     println!("cargo:rerun-if-changed=csrc/c10d_shim.h");
+    println!("cargo:rerun-if-changed=csrc/ddp_shim.cpp");
+    println!("cargo:rerun-if-changed=csrc/shim_internal.hpp");
     for var in ["LIBTORCH_USE_PYTORCH", "LIBTORCH_CXX11_ABI", "GLOO_INCLUDE_DIR", "VIRTUAL_ENV"] {
         println!("cargo:rerun-if-env-changed={var}");
     }
@@ -49,7 +51,8 @@ fn main() {
         .include(&include)
         .include(include.join("torch/csrc/api/include"))
         .include(&gloo_include)
-        .file("csrc/c10d_shim.cpp");
+        .file("csrc/c10d_shim.cpp")
+        .file("csrc/ddp_shim.cpp");
 
     let cuda = env::var_os("CARGO_FEATURE_CUDA").is_some();
     if cuda {

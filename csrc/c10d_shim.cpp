@@ -1,12 +1,14 @@
 // c10d_shim.cpp: implementation of c10d_shim.h on top of PyTorch's c10d classes.
 // Built by build.rs with -DUSE_C10D_GLOO (and -DUSE_C10D_NCCL under the `cuda` feature).
-#include "c10d_shim.h"
+#include "shim_internal.hpp"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/distributed/c10d/comm.hpp>
+#include <torch/csrc/distributed/c10d/reducer.hpp>
 #include <torch/version.h>
 #ifdef USE_C10D_NCCL
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
@@ -18,44 +20,11 @@
 #include <string>
 #include <vector>
 
-struct tb_store {
-  c10::intrusive_ptr<c10d::Store> store;
-};
-struct tb_pg {
-  c10::intrusive_ptr<c10d::Backend> backend;
-};
-struct tb_work {
-  c10::intrusive_ptr<c10d::Work> work;
-};
+using tb::dup_message;
+using tb::guarded;
+using tb::null_arg;
+using tb::tensor_ref;
 
-namespace {
-
-char* dup_message(const std::string& msg) {
-  char* out = static_cast<char*>(std::malloc(msg.size() + 1));
-  if (out != nullptr) std::memcpy(out, msg.c_str(), msg.size() + 1);
-  return out;
-}
-
-// Runs `body`, turning any C++ exception into an error string (never lets one escape to Rust).
-template <class F>
-char* guarded(F&& body) {
-  try {
-    body();
-    return nullptr;
-  } catch (const c10::Error& e) {
-    return dup_message(e.what_without_backtrace());
-  } catch (const std::exception& e) {
-    return dup_message(e.what());
-  } catch (...) {
-    return dup_message("unknown C++ exception in c10d");
-  }
-}
-
-const at::Tensor& tensor_ref(const tb_tensor* t) { return *static_cast<const at::Tensor*>(t); }
-
-char* null_arg(const char* what) { return dup_message(std::string("null argument: ") + what); }
-
-}  // namespace
 
 extern "C" {
 
@@ -154,16 +123,19 @@ char* tb_pg_new(const tb_store* store, int backend, int rank, int size, int64_t 
   if (store == nullptr || out == nullptr) return null_arg("store/out");
   return guarded([&] {
     auto timeout = std::chrono::milliseconds(timeout_ms);
+    c10::intrusive_ptr<c10d::Backend> impl;
+    c10::DeviceType device = c10::DeviceType::CPU;
+    auto type = c10d::ProcessGroup::BackendType::GLOO;
     if (backend == TB_BACKEND_GLOO) {
       auto opts = c10d::ProcessGroupGloo::Options::create_default(timeout);
-      auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store->store, rank, size, opts);
-      *out = new tb_pg{pg};
+      impl = c10::make_intrusive<c10d::ProcessGroupGloo>(store->store, rank, size, opts);
     } else if (backend == TB_BACKEND_NCCL) {
 #ifdef USE_C10D_NCCL
       auto opts = c10d::ProcessGroupNCCL::Options::create();
       opts->timeout = timeout;
-      auto pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(store->store, rank, size, opts);
-      *out = new tb_pg{pg};
+      impl = c10::make_intrusive<c10d::ProcessGroupNCCL>(store->store, rank, size, opts);
+      device = c10::DeviceType::CUDA;
+      type = c10d::ProcessGroup::BackendType::NCCL;
 #else
       throw std::runtime_error(
           "NCCL backend requested, but trainbook was built without the `cuda` feature");
@@ -171,6 +143,13 @@ char* tb_pg_new(const tb_store* store, int backend, int rank, int size, int64_t 
     } else {
       throw std::invalid_argument("unknown backend id " + std::to_string(backend));
     }
+    // What init_process_group does next: the group's sequence number (rank 0 draws it and
+    // publishes it in the store, the others read it), then the ProcessGroup front end.
+    impl->setSequenceNumberForGroup();
+    auto group = c10::make_intrusive<c10d::ProcessGroup>(store->store, rank, size);
+    group->setBackend(device, type, impl);
+    group->setDefaultBackend(type);
+    *out = new tb_pg{impl, group};
   });
 }
 
@@ -216,6 +195,21 @@ char* tb_pg_all_gather(tb_pg* pg, const tb_tensor* input, const tb_tensor* const
 char* tb_pg_barrier(tb_pg* pg, tb_work** out) {
   if (pg == nullptr || out == nullptr) return null_arg("pg/out");
   return guarded([&] { *out = new tb_work{pg->backend->barrier(c10d::BarrierOptions())}; });
+}
+
+char* tb_pg_broadcast_coalesced(tb_pg* pg, const tb_tensor* const* tensors, size_t n,
+                                int64_t buffer_bytes, int root) {
+  if (pg == nullptr || (tensors == nullptr && n > 0)) return null_arg("pg/tensors");
+  return guarded([&] {
+    auto list = tb::tensor_list(tensors, n);
+    if (list.empty()) return;
+    c10d::broadcast_coalesced(pg->group, list, static_cast<size_t>(buffer_bytes), root);
+  });
+}
+
+char* tb_pg_verify_params(tb_pg* pg, const tb_tensor* const* params, size_t n) {
+  if (pg == nullptr || (params == nullptr && n > 0)) return null_arg("pg/params");
+  return guarded([&] { c10d::verify_params_across_processes(pg->group, tb::tensor_list(params, n), std::nullopt); });
 }
 
 char* tb_work_wait(tb_work* w, int64_t timeout_ms) {

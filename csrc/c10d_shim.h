@@ -55,6 +55,39 @@ char* tb_pg_all_gather(tb_pg* pg, const tb_tensor* input, const tb_tensor* const
                        tb_work** out);
 char* tb_pg_barrier(tb_pg* pg, tb_work** out);
 
+// Broadcasts `tensors` from `root` in flattened chunks of at most `buffer_bytes` (c10d's
+// broadcast_coalesced, what torch DDP uses for module states and buffers).
+char* tb_pg_broadcast_coalesced(tb_pg* pg, const tb_tensor* const* tensors, size_t n,
+                                int64_t buffer_bytes, int root);
+// c10d's verify_params_across_processes: fails on every rank when the ranks' parameter counts,
+// shapes or strides differ (an all-gather of their metadata).
+char* tb_pg_verify_params(tb_pg* pg, const tb_tensor* const* params, size_t n);
+
+// ---- DDP: c10d::Reducer (ddp_shim.cpp) ----------------------------------------------------
+typedef struct tb_reducer tb_reducer;
+enum tb_comm_hook { TB_HOOK_ALLREDUCE = 0, TB_HOOK_FP16 = 1, TB_HOOK_BF16 = 2 };
+// A Reducer over `params` (leaves that require grad, in model order; names[i] names params[i]).
+// Buckets come from compute_bucket_assignment_by_size over the reversed parameters with the
+// limits {first_bucket_bytes, bucket_bytes}, as torch DDP assigns them.
+char* tb_reducer_new(tb_pg* pg, const tb_tensor* const* params, const char* const* names, size_t n,
+                     int64_t bucket_bytes, int64_t first_bucket_bytes, int find_unused,
+                     int gradient_as_bucket_view, int static_graph, int comm_hook,
+                     tb_reducer** out);
+// Before a forward pass: with `prepare` (a synchronised step) starts the iteration; then, as
+// torch DDP does before every forward with gradients, rebuilds the buckets once after the
+// first iteration (a broadcast from rank 0); fails if the last backward left buckets unreduced.
+char* tb_reducer_prepare_for_forward(tb_reducer* r, int prepare, int* rebuilt);
+// After the forward pass: arms the autograd hooks. `outputs` are only read with find_unused.
+char* tb_reducer_prepare_for_backward(tb_reducer* r, const tb_tensor* const* outputs, size_t n);
+// Current bucket assignment: counts[b] parameter indices per bucket, written into `indices`
+// (capacity `cap`, must be >= the number of parameters); *buckets receives the bucket count.
+// static_graph's first iteration: the hooks only counted gradients; reduce every bucket now
+// (torch queues this as a callback at the end of that backward pass).
+char* tb_reducer_delay_all_reduce(tb_reducer* r);
+char* tb_reducer_buckets(tb_reducer* r, int64_t* indices, size_t cap, int64_t* counts,
+                         size_t counts_cap, size_t* buckets);
+void tb_reducer_free(tb_reducer* r);
+
 // Waits for completion; timeout_ms <= 0 waits up to the process group's own timeout.
 char* tb_work_wait(tb_work* w, int64_t timeout_ms);
 void tb_work_free(tb_work* w);

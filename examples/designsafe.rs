@@ -16,7 +16,7 @@ use tch::nn::VarStore;
 use trainbook::checkpoint::Policy;
 use trainbook::compose;
 use trainbook::data::{ensure_designsafe, DataLoader, Dataset, DistributedSampler, ImageFolder};
-use trainbook::dist::{Dist, DistOptions};
+use trainbook::dist::{DdpOptions, Dist, DistOptions};
 use trainbook::fit::{fit, FitConfig};
 use trainbook::models::{freeze_backbone, load_safetensors, resnet34_classifier};
 use trainbook::train::{CrossEntropyLoss, Mode, Optimizer, ReduceLROnPlateau};
@@ -69,6 +69,13 @@ struct Args {
     keep_last: usize,
     #[arg(long)]
     no_resume: bool,
+    /// Gradient accumulation: micro-batches per optimizer step (the effective batch is
+    /// batch-size x accumulate x ranks).
+    #[arg(long, default_value_t = 1)]
+    accumulate: usize,
+    /// Let DDP find parameters that get no gradient in a step (torch's find_unused_parameters).
+    #[arg(long)]
+    find_unused_parameters: bool,
 }
 
 
@@ -111,6 +118,8 @@ fn main() -> anyhow::Result<()> {
         config: serde_json::json!({"example": "designsafe", "epochs": args.epochs, "batch_size": args.batch_size, "lr": args.lr,
             "label_smoothing": args.label_smoothing, "image_size": s, "freeze": args.freeze, "weights": args.weights}),
         progress: true,
+        accumulate: args.accumulate,
+        ddp: DdpOptions { find_unused_parameters: args.find_unused_parameters, ..Default::default() },
     };
     let report = fit(&dist, &mut vs, &net, &mut opt, &loss, &mut train_loader, &mut val_loader, cfg)?;
     if let (Some(best), Some(cm)) = (report.best_val_acc, &report.confusion) {

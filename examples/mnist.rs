@@ -14,7 +14,7 @@ use tch::nn::VarStore;
 use trainbook::checkpoint::Policy;
 use trainbook::compose;
 use trainbook::data::{ensure_mnist, DataLoader, Dataset, DistributedSampler, Mnist};
-use trainbook::dist::{Dist, DistOptions};
+use trainbook::dist::{DdpOptions, Dist, DistOptions};
 use trainbook::fit::{fit, FitConfig};
 use trainbook::models::MnistNet;
 use trainbook::train::{CrossEntropyLoss, Mode, Optimizer};
@@ -56,6 +56,13 @@ struct Args {
     /// Start fresh even if OUT/checkpoints holds a checkpoint.
     #[arg(long)]
     no_resume: bool,
+    /// Gradient accumulation: micro-batches per optimizer step (the effective batch is
+    /// batch-size x accumulate x ranks).
+    #[arg(long, default_value_t = 1)]
+    accumulate: usize,
+    /// Let DDP find parameters that get no gradient in a step (torch's find_unused_parameters).
+    #[arg(long)]
+    find_unused_parameters: bool,
 }
 
 
@@ -94,6 +101,8 @@ fn main() -> anyhow::Result<()> {
         seed: args.seed,
         config: serde_json::json!({"example": "mnist", "epochs": args.epochs, "batch_size": args.batch_size, "lr": args.lr, "seed": args.seed}),
         progress: true,
+        accumulate: args.accumulate,
+        ddp: DdpOptions { find_unused_parameters: args.find_unused_parameters, ..Default::default() },
     };
     fit(&dist, &mut vs, &net, &mut opt, &CrossEntropyLoss::new(), &mut train_loader, &mut test_loader, cfg)?;
     dist.println(format!("wrote {}/{{metrics.jsonl, curves.png, confusion.png, model.safetensors, checkpoints/}}", args.out.display()));

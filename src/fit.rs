@@ -9,7 +9,7 @@ use tch::nn::{ModuleT, VarStore};
 
 use crate::checkpoint::{Checkpointer, Policy, TrainState};
 use crate::data::{DataLoader, Dataset};
-use crate::dist::{Ddp, Dist};
+use crate::dist::{Ddp, DdpOptions, Dist};
 use crate::models::save_safetensors;
 use crate::notebook::{confusion_matrix_plot, loss_accuracy_curves};
 use crate::train::{append_record, evaluate, read_records, train_epoch, ConfusionMatrix, CrossEntropyLoss, EpochOptions, EpochRecord, Optimizer, ReduceLROnPlateau, RunningMetrics, StepInfo};
@@ -31,6 +31,11 @@ pub struct FitConfig {
     pub config: serde_json::Value,
     /// Progress bars/lines (rank 0 only).
     pub progress: bool,
+    /// Gradient accumulation: micro-batches per optimizer step (1: none). Checkpoints are
+    /// written only at the end of a window, so a resumed run never holds half a window.
+    pub accumulate: usize,
+    /// How the model is wrapped for data-parallel training.
+    pub ddp: DdpOptions,
 }
 
 /// The outcome of [`fit`] (the same on every rank).
@@ -44,7 +49,7 @@ pub struct FitReport {
 
 #[allow(clippy::too_many_arguments)]
 pub fn fit<A: Dataset + 'static, B: Dataset + 'static>(dist: &Dist, vs: &mut VarStore, net: &dyn ModuleT, opt: &mut Optimizer, loss_fn: &CrossEntropyLoss, train: &mut DataLoader<A>, val: &mut DataLoader<B>, cfg: FitConfig) -> Result<FitReport> {
-    let ddp = Ddp::wrap(vs, dist)?;
+    let ddp = Ddp::wrap_with(vs, dist, cfg.ddp.clone())?;
     let log = cfg.out.join("metrics.jsonl");
     let mut plateau = cfg.plateau.clone();
     let mut ckpt = Checkpointer::new(cfg.out.join("checkpoints"), cfg.policy.clone());
@@ -80,7 +85,7 @@ pub fn fit<A: Dataset + 'static, B: Dataset + 'static>(dist: &Dist, vs: &mut Var
             let state = TrainState { vs, optimizer: info.optimizer, scheduler: sched.clone(), epoch, batches_done: info.batches_done as u64, epoch_metrics: info.metrics, seed: cfg.seed, config: cfg.config.clone() };
             ckpt.borrow_mut().after_step(dist, &state).map(|_| ())
         };
-        let mut opts = EpochOptions::on(dist.device()).hooks(&ddp).on_step(&on_step).start_metrics(std::mem::take(&mut start_metrics));
+        let mut opts = EpochOptions::on(dist.device()).hooks(&ddp).on_step(&on_step).start_metrics(std::mem::take(&mut start_metrics)).accumulate(cfg.accumulate);
         opts.progress = cfg.progress;
         let t = train_epoch(net, train, opt, loss_fn, &opts)?;
         let v = evaluate(net, val, loss_fn, &opts)?;

@@ -1,4 +1,6 @@
-//! The libtorch stack links and computes: tensors, autograd, and the versions trainbook reports.
+//! The libtorch stack links and computes: tensors, autograd, and the versions trainbook reports;
+//! trainbook's layers differ from tch's only in the order they register parameters. (The only
+//! test here that draws random numbers: libtorch's generator is shared by the test threads.)
 use trainbook::tch::{Device, Kind, Tensor};
 
 #[test]
@@ -19,4 +21,29 @@ fn versions_match_the_pinned_libtorch() {
     assert!(std::path::Path::new(v.libtorch_lib_dir).join("libtorch_cpu.so").exists(), "{v}");
     assert_eq!(v.nccl_built_in, cfg!(feature = "cuda"));
     assert!(v.to_string().contains("libtorch  2.13.0"));
+}
+
+#[test]
+fn trainbook_layers_register_weight_first_and_start_like_tch() {
+    use trainbook::models::{conv2d, linear};
+    use trainbook::tch::nn::{self, VarStore};
+    for seed in [0, 5] {
+        trainbook::tch::manual_seed(seed);
+        let ours = VarStore::new(Device::Cpu);
+        linear(&(ours.root() / "fc"), 20, 7);
+        conv2d(&(ours.root() / "conv"), 3, 4, 3, Default::default());
+        trainbook::tch::manual_seed(seed);
+        let theirs = VarStore::new(Device::Cpu);
+        nn::linear(theirs.root() / "fc", 20, 7, Default::default());
+        nn::conv2d(theirs.root() / "conv", 3, 4, 3, Default::default());
+        let ours = trainbook::train::named_parameters(&ours);
+        let names: Vec<&str> = ours.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["fc.weight", "fc.bias", "conv.weight", "conv.bias"], "PyTorch's order");
+        let theirs = theirs.variables();
+        for (name, t) in &ours {
+            assert!(t.requires_grad(), "{name} must be trainable");
+            assert!(t.equal(&theirs[name]), "{name} differs from tch's initial value");
+        }
+        assert_ne!(ours[1].1.abs().sum(Kind::Double).double_value(&[]), 0.0, "the linear bias is random");
+    }
 }

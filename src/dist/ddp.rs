@@ -1,111 +1,213 @@
-//! `Ddp`: data-parallel training like `torch.nn.parallel.DistributedDataParallel`.
-//! - at wrap time every parameter and buffer is broadcast from rank 0;
+//! `Ddp`: data-parallel training that is torch's `DistributedDataParallel`, driven through
+//! c10d's own `Reducer` (see [`reducer`](super::reducer)):
+//! - at wrap time the ranks check that they hold the same parameter shapes, then every
+//!   parameter and buffer is broadcast from rank 0 in coalesced chunks;
 //! - before each forward pass the buffers (BatchNorm running statistics) are broadcast from
-//!   rank 0 (torch's `broadcast_buffers=True`);
-//! - after each backward pass the gradients are averaged over the ranks in buckets: flattened
-//!   in reverse parameter order into buckets of at most 25 MB (the first at most 1 MB), each
-//!   divided by the world size and summed (Gloo has no average), all buckets in flight at once;
-//! - [`Ddp::no_sync`] skips the gradient exchange for gradient accumulation.
+//!   rank 0 in one coalesced collective (torch's `broadcast_buffers=True`), and after the
+//!   first iteration the gradient buckets are rebuilt in the order gradients arrived;
+//! - during the backward pass each bucket (1 MB first, 25 MB after) is all-reduced as soon as
+//!   its gradients are ready, overlapping communication with the rest of the backward pass;
+//! - [`Ddp::no_sync`] (and `accumulate(k)` in the training loop) skips the exchange for
+//!   gradient accumulation.
 use std::cell::Cell;
 
 use tch::nn::VarStore;
 use tch::{Kind, Tensor};
 
+use super::reducer::{CommHook, Reducer, ReducerConfig};
 use super::Dist;
 use crate::train::{named_parameters, RunningMetrics, StepHooks};
-use crate::Result;
+use crate::{Error, Result};
 
-const BUCKET_BYTES: usize = 25 * 1024 * 1024;
+const MB: f64 = 1024.0 * 1024.0;
+/// torch DDP's `broadcast_bucket_size` for module states and buffers.
+const BROADCAST_BUCKET_BYTES: usize = 250 * 1024 * 1024;
+/// torch DDP's `dist._DEFAULT_FIRST_BUCKET_BYTES`.
 const FIRST_BUCKET_BYTES: usize = 1024 * 1024;
 
+/// Options of [`Ddp::wrap_with`], named and defaulted as torch's `DistributedDataParallel`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DdpOptions {
+    /// Search the graph from the loss for parameters that got no gradient this step and mark
+    /// them ready (needed when some parameters are skipped in some steps). Default false.
+    pub find_unused_parameters: bool,
+    /// Make each `.grad` a view into its communication bucket (saves a copy and memory).
+    /// Default false.
+    pub gradient_as_bucket_view: bool,
+    /// Gradient bucket cap in MiB. `None`: 25 MiB, with a 1 MiB first bucket (torch's default);
+    /// `Some(x)`: every bucket, the first included, up to `x` MiB.
+    pub bucket_cap_mb: Option<f64>,
+    /// Broadcast rank 0's buffers at wrap time and before every synchronised forward pass.
+    /// Default true.
+    pub broadcast_buffers: bool,
+    /// Promise that the set of used parameters and the order of their gradients are the same
+    /// every step; the Reducer records them in the first step (exchanging all buckets at its
+    /// end) and then reduces without searching the graph. Default false.
+    pub static_graph: bool,
+    /// How gradient buckets are exchanged. Default plain all-reduce.
+    pub comm_hook: CommHook,
+}
+
+impl Default for DdpOptions {
+    fn default() -> Self {
+        DdpOptions { find_unused_parameters: false, gradient_as_bucket_view: false, bucket_cap_mb: None, broadcast_buffers: true, static_graph: false, comm_hook: CommHook::AllReduce }
+    }
+}
+
+/// A model held by a `VarStore`, wrapped for data-parallel training over `dist`'s group.
+///
+/// ```no_run
+/// # fn main() -> trainbook::Result<()> {
+/// use tch::nn::{ModuleT, VarStore};
+/// use trainbook::dist::{Ddp, Dist};
+/// use trainbook::models::MnistNet;
+/// use trainbook::train::{CrossEntropyLoss, Optimizer};
+/// let dist = Dist::init()?;
+/// let vs = VarStore::new(dist.device());
+/// let net = MnistNet::new(&vs.root());
+/// let ddp = Ddp::wrap(&vs, &dist)?; // every rank now holds rank 0's weights
+/// let mut opt = Optimizer::adam(&vs, 1e-3);
+/// let (x, y) = (tch::Tensor::randn([8, 1, 28, 28], tch::kind::FLOAT_CPU), tch::Tensor::zeros([8], tch::kind::INT64_CPU));
+/// ddp.before_forward()?;
+/// let loss = CrossEntropyLoss::new().mean(&net.forward_t(&x, true), &y);
+/// opt.zero_grad();
+/// ddp.backward(&loss)?; // gradients averaged over the ranks while backward runs
+/// opt.step();
+/// # Ok(()) }
+/// ```
 pub struct Ddp<'a> {
     dist: &'a Dist,
-    /// Trainable parameters in creation order.
-    params: Vec<(String, Tensor)>,
-    /// Everything else the model holds (BatchNorm running statistics), in name order.
+    opts: DdpOptions,
+    /// Buffers in torch's module order (BatchNorm running statistics).
     buffers: Vec<(String, Tensor)>,
-    /// Indices into `params`, reverse order, grouped by size like torch's reducer.
-    buckets: Vec<Vec<usize>>,
+    /// `None` in a world of one: there is nothing to exchange.
+    reducer: Option<Reducer>,
+    /// torch's `require_backward_grad_sync` (false inside `no_sync`).
     sync: Cell<bool>,
+    /// torch's `require_forward_param_sync`: buffers are broadcast only after a synced step.
+    forward_sync: Cell<bool>,
+    /// Set by `before_forward`, cleared by `backward`: catches a backward without a forward.
+    armed: Cell<bool>,
+    /// static_graph: whether the first synchronised backward pass has run its delayed exchange.
+    static_graph_recorded: Cell<bool>,
+}
+
+/// Buffers (non-trainable variables) in the order torch's `module.named_buffers()` yields
+/// them: grouped by module in the order the modules' parameters were created, and by name
+/// within a module (`running_mean` before `running_var`). Buffers of modules without
+/// parameters follow, by name.
+fn buffers_in_module_order(vs: &VarStore, params: &[(String, Tensor)]) -> Vec<(String, Tensor)> {
+    let module = |name: &str| name.rsplit_once('.').map_or(String::new(), |(m, _)| m.to_string());
+    let mut order: Vec<String> = Vec::new();
+    for (name, _) in params {
+        let m = module(name);
+        if !order.contains(&m) {
+            order.push(m);
+        }
+    }
+    let mut buffers: Vec<(String, Tensor)> = vs.variables().into_iter().filter(|(n, _)| !params.iter().any(|(p, _)| p == n)).collect();
+    buffers.sort_by_key(|(n, _)| (order.iter().position(|m| *m == module(n)).unwrap_or(usize::MAX), n.clone()));
+    buffers
 }
 
 impl<'a> Ddp<'a> {
-    /// Wraps the model held by `vs`: makes every rank start from rank 0's weights.
+    /// Wraps the model held by `vs` with torch's default options: makes every rank start from
+    /// rank 0's weights and buffers, and hooks the parameters for gradient averaging.
     pub fn wrap(vs: &VarStore, dist: &'a Dist) -> Result<Ddp<'a>> {
-        let params = named_parameters(vs);
-        let mut buffers: Vec<(String, Tensor)> = vs.variables().into_iter().filter(|(n, _)| !params.iter().any(|(p, _)| p == n)).collect();
-        buffers.sort_by(|a, b| a.0.cmp(&b.0));
-        // torch's reducer: fill a bucket until it reaches its cap (1 MB for the first, 25 MB
-        // after), walking the parameters in reverse order (roughly the order gradients appear).
-        let mut buckets: Vec<Vec<usize>> = Vec::new();
-        let (mut current, mut bytes) = (Vec::new(), 0);
-        for i in (0..params.len()).rev() {
-            current.push(i);
-            bytes += params[i].1.numel() * params[i].1.kind().elt_size_in_bytes();
-            let cap = if buckets.is_empty() { FIRST_BUCKET_BYTES } else { BUCKET_BYTES };
-            if bytes >= cap {
-                buckets.push(std::mem::take(&mut current));
-                bytes = 0;
-            }
-        }
-        if !current.is_empty() {
-            buckets.push(current);
-        }
-        let ddp = Ddp { dist, params, buffers, buckets, sync: Cell::new(true) };
-        tch::no_grad(|| -> Result<()> {
-            for (_, t) in ddp.params.iter().chain(&ddp.buffers) {
-                dist.broadcast(t, 0)?;
-            }
-            Ok(())
-        })?;
-        Ok(ddp)
+        Ddp::wrap_with(vs, dist, DdpOptions::default())
     }
 
+    /// [`Ddp::wrap`] with explicit options.
+    pub fn wrap_with(vs: &VarStore, dist: &'a Dist, opts: DdpOptions) -> Result<Ddp<'a>> {
+        if let Some(mb) = opts.bucket_cap_mb.filter(|mb| !(*mb > 0.0 && mb.is_finite())) {
+            return Err(Error::InvalidArgument(format!("DdpOptions::bucket_cap_mb must be a positive number of MiB, not {mb}")));
+        }
+        let all_params = named_parameters(vs);
+        let buffers = buffers_in_module_order(vs, &all_params);
+        let trainable: Vec<(String, Tensor)> = all_params.iter().filter(|(_, t)| t.requires_grad()).map(|(n, t)| (n.clone(), t.shallow_clone())).collect();
+        let mut reducer = None;
+        if let Some(pg) = dist.process_group().filter(|_| dist.world_size() > 1) {
+            if trainable.is_empty() {
+                return Err(Error::InvalidArgument("Ddp::wrap: the model has no parameter that requires a gradient".into()));
+            }
+            let tensors: Vec<Tensor> = all_params.iter().map(|(_, t)| t.shallow_clone()).collect();
+            pg.verify_params_across_processes(&tensors)?;
+            let mut states: Vec<Tensor> = all_params.iter().map(|(_, t)| t.detach()).collect();
+            if opts.broadcast_buffers {
+                states.extend(buffers.iter().map(|(_, t)| t.detach()));
+            }
+            pg.broadcast_coalesced(&states, BROADCAST_BUCKET_BYTES, 0)?;
+            let (bucket_bytes, first_bucket_bytes) = match opts.bucket_cap_mb {
+                None => (25 * 1024 * 1024, FIRST_BUCKET_BYTES),
+                Some(mb) => ((mb * MB) as usize, (mb * MB) as usize),
+            };
+            let cfg = ReducerConfig {
+                bucket_bytes,
+                first_bucket_bytes,
+                find_unused_parameters: opts.find_unused_parameters,
+                gradient_as_bucket_view: opts.gradient_as_bucket_view,
+                static_graph: opts.static_graph,
+                comm_hook: opts.comm_hook,
+            };
+            reducer = Some(Reducer::new(pg, &trainable, &cfg)?);
+        }
+        Ok(Ddp { dist, opts, buffers, reducer, sync: Cell::new(true), forward_sync: Cell::new(true), armed: Cell::new(false), static_graph_recorded: Cell::new(false) })
+    }
+
+    /// The group this model is trained over.
     pub fn dist(&self) -> &Dist {
         self.dist
     }
 
-    /// Parameter names per gradient bucket, in the order they are exchanged.
-    pub fn bucket_names(&self) -> Vec<Vec<String>> {
-        self.buckets.iter().map(|b| b.iter().map(|&i| self.params[i].0.clone()).collect()).collect()
+    /// The options the model was wrapped with.
+    pub fn options(&self) -> &DdpOptions {
+        &self.opts
     }
 
-    /// Averages the gradients over all ranks (what runs after backward).
-    pub fn sync_gradients(&self) -> Result<()> {
-        let world = self.dist.world_size();
-        let Some(pg) = self.dist.process_group().filter(|_| world > 1) else {
-            return Ok(());
-        };
-        tch::no_grad(|| -> Result<()> {
-            let mut in_flight = Vec::new();
-            for bucket in &self.buckets {
-                let grads: Vec<Tensor> = bucket.iter().map(|&i| self.params[i].1.grad()).filter(Tensor::defined).collect();
-                if grads.is_empty() {
-                    continue;
-                }
-                let flat = Tensor::cat(&grads.iter().map(|g| g.flatten(0, -1)).collect::<Vec<_>>(), 0) / world as f64;
-                let work = pg.all_reduce_sum_async(&flat)?;
-                in_flight.push((grads, flat, work));
-            }
-            for (grads, flat, work) in in_flight {
-                work.wait()?;
-                let mut offset = 0;
-                for mut g in grads {
-                    let n = g.numel() as i64;
-                    g.copy_(&flat.narrow(0, offset, n).view_as(&g));
-                    offset += n;
-                }
-            }
-            Ok(())
-        })
+    /// Parameter names per gradient bucket, in the order the Reducer reduces them (empty in a
+    /// world of one). One bucket at first; rebuilt after the first iteration.
+    pub fn bucket_names(&self) -> Result<Vec<Vec<String>>> {
+        let Some(r) = &self.reducer else { return Ok(Vec::new()) };
+        Ok(r.buckets()?.into_iter().map(|b| b.into_iter().map(|i| r.names()[i].clone()).collect()).collect())
     }
 
-    /// Overwrites every buffer with rank 0's (what runs before forward).
-    pub fn broadcast_buffers(&self) -> Result<()> {
-        if self.dist.world_size() == 1 {
-            return Ok(());
+    /// What runs before the forward pass (torch's `DDP._pre_forward`): starts the iteration,
+    /// rebuilds the buckets once, and broadcasts rank 0's buffers.
+    pub fn before_forward(&self) -> Result<()> {
+        let sync = self.sync.get();
+        if let Some(r) = &self.reducer {
+            r.prepare_for_forward(sync)?;
         }
-        tch::no_grad(|| self.buffers.iter().try_for_each(|(_, t)| self.dist.broadcast(t, 0)))
+        if self.reducer.is_some() && self.opts.broadcast_buffers && self.forward_sync.get() && !self.buffers.is_empty() {
+            let buffers: Vec<Tensor> = self.buffers.iter().map(|(_, t)| t.detach()).collect();
+            self.dist.process_group().map_or(Ok(()), |pg| pg.broadcast_coalesced(&buffers, BROADCAST_BUCKET_BYTES, 0))?;
+        }
+        self.armed.set(true);
+        Ok(())
+    }
+
+    /// Runs the backward pass of `loss`; unless inside [`Ddp::no_sync`], the gradients are
+    /// averaged over the ranks bucket by bucket while it runs. A failed exchange (a peer gone,
+    /// a timeout) is an error naming the all-reduce.
+    pub fn backward(&self, loss: &Tensor) -> Result<()> {
+        if !self.armed.replace(false) {
+            return Err(Error::InvalidArgument("Ddp::backward without Ddp::before_forward before the forward pass".into()));
+        }
+        let sync = self.sync.get();
+        if let (Some(r), true) = (&self.reducer, sync) {
+            let search = self.opts.find_unused_parameters && !self.opts.static_graph;
+            let outputs = if search { vec![loss.shallow_clone()] } else { Vec::new() };
+            r.prepare_for_backward(&outputs)?;
+        }
+        self.forward_sync.set(sync);
+        loss.f_backward().map_err(|e| match e {
+            tch::TchError::Torch(message) if self.reducer.is_some() => Error::Dist { op: "allreduce (DDP backward)".into(), message },
+            other => Error::Torch(other),
+        })?;
+        match &self.reducer {
+            Some(r) if sync && self.opts.static_graph && !self.static_graph_recorded.replace(true) => r.delay_all_reduce(),
+            _ => Ok(()),
+        }
     }
 
     /// Runs `f` (forward and backward passes) without exchanging gradients, so they accumulate
@@ -119,11 +221,15 @@ impl<'a> Ddp<'a> {
 }
 
 impl StepHooks for Ddp<'_> {
-    fn before_forward(&self) -> Result<()> {
-        self.broadcast_buffers()
+    fn pre_forward(&self, sync: bool) -> Result<()> {
+        self.sync.set(sync);
+        self.before_forward()
     }
-    fn after_backward(&self) -> Result<()> {
-        if self.sync.get() { self.sync_gradients() } else { Ok(()) }
+    fn run_backward(&self, loss: &Tensor, sync: bool) -> Result<()> {
+        self.sync.set(sync);
+        let out = self.backward(loss);
+        self.sync.set(true);
+        out
     }
     fn reduce_metrics(&self, m: RunningMetrics) -> Result<RunningMetrics> {
         let s = self.dist.sum_f64(&[m.loss_sum, m.correct as f64, m.count as f64])?;

@@ -210,9 +210,13 @@ impl LaunchEnv {
         self.rank == 0 && !self.agent_store
     }
 
-    /// Key prefix of this attempt: a restarted group never reads its predecessor's keys.
-    pub fn store_prefix(&self) -> String {
-        format!("trainbook/attempt_{}/", self.restart_count)
+
+    /// The store key scope of a restarted attempt (`None` for the first attempt, whose keys are
+    /// exactly PyTorch's). torchrun's agent keeps one store across restarts, so the keys of a
+    /// dead attempt would still be there: a new rank would read a peer's old address and fail
+    /// to connect. (PyTorch 2.13's own ranks fail that way after a restart with Gloo.)
+    pub fn restart_scope(&self) -> Option<String> {
+        (self.restart_count > 0).then(|| format!("trainbook/attempt_{}/", self.restart_count))
     }
 
     /// One line for logs: `rank 1/4 (local 1/2) via slurm (srun), store at node01:29517`.
@@ -254,7 +258,7 @@ mod tests {
         assert_eq!((e.rank, e.local_rank, e.world_size, e.local_world_size), (2, 0, 4, 2));
         assert!(e.agent_store && !e.hosts_store());
         assert_eq!(e.launcher, Launcher::Torchrun);
-        assert_eq!(e.store_prefix(), "trainbook/attempt_1/");
+        assert_eq!(e.restart_scope().as_deref(), Some("trainbook/attempt_1/"));
     }
 
     #[test]
@@ -264,6 +268,7 @@ mod tests {
             .unwrap();
         assert!(e.hosts_store());
         assert_eq!((e.local_rank, e.local_world_size, e.restart_count), (0, 2, 0));
+        assert_eq!(e.restart_scope(), None, "a first attempt uses exactly PyTorch's keys");
         assert_eq!(e.launcher, Launcher::Env);
     }
 

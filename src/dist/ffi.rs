@@ -14,9 +14,16 @@ pub struct TbPg {
 pub struct TbWork {
     _private: [u8; 0],
 }
+#[repr(C)]
+pub struct TbReducer {
+    _private: [u8; 0],
+}
 
 pub const BACKEND_GLOO: c_int = 0;
 pub const BACKEND_NCCL: c_int = 1;
+pub const HOOK_ALLREDUCE: c_int = 0;
+pub const HOOK_FP16: c_int = 1;
+pub const HOOK_BF16: c_int = 2;
 
 extern "C" {
     pub fn tb_string_free(s: *mut c_char);
@@ -60,6 +67,29 @@ extern "C" {
         out: *mut *mut TbWork,
     ) -> *mut c_char;
     pub fn tb_pg_barrier(pg: *mut TbPg, out: *mut *mut TbWork) -> *mut c_char;
+    pub fn tb_pg_broadcast_coalesced(pg: *mut TbPg, tensors: *const *const c_void, n: usize, buffer_bytes: i64, root: c_int) -> *mut c_char;
+    pub fn tb_pg_verify_params(pg: *mut TbPg, params: *const *const c_void, n: usize) -> *mut c_char;
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn tb_reducer_new(
+        pg: *mut TbPg,
+        params: *const *const c_void,
+        names: *const *const c_char,
+        n: usize,
+        bucket_bytes: i64,
+        first_bucket_bytes: i64,
+        find_unused: c_int,
+        gradient_as_bucket_view: c_int,
+        static_graph: c_int,
+        comm_hook: c_int,
+        out: *mut *mut TbReducer,
+    ) -> *mut c_char;
+    pub fn tb_reducer_prepare_for_forward(r: *mut TbReducer, prepare: c_int, rebuilt: *mut c_int) -> *mut c_char;
+    pub fn tb_reducer_prepare_for_backward(r: *mut TbReducer, outputs: *const *const c_void, n: usize) -> *mut c_char;
+    pub fn tb_reducer_delay_all_reduce(r: *mut TbReducer) -> *mut c_char;
+    pub fn tb_reducer_buckets(r: *mut TbReducer, indices: *mut i64, cap: usize, counts: *mut i64, counts_cap: usize, buckets: *mut usize) -> *mut c_char;
+    pub fn tb_reducer_free(r: *mut TbReducer);
+
     pub fn tb_work_wait(w: *mut TbWork, timeout_ms: i64) -> *mut c_char;
     pub fn tb_work_free(w: *mut TbWork);
 }

@@ -1,5 +1,5 @@
 //! Distributed training over PyTorch's own c10d: `Dist` (the launcher's environment, the
-//! process group, the device), `Ddp` (data-parallel gradient averaging), and underneath them
+//! process group, the device), `Ddp` (torch DDP on c10d's own Reducer), and underneath them
 //! TCPStore and Gloo/NCCL process groups reached through the C++ shim in `csrc/`.
 mod ddp;
 mod env;
@@ -7,15 +7,17 @@ mod ffi;
 mod hpc_env;
 mod init;
 mod process_group;
+mod reducer;
 mod store;
 
 use std::time::Duration;
 
-pub use ddp::Ddp;
+pub use ddp::{Ddp, DdpOptions};
 pub use env::{LaunchEnv, Launcher};
 pub use hpc_env::{first_host, DEFAULT_MASTER_PORT};
 pub use init::{Dist, DistOptions};
 pub use process_group::{Backend, ProcessGroup, Work};
+pub use reducer::CommHook;
 pub use store::Store;
 
 use crate::Result;
@@ -43,10 +45,29 @@ pub fn set_cpu_rng_state(state: &[u8]) -> Result<()> {
 }
 
 /// Joins the process group described by `env`: connects to (or hosts) the TCPStore at
-/// MASTER_ADDR:MASTER_PORT, scopes keys to this restart attempt, and creates the group.
-/// Every wait is bounded by `timeout`; a missing peer is an error naming what was awaited.
+/// MASTER_ADDR:MASTER_PORT and creates the group with the store keys of
+/// `torch.distributed.init_process_group(init_method="env://")`, so PyTorch ranks and
+/// trainbook ranks can form one group. Every wait is bounded by `timeout`; a missing peer is
+/// an error naming what was awaited.
+///
+/// A restarted attempt (TORCHELASTIC_RESTART_COUNT > 0) scopes its keys further
+/// ([`LaunchEnv::restart_scope`]), so that it never reads the keys of the attempt that died.
 pub fn connect(env: &LaunchEnv, backend: Backend, timeout: Duration) -> Result<ProcessGroup> {
-    let base = Store::tcp(&env.master_addr, env.master_port, env.hosts_store(), Some(env.world_size), timeout)?;
-    let store = base.with_prefix(&env.store_prefix())?;
+    let mut base = Store::tcp(&env.master_addr, env.master_port, env.hosts_store(), Some(env.world_size), timeout)?;
+    if let Some(scope) = env.restart_scope() {
+        base = base.with_prefix(&scope)?;
+    }
+    let store = default_group_store(&base, backend)?;
     ProcessGroup::new(store, backend, env.rank, env.world_size, timeout)
+}
+
+/// The view of the launch store that torch's default group uses: `init_process_group` scopes
+/// the store to `default_pg`, the group to its name `0/`, and its backend to the device type
+/// (keys such as `default_pg/0//cpu//0/1`, where Gloo publishes rank 1's address).
+pub fn default_group_store(base: &Store, backend: Backend) -> Result<Store> {
+    let device = match backend {
+        Backend::Gloo => "cpu/",
+        Backend::Nccl => "cuda/",
+    };
+    base.with_prefix("default_pg")?.with_prefix("0/")?.with_prefix(device)
 }

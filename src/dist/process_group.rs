@@ -174,6 +174,29 @@ impl ProcessGroup {
         self.start("barrier", Vec::new(), |out| unsafe { ffi::tb_pg_barrier(self.raw, out) })?.wait()
     }
 
+    /// Overwrites `tensors` on every rank with `root`'s copies, flattened into collectives of at
+    /// most `buffer_bytes` each (c10d's `broadcast_coalesced`, as torch DDP syncs module states).
+    pub fn broadcast_coalesced(&self, tensors: &[Tensor], buffer_bytes: usize, root: usize) -> Result<()> {
+        self.check_rank(root)?;
+        let ptrs = tensor_ptrs(tensors);
+        // SAFETY: the pointers refer to `tensors`, alive for the (blocking) call.
+        let err = unsafe { ffi::tb_pg_broadcast_coalesced(self.raw, ptrs.as_ptr(), ptrs.len(), buffer_bytes as i64, root as i32) };
+        ffi::check("broadcast_coalesced", err)
+    }
+
+    /// Fails on every rank when the ranks hold different parameter lists (count, shapes,
+    /// strides): c10d's `verify_params_across_processes`, the check torch DDP starts with.
+    pub fn verify_params_across_processes(&self, params: &[Tensor]) -> Result<()> {
+        let ptrs = tensor_ptrs(params);
+        // SAFETY: as in broadcast_coalesced.
+        let err = unsafe { ffi::tb_pg_verify_params(self.raw, ptrs.as_ptr(), ptrs.len()) };
+        ffi::check("verify parameters across processes", err)
+    }
+
+    pub(super) fn raw(&self) -> *mut ffi::TbPg {
+        self.raw
+    }
+
     fn check_rank(&self, rank: usize) -> Result<()> {
         if rank < self.size {
             Ok(())
@@ -181,6 +204,11 @@ impl ProcessGroup {
             Err(Error::InvalidArgument(format!("rank {rank} is not below world size {}", self.size)))
         }
     }
+}
+
+/// The `at::Tensor*` of each tensor, for the shim's list arguments.
+pub(super) fn tensor_ptrs(tensors: &[Tensor]) -> Vec<*const c_void> {
+    tensors.iter().map(|t| t.as_ptr() as *const c_void).collect()
 }
 
 impl Drop for ProcessGroup {

@@ -3,6 +3,7 @@
 //! (`conv1.weight`, ..., `fc2.bias`).
 use tch::nn::{self, ModuleT};
 use tch::Tensor;
+use super::layers::{conv2d, linear};
 
 #[derive(Debug)]
 pub struct MnistNet {
@@ -16,10 +17,10 @@ impl MnistNet {
     /// Registers the parameters under `path` (usually `vs.root()`).
     pub fn new(path: &nn::Path) -> MnistNet {
         MnistNet {
-            conv1: nn::conv2d(path / "conv1", 1, 32, 3, Default::default()),
-            conv2: nn::conv2d(path / "conv2", 32, 64, 3, Default::default()),
-            fc1: nn::linear(path / "fc1", 9216, 128, Default::default()),
-            fc2: nn::linear(path / "fc2", 128, 10, Default::default()),
+            conv1: conv2d(&(path / "conv1"), 1, 32, 3, Default::default()),
+            conv2: conv2d(&(path / "conv2"), 32, 64, 3, Default::default()),
+            fc1: linear(&(path / "fc1"), 9216, 128),
+            fc2: linear(&(path / "fc2"), 128, 10),
         }
     }
 }

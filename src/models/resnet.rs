@@ -4,6 +4,7 @@
 use tch::nn::init::{FanInOut, NonLinearity, NormalOrUniform};
 use tch::nn::{self, ConvConfig, Init, ModuleT};
 use tch::Tensor;
+use super::layers::linear;
 
 /// torchvision's conv initialisation: kaiming normal, fan_out, ReLU.
 fn conv(p: nn::Path, c_in: i64, c_out: i64, k: i64, stride: i64, padding: i64) -> nn::Conv2D {
@@ -26,8 +27,12 @@ struct BasicBlock {
 
 impl BasicBlock {
     fn new(p: &nn::Path, c_in: i64, c_out: i64, stride: i64) -> Self {
+        // Created in torchvision's order (conv1, bn1, conv2, bn2, downsample) so that the
+        // parameter order, which DDP's buckets follow, is torch's.
+        let (conv1, bn1) = (conv(p / "conv1", c_in, c_out, 3, stride, 1), bn(p / "bn1", c_out));
+        let (conv2, bn2) = (conv(p / "conv2", c_out, c_out, 3, 1, 1), bn(p / "bn2", c_out));
         let downsample = (stride != 1 || c_in != c_out).then(|| (conv(p / "downsample" / "0", c_in, c_out, 1, stride, 0), bn(p / "downsample" / "1", c_out)));
-        BasicBlock { conv1: conv(p / "conv1", c_in, c_out, 3, stride, 1), bn1: bn(p / "bn1", c_out), conv2: conv(p / "conv2", c_out, c_out, 3, 1, 1), bn2: bn(p / "bn2", c_out), downsample }
+        BasicBlock { conv1, bn1, conv2, bn2, downsample }
     }
 }
 
@@ -68,6 +73,8 @@ pub enum HeadKind {
 
 /// ResNet34 (blocks 3, 4, 6, 3) with `classes` outputs and the given head, under `path`.
 pub fn resnet34(path: &nn::Path, classes: i64, head: HeadKind) -> ResNet {
+    // The stem first: parameters are created in torchvision's order (DDP's buckets follow it).
+    let (conv1, bn1) = (conv(path / "conv1", 3, 64, 7, 2, 3), bn(path / "bn1", 64));
     let mut layers = Vec::new();
     let mut c_in = 64;
     for (i, (&blocks, &c_out)) in [3i64, 4, 6, 3].iter().zip(&[64i64, 128, 256, 512]).enumerate() {
@@ -79,10 +86,10 @@ pub fn resnet34(path: &nn::Path, classes: i64, head: HeadKind) -> ResNet {
     }
     let fc = path / "fc";
     let head = match head {
-        HeadKind::Linear => Head::Linear(nn::linear(&fc, 512, classes, Default::default())),
-        HeadKind::Mlp => Head::Mlp(nn::linear(&fc / "0", 512, 512, Default::default()), nn::linear(&fc / "2", 512, classes, Default::default())),
+        HeadKind::Linear => Head::Linear(linear(&fc, 512, classes)),
+        HeadKind::Mlp => Head::Mlp(linear(&(&fc / "0"), 512, 512), linear(&(&fc / "2"), 512, classes)),
     };
-    ResNet { conv1: conv(path / "conv1", 3, 64, 7, 2, 3), bn1: bn(path / "bn1", 64), layers, head }
+    ResNet { conv1, bn1, layers, head }
 }
 
 /// The course's model: ResNet34 with the `fc.0`/`fc.2` MLP head and `classes` outputs.

@@ -13,14 +13,17 @@ use crate::notebook::Progress;
 use crate::Result;
 
 /// What happens around each training step beyond forward/backward/step; distributed training
-/// (DDP) uses it to broadcast buffers before the forward pass and to all-reduce gradients
-/// after the backward pass.
+/// (DDP) uses it to broadcast buffers before the forward pass and to average gradients during
+/// the backward pass. `sync` is false for the micro-batches of an accumulation window that do
+/// not end it (no gradient exchange, as inside torch's `no_sync`).
 pub trait StepHooks {
-    fn before_forward(&self) -> Result<()> {
+    /// Runs before each forward pass of training.
+    fn pre_forward(&self, _sync: bool) -> Result<()> {
         Ok(())
     }
-    fn after_backward(&self) -> Result<()> {
-        Ok(())
+    /// Runs the backward pass of `loss` (and whatever must happen around it).
+    fn run_backward(&self, loss: &Tensor, _sync: bool) -> Result<()> {
+        Ok(loss.f_backward()?)
     }
     /// Sums metrics over all ranks (identity for a single process).
     fn reduce_metrics(&self, metrics: RunningMetrics) -> Result<RunningMetrics> {
@@ -63,11 +66,13 @@ pub struct EpochOptions<'a> {
     pub on_step: Option<OnStep<'a>>,
     /// Sums carried over from the part of the epoch done before a resume.
     pub start_metrics: RunningMetrics,
+    /// Gradient accumulation: micro-batches per optimizer step (1: a step per batch).
+    pub accumulate: usize,
 }
 
 impl Default for EpochOptions<'_> {
     fn default() -> Self {
-        EpochOptions { device: Device::Cpu, progress: true, hooks: &SingleProcess, on_step: None, start_metrics: RunningMetrics::default() }
+        EpochOptions { device: Device::Cpu, progress: true, hooks: &SingleProcess, on_step: None, start_metrics: RunningMetrics::default(), accumulate: 1 }
     }
 }
 
@@ -89,6 +94,14 @@ impl<'a> EpochOptions<'a> {
     }
     pub fn start_metrics(mut self, m: RunningMetrics) -> Self {
         self.start_metrics = m;
+        self
+    }
+    /// Accumulates the gradients of `k` micro-batches per optimizer step: the first k-1
+    /// exchange nothing between ranks, the k-th exchanges the sum; each micro-batch's loss is
+    /// divided by the window's size, so a window of k batches of b equals one batch of k*b
+    /// (without BatchNorm). The epoch's last window may be shorter.
+    pub fn accumulate(mut self, k: usize) -> Self {
+        self.accumulate = k;
         self
     }
 }
@@ -120,22 +133,36 @@ pub fn train_epoch<D: Dataset + 'static>(model: &dyn ModuleT, loader: &mut DataL
     let start = Instant::now();
     let mut progress = Progress::new("train", loader.len(), opts.progress && opts.hooks.is_main());
     let mut local = opts.start_metrics;
+    let k = opts.accumulate;
+    if k == 0 {
+        return Err(crate::Error::InvalidArgument("EpochOptions::accumulate must be at least 1".into()));
+    }
+    let total_batches = loader.len();
     for batch in loader.iter() {
         let batch = batch?;
+        // Windows are aligned to the epoch's batch positions, so a resumed run (which restarts
+        // at a window boundary) groups the micro-batches exactly as an uninterrupted one.
+        let (window_start, position) = (batch.position / k * k, batch.position);
+        let window = k.min(total_batches - window_start);
+        let last_in_window = position + 1 == window_start + window;
         let (x, y) = (batch.images.to_device(opts.device), batch.labels.to_device(opts.device));
-        opts.hooks.before_forward()?;
+        opts.hooks.pre_forward(last_in_window)?;
         let logits = model.forward_t(&x, true);
         let loss = loss_fn.mean(&logits, &y);
-        optimizer.zero_grad();
-        loss.backward();
-        opts.hooks.after_backward()?;
-        optimizer.step();
+        if position == window_start {
+            optimizer.zero_grad();
+        }
+        let scaled = if window > 1 { &loss / window as f64 } else { loss.shallow_clone() };
+        opts.hooks.run_backward(&scaled, last_in_window)?;
         let n = batch.len() as f64;
         let batch_loss = loss.double_value(&[]);
         tch::no_grad(|| local.add_batch(batch_loss * n, &logits, &y));
         progress.update(batch.len(), batch_loss);
-        if let Some(f) = opts.on_step {
-            f(&StepInfo { batches_done: batch.position + 1, metrics: local, optimizer })?;
+        if last_in_window {
+            optimizer.step();
+            if let Some(f) = opts.on_step {
+                f(&StepInfo { batches_done: position + 1, metrics: local, optimizer })?;
+            }
         }
     }
     let total = opts.hooks.reduce_metrics(local)?;

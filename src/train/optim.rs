@@ -95,10 +95,18 @@ impl Optimizer {
         &self.params
     }
 
-    /// Zeroes every parameter's gradient (before the next backward pass).
+    /// Zeroes every parameter's gradient in place (before the next backward pass), as torch's
+    /// `zero_grad(set_to_none=False)`: a gradient that is part of a graph is detached first;
+    /// one that is a view (DDP's `gradient_as_bucket_view`) is zeroed where it lives.
     pub fn zero_grad(&mut self) {
-        for (_, p) in &mut self.params {
-            p.zero_grad();
+        for (_, p) in &self.params {
+            let mut grad = p.grad();
+            if grad.defined() {
+                if grad.requires_grad() {
+                    let _ = grad.detach_();
+                }
+                let _ = grad.zero_();
+            }
         }
     }
 

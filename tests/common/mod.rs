@@ -2,6 +2,7 @@
 //! clean up after themselves, and running a command with a deadline so that a broken test fails
 //! instead of hanging CI.
 #![allow(dead_code)]
+pub mod ranks;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};

@@ -1,0 +1,155 @@
+//! `Reducer`: a safe handle on c10d's `Reducer`, the engine inside torch's
+//! `DistributedDataParallel`. It hooks every parameter's gradient accumulator, so that each
+//! bucket of gradients is all-reduced as soon as it is complete, while the backward pass goes
+//! on; [`Ddp`](super::Ddp) drives it around each step.
+use std::ffi::CString;
+use std::os::raw::c_int;
+
+use tch::Tensor;
+
+use super::ffi;
+use super::process_group::{tensor_ptrs, ProcessGroup};
+use crate::{Error, Result};
+
+/// How each gradient bucket travels between the ranks (torch's DDP communication hooks).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CommHook {
+    /// Sum of the gradients divided by the world size, in the gradients' own precision
+    /// (torch's default, no hook registered).
+    #[default]
+    AllReduce,
+    /// Buckets cast to float16 for the exchange (`default_hooks.fp16_compress_hook`).
+    Fp16Compress,
+    /// Buckets cast to bfloat16 for the exchange (`default_hooks.bf16_compress_hook`).
+    Bf16Compress,
+}
+
+/// Construction settings of a [`Reducer`], with torch DDP's meanings.
+pub(super) struct ReducerConfig {
+    pub bucket_bytes: usize,
+    pub first_bucket_bytes: usize,
+    pub find_unused_parameters: bool,
+    pub gradient_as_bucket_view: bool,
+    pub static_graph: bool,
+    pub comm_hook: CommHook,
+}
+
+/// c10d's gradient reducer over a fixed list of parameters.
+pub(super) struct Reducer {
+    raw: *mut ffi::TbReducer,
+    names: Vec<String>,
+    // The Reducer keeps its own references to the parameters; these keep the names' order.
+    _params: Vec<Tensor>,
+}
+
+impl Reducer {
+    /// Hooks `params` (leaves that require grad, in model order) for reduction over `pg`.
+    pub fn new(pg: &ProcessGroup, params: &[(String, Tensor)], cfg: &ReducerConfig) -> Result<Reducer> {
+        let tensors: Vec<Tensor> = params.iter().map(|(_, t)| t.shallow_clone()).collect();
+        let names: Vec<String> = params.iter().map(|(n, _)| n.clone()).collect();
+        let c_names = names
+            .iter()
+            .map(|n| CString::new(n.as_str()).map_err(|_| Error::InvalidArgument(format!("parameter name {n:?} contains a NUL byte"))))
+            .collect::<Result<Vec<_>>>()?;
+        let name_ptrs: Vec<_> = c_names.iter().map(|c| c.as_ptr()).collect();
+        let ptrs = tensor_ptrs(&tensors);
+        let hook = match cfg.comm_hook {
+            CommHook::AllReduce => ffi::HOOK_ALLREDUCE,
+            CommHook::Fp16Compress => ffi::HOOK_FP16,
+            CommHook::Bf16Compress => ffi::HOOK_BF16,
+        };
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: all pointers are valid for the call; the Reducer copies what it keeps.
+        let err = unsafe {
+            ffi::tb_reducer_new(
+                pg.raw(),
+                ptrs.as_ptr(),
+                name_ptrs.as_ptr(),
+                ptrs.len(),
+                cfg.bucket_bytes as i64,
+                cfg.first_bucket_bytes as i64,
+                cfg.find_unused_parameters as c_int,
+                cfg.gradient_as_bucket_view as c_int,
+                cfg.static_graph as c_int,
+                hook,
+                &mut raw,
+            )
+        };
+        ffi::check("create the DDP reducer", err)?;
+        Ok(Reducer { raw, names, _params: tensors })
+    }
+
+    /// Start of an iteration: `prepare` (a synchronised step) counts the iteration; then the
+    /// buckets are rebuilt once, after the first iteration, in the order gradients arrived
+    /// (a broadcast from rank 0). Fails when the previous backward left a bucket unreduced.
+    pub fn prepare_for_forward(&self, prepare: bool) -> Result<bool> {
+        let mut rebuilt: c_int = 0;
+        // SAFETY: live handle; `rebuilt` is a valid out-pointer.
+        let err = unsafe { ffi::tb_reducer_prepare_for_forward(self.raw, prepare as c_int, &mut rebuilt) };
+        ffi::check("DDP forward", err).map_err(|e| self.name_unused(e))?;
+        Ok(rebuilt != 0)
+    }
+
+    /// Arms the autograd hooks for the coming backward pass (outputs: with find_unused only).
+    pub fn prepare_for_backward(&self, outputs: &[Tensor]) -> Result<()> {
+        let ptrs = tensor_ptrs(outputs);
+        // SAFETY: the pointers refer to `outputs`, alive for the call.
+        let err = unsafe { ffi::tb_reducer_prepare_for_backward(self.raw, ptrs.as_ptr(), ptrs.len()) };
+        ffi::check("DDP backward", err)
+    }
+
+    /// With `static_graph`, after the first backward pass (whose hooks only recorded which
+    /// gradients arrived): marks the unused parameters and reduces every bucket.
+    pub fn delay_all_reduce(&self) -> Result<()> {
+        // SAFETY: live handle.
+        let err = unsafe { ffi::tb_reducer_delay_all_reduce(self.raw) };
+        ffi::check("allreduce (DDP static graph, first iteration)", err)
+    }
+
+    /// Parameter indices per bucket, in the order the buckets are reduced.
+    pub fn buckets(&self) -> Result<Vec<Vec<usize>>> {
+        let n = self.names.len();
+        let (mut indices, mut counts, mut buckets) = (vec![0i64; n.max(1)], vec![0i64; n.max(1)], 0usize);
+        // SAFETY: buffers of the stated capacities; the shim checks them.
+        let err = unsafe { ffi::tb_reducer_buckets(self.raw, indices.as_mut_ptr(), indices.len(), counts.as_mut_ptr(), counts.len(), &mut buckets) };
+        ffi::check("DDP bucket assignment", err)?;
+        let mut out = Vec::with_capacity(buckets);
+        let mut at = 0;
+        for &c in &counts[..buckets] {
+            out.push(indices[at..at + c as usize].iter().map(|&i| i as usize).collect());
+            at += c as usize;
+        }
+        Ok(out)
+    }
+
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// The Reducer reports unused parameters by index; add their names and trainbook's option.
+    fn name_unused(&self, e: Error) -> Error {
+        let Error::Dist { op, message } = e else { return e };
+        let marker = "did not receive grad for rank";
+        let Some(line) = message.lines().find(|l| l.contains(marker)) else { return Error::Dist { op, message } };
+        let names: Vec<&str> = line
+            .rsplit(':')
+            .next()
+            .unwrap_or("")
+            .split_whitespace()
+            .filter_map(|i| i.parse::<usize>().ok())
+            .filter_map(|i| self.names.get(i).map(String::as_str))
+            .collect();
+        let message = format!(
+            "parameters that received no gradient in the last backward pass: {}. If some parameters are legitimately unused in some steps, set DdpOptions::find_unused_parameters (torch's find_unused_parameters=True).\n{message}",
+            names.join(", ")
+        );
+        Error::Dist { op, message }
+    }
+}
+
+impl Drop for Reducer {
+    fn drop(&mut self) {
+        // SAFETY: freed exactly once; removes the autograd hooks.
+        unsafe { ffi::tb_reducer_free(self.raw) }
+    }
+}

@@ -1,0 +1,100 @@
+//! Gradient accumulation with checkpoints (`fit` with `accumulate`): checkpoints are written only
+//! at the end of an accumulation window (and at the short window that ends an epoch), and a run
+//! resumed from a mid-epoch checkpoint ends with exactly the weights of the uninterrupted run.
+mod common;
+
+use std::path::Path;
+
+use tch::nn::VarStore;
+use tch::{Device, Kind, Tensor};
+use trainbook::checkpoint::Policy;
+use trainbook::data::{DataLoader, DistributedSampler, TensorDataset};
+use trainbook::dist::Dist;
+use trainbook::fit::{fit, FitConfig, FitReport};
+use trainbook::models::MnistNet;
+use trainbook::train::{CrossEntropyLoss, Optimizer};
+
+const SAMPLES: usize = 40; // 10 batches of 4 per epoch
+const ACCUMULATE: usize = 3; // windows: batches 0-2, 3-5, 6-8 and the short 9
+
+fn loader(seed: i64, n: usize) -> DataLoader<TensorDataset> {
+    tch::manual_seed(seed);
+    let x = Tensor::randn([n as i64, 1, 28, 28], (Kind::Float, Device::Cpu));
+    let y = Tensor::randint(10, [n as i64], (Kind::Int64, Device::Cpu));
+    let ds = TensorDataset::new(&x, &y, (0..10).map(|c| c.to_string()).collect()).unwrap();
+    DataLoader::new(ds, 4).sampler(DistributedSampler::new(n, 1, 0).unwrap()).num_workers(0)
+}
+
+/// Two epochs of the MNIST CNN with accumulation 3 and a checkpoint after every optimizer step.
+fn run(dist: &Dist, out: &Path, model_seed: i64, resume: bool) -> FitReport {
+    tch::manual_seed(model_seed);
+    let mut vs = VarStore::new(Device::Cpu);
+    let net = MnistNet::new(&vs.root());
+    let mut opt = Optimizer::adam(&vs, 1e-3);
+    let (mut train, mut val) = (loader(1, SAMPLES), loader(2, 8));
+    let cfg = FitConfig {
+        epochs: 2,
+        out: out.to_path_buf(),
+        policy: Policy { every_epochs: None, every_steps: Some(1), keep_last: 100, best: None },
+        resume,
+        plateau: None,
+        seed: 0,
+        config: serde_json::Value::Null,
+        progress: false,
+        accumulate: ACCUMULATE,
+        ddp: Default::default(),
+    };
+    tch::manual_seed(99); // the dropout stream; a resumed run restores it from the checkpoint
+    fit(dist, &mut vs, &net, &mut opt, &CrossEntropyLoss::new(), &mut train, &mut val, cfg).unwrap()
+}
+
+/// (directory name, epoch, batches_done, global_step) of every `step-*` checkpoint, by step.
+fn checkpoints(out: &Path) -> Vec<(String, u64, u64, u64)> {
+    let mut found: Vec<_> = std::fs::read_dir(out.join("checkpoints"))
+        .unwrap()
+        .filter_map(|e| {
+            let e = e.unwrap();
+            let name = e.file_name().to_string_lossy().into_owned();
+            let manifest = std::fs::read_to_string(e.path().join("manifest.json")).ok()?;
+            let m: serde_json::Value = serde_json::from_str(&manifest).unwrap();
+            Some((name, m["epoch"].as_u64().unwrap(), m["batches_done"].as_u64().unwrap(), m["global_step"].as_u64().unwrap()))
+        })
+        .collect();
+    found.sort_by_key(|c| c.3);
+    found
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+    }
+}
+
+#[test]
+fn checkpoints_fall_on_window_ends_and_resume_is_exact() {
+    let dist = Dist::init().unwrap();
+    assert_eq!(dist.world_size(), 1, "run without a launcher's environment");
+    let work = common::WorkDir::new("accumulation");
+    let (whole, resumed) = (work.join("uninterrupted"), work.join("resumed"));
+
+    run(&dist, &whole, 7, false);
+    let found = checkpoints(&whole);
+    let positions: Vec<(u64, u64, u64)> = found.iter().map(|c| (c.1, c.2, c.3)).collect();
+    // 4 optimizer steps per epoch: after batches 3, 6, 9 and the one-batch window ending at 10.
+    assert_eq!(positions, [(0, 3, 1), (0, 6, 2), (0, 9, 3), (0, 10, 4), (1, 3, 5), (1, 6, 6), (1, 9, 7), (1, 10, 8)]);
+
+    // A run that stopped after its second optimizer step (6 of 10 batches into epoch 0)
+    // restarts from that checkpoint, with a model initialised differently on purpose.
+    let (name, ..) = found.iter().find(|c| c.3 == 2).unwrap();
+    copy_dir(&whole.join("checkpoints").join(name), &resumed.join("checkpoints").join(name));
+    let report = run(&dist, &resumed, 8, true);
+    let (_, epoch, batches) = report.resumed_from.expect("should resume");
+    assert_eq!((epoch, batches), (0, 6));
+    let (a, b) = (common::sorted_tensors(&whole.join("model.safetensors")), common::sorted_tensors(&resumed.join("model.safetensors")));
+    assert!(!a.is_empty());
+    assert_eq!(common::max_abs_diff(&a, &b), 0.0, "the resumed run left the uninterrupted trajectory");
+    let later: Vec<u64> = checkpoints(&resumed).iter().map(|c| c.3).collect();
+    assert_eq!(later, [2, 3, 4, 5, 6, 7, 8], "the resumed run counts optimizer steps on");
+}
