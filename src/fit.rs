@@ -69,6 +69,16 @@ pub fn fit<A: Dataset + 'static, B: Dataset + 'static>(dist: &Dist, vs: &mut Var
             }
         }
     }
+    if start_epoch >= cfg.epochs && resumed_from.is_some() {
+        // Nothing to train: say so, and leave the finished run's files as they are.
+        dist.println(format!(
+            "{} holds a finished run ({start_epoch} of {} epochs done): nothing to train. To train again, start over without resuming \
+             (FitConfig::resume = false; --no-resume in the examples), choose another output folder (--out), or ask for more epochs (--epochs).",
+            cfg.out.display(),
+            cfg.epochs
+        ));
+        return Ok(FitReport { history, confusion: None, best_val_acc: ckpt.best_metric(), resumed_from });
+    }
     if dist.is_main() {
         std::fs::create_dir_all(&cfg.out).map_err(|e| crate::Error::io(&cfg.out, e))?;
         let _ = std::fs::remove_file(&log);

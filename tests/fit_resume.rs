@@ -1,6 +1,7 @@
-//! Gradient accumulation with checkpoints (`fit` with `accumulate`): checkpoints are written only
-//! at the end of an accumulation window (and at the short window that ends an epoch), and a run
+//! `fit`'s checkpoints and resume. With gradient accumulation, checkpoints are written only at
+//! the end of an accumulation window (and at the short window that ends an epoch), and a run
 //! resumed from a mid-epoch checkpoint ends with exactly the weights of the uninterrupted run.
+//! A finished run, resumed, trains nothing and leaves its files alone.
 mod common;
 
 use std::path::Path;
@@ -13,6 +14,10 @@ use trainbook::dist::Dist;
 use trainbook::fit::{fit, FitConfig, FitReport};
 use trainbook::models::MnistNet;
 use trainbook::train::{CrossEntropyLoss, Optimizer};
+
+/// libtorch's random generator is shared by the test threads and these runs are exact only
+/// with its stream to themselves: one test at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 const SAMPLES: usize = 40; // 10 batches of 4 per epoch
 const ACCUMULATE: usize = 3; // windows: batches 0-2, 3-5, 6-8 and the short 9
@@ -27,6 +32,10 @@ fn loader(seed: i64, n: usize) -> DataLoader<TensorDataset> {
 
 /// Two epochs of the MNIST CNN with accumulation 3 and a checkpoint after every optimizer step.
 fn run(dist: &Dist, out: &Path, model_seed: i64, resume: bool) -> FitReport {
+    run_with(dist, out, model_seed, resume, Policy { every_epochs: None, every_steps: Some(1), keep_last: 100, best: None })
+}
+
+fn run_with(dist: &Dist, out: &Path, model_seed: i64, resume: bool, policy: Policy) -> FitReport {
     tch::manual_seed(model_seed);
     let mut vs = VarStore::new(Device::Cpu);
     let net = MnistNet::new(&vs.root());
@@ -35,7 +44,7 @@ fn run(dist: &Dist, out: &Path, model_seed: i64, resume: bool) -> FitReport {
     let cfg = FitConfig {
         epochs: 2,
         out: out.to_path_buf(),
-        policy: Policy { every_epochs: None, every_steps: Some(1), keep_last: 100, best: None },
+        policy,
         resume,
         plateau: None,
         seed: 0,
@@ -74,6 +83,7 @@ fn copy_dir(from: &Path, to: &Path) {
 
 #[test]
 fn checkpoints_fall_on_window_ends_and_resume_is_exact() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dist = Dist::init().unwrap();
     assert_eq!(dist.world_size(), 1, "run without a launcher's environment");
     let work = common::WorkDir::new("accumulation");
@@ -97,4 +107,24 @@ fn checkpoints_fall_on_window_ends_and_resume_is_exact() {
     assert_eq!(common::max_abs_diff(&a, &b), 0.0, "the resumed run left the uninterrupted trajectory");
     let later: Vec<u64> = checkpoints(&resumed).iter().map(|c| c.3).collect();
     assert_eq!(later, [2, 3, 4, 5, 6, 7, 8], "the resumed run counts optimizer steps on");
+}
+
+#[test]
+fn a_finished_run_trains_nothing_and_keeps_its_files() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dist = Dist::init().unwrap();
+    let work = common::WorkDir::new("finished-run");
+    let out = work.join("run");
+    let policy = Policy { every_epochs: Some(1), every_steps: None, keep_last: 2, best: None };
+    let first = run_with(&dist, &out, 7, false, policy.clone());
+    assert_eq!(first.history.len(), 2);
+    let stamp = |name: &str| std::fs::metadata(out.join(name)).unwrap().modified().unwrap();
+    let (model, log) = (stamp("model.safetensors"), stamp("metrics.jsonl"));
+
+    let again = run_with(&dist, &out, 8, true, policy);
+    let (_, epoch, batches) = again.resumed_from.expect("the finished run's last checkpoint");
+    assert_eq!((epoch, batches), (2, 0));
+    assert_eq!(again.history.len(), 2, "the finished epochs, read back from metrics.jsonl");
+    assert_eq!(again.history[1].train_loss, first.history[1].train_loss);
+    assert_eq!((stamp("model.safetensors"), stamp("metrics.jsonl")), (model, log), "a finished run's files must not be rewritten");
 }
