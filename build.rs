@@ -11,6 +11,8 @@ fn main() {
     println!("cargo:rerun-if-changed=csrc/c10d_shim.h");
     println!("cargo:rerun-if-changed=csrc/ddp_shim.cpp");
     println!("cargo:rerun-if-changed=csrc/shim_internal.hpp");
+    println!("cargo:rerun-if-changed=csrc/optim_amp_shim.cpp");
+    println!("cargo:rerun-if-changed=csrc/optim_amp_shim.h");
     for var in ["LIBTORCH_USE_PYTORCH", "LIBTORCH_CXX11_ABI", "GLOO_INCLUDE_DIR", "VIRTUAL_ENV"] {
         println!("cargo:rerun-if-env-changed={var}");
     }
@@ -52,7 +54,8 @@ fn main() {
         .include(include.join("torch/csrc/api/include"))
         .include(&gloo_include)
         .file("csrc/c10d_shim.cpp")
-        .file("csrc/ddp_shim.cpp");
+        .file("csrc/ddp_shim.cpp")
+        .file("csrc/optim_amp_shim.cpp");
 
     let cuda = env::var_os("CARGO_FEATURE_CUDA").is_some();
     if cuda {

@@ -22,14 +22,14 @@ fn main() -> anyhow::Result<()> {
     let net = resnet34(&vs.root(), 3, HeadKind::Linear);
     let mut opt = Optimizer::adam(&vs, 1e-4);
     net.forward_t(&Tensor::randn([2, 3, 64, 64], (Kind::Float, Device::Cpu)), true).sum(Kind::Float).backward();
-    opt.step();
+    opt.step().unwrap();
     let dist = Dist::single(Device::Cpu);
     let mut ckpt = Checkpointer::new(dir.join("ckpts"), Policy { every_epochs: None, every_steps: Some(1), keep_last: 1, best: None });
     let (mut saves, mut loads) = (Vec::new(), Vec::new());
     for e in 0..3 {
-        let state = TrainState { vs: &vs, optimizer: &opt, scheduler: serde_json::Value::Null, epoch: e, batches_done: 0, epoch_metrics: RunningMetrics::default(), seed: 0, config: serde_json::Value::Null };
+        let state = || TrainState { vs: &vs, optimizer: &opt, scheduler: serde_json::Value::Null, epoch: e, batches_done: 0, epoch_metrics: RunningMetrics::default(), seed: 0, config: serde_json::Value::Null };
         let t = Instant::now();
-        ckpt.after_step(&dist, &state)?;
+        ckpt.after_step(&dist, state)?;
         saves.push(t.elapsed().as_secs_f64());
         let t = Instant::now();
         let latest = ckpt.latest(&dist)?.expect("just written");

@@ -42,7 +42,7 @@ fn rank_main() -> anyhow::Result<()> {
             };
             if i + 1 < accumulate { ddp.no_sync(micro_step)? } else { micro_step()? }
         }
-        opt.step();
+        opt.step()?;
         Ok(())
     };
     for _ in 0..2 {

@@ -1,5 +1,6 @@
 """PyTorch side of benches/train_step.rs. Prints one JSON object:
-  resnet34: img/s of the ResNet34 3-class train step (batch 16, 224px, Adam 1e-4, label smoothing 0.1)
+  resnet34: img/s of the ResNet34 3-class train step (batch 16, 224px, Adam 1e-4, label smoothing 0.1),
+            in float32 and under torch.autocast("cpu", dtype=torch.bfloat16)
   mnist:    seconds of one MNIST training epoch (batch 64, Adam 1e-3, 0 loader workers) on ROOT
 """
 import json
@@ -27,6 +28,17 @@ start = time.perf_counter()
 for _ in range(steps):
     opt.zero_grad(); loss_fn(m(x), y).backward(); opt.step()
 out["resnet34_img_per_s"] = 16 * steps / (time.perf_counter() - start)
+
+# The same step with the forward pass and the loss under bf16 autocast (1 warm-up step).
+bf16_steps = max(1, steps // 2)
+for i in range(1 + bf16_steps):
+    if i == 1:
+        start = time.perf_counter()
+    opt.zero_grad()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = loss_fn(m(x), y)
+    loss.backward(); opt.step()
+out["resnet34_bf16_img_per_s"] = 16 * bf16_steps / (time.perf_counter() - start)
 
 
 class Net(torch.nn.Module):

@@ -1,6 +1,7 @@
 //! Training speed, trainbook vs PyTorch in the same run (same libtorch, same threads):
 //! - ResNet34 3-class train step (batch 16, 224px, Adam 1e-4, label smoothing 0.1) through
-//!   trainbook's `train_epoch` (loader included), in img/s;
+//!   trainbook's `train_epoch` (loader included), in img/s, in float32 and in bf16 autocast
+//!   (`Precision::Bf16` vs `torch.autocast("cpu", dtype=torch.bfloat16)`);
 //! - one MNIST epoch (batch 64, Adam 1e-3, 0 loader workers), in seconds.
 //!
 //!     cargo bench --bench train_step
@@ -15,10 +16,14 @@ use tch::{Device, Kind, Tensor};
 use trainbook::compose;
 use trainbook::data::{DataLoader, Mnist, TensorDataset};
 use trainbook::models::{resnet34, HeadKind, MnistNet};
-use trainbook::train::{train_epoch, CrossEntropyLoss, EpochOptions, Optimizer};
+use trainbook::train::{train_epoch, CrossEntropyLoss, EpochOptions, Optimizer, Precision};
 use trainbook::transforms::{Normalize, ToTensor};
 
 const STEPS: usize = 6;
+
+fn opts_precision(precision: Precision) -> EpochOptions<'static> {
+    EpochOptions::on(Device::Cpu).quiet().precision(precision)
+}
 
 fn main() -> anyhow::Result<()> {
     let root = env!("CARGO_MANIFEST_DIR");
@@ -45,6 +50,12 @@ fn main() -> anyhow::Result<()> {
     let start = Instant::now();
     train_epoch(&net, &mut timed, &mut opt, &loss_fn, &opts)?;
     let resnet_rate = (16 * STEPS) as f64 / start.elapsed().as_secs_f64();
+    let bf16 = opts_precision(Precision::Bf16);
+    train_epoch(&net, &mut make(1)?, &mut opt, &loss_fn, &bf16)?;
+    let mut timed = make(STEPS / 2)?;
+    let start = Instant::now();
+    train_epoch(&net, &mut timed, &mut opt, &loss_fn, &bf16)?;
+    let resnet_bf16_rate = (16 * (STEPS / 2)) as f64 / start.elapsed().as_secs_f64();
 
     // MNIST: one epoch like PyTorch's example loop.
     let train = Mnist::new(&mnist_dir, true)?.with_transform(compose![ToTensor, Normalize::new(&[0.1307], &[0.3081])]);
@@ -62,11 +73,14 @@ fn main() -> anyhow::Result<()> {
     let torch: serde_json::Value = serde_json::from_slice(&out.stdout)?;
     let torch_rate = torch["resnet34_img_per_s"].as_f64().unwrap_or(f64::NAN);
     let torch_mnist = torch["mnist_epoch_s"].as_f64().unwrap_or(f64::NAN);
+    let torch_bf16 = torch["resnet34_bf16_img_per_s"].as_f64().unwrap_or(f64::NAN);
     println!("threads: trainbook {}, pytorch {}", tch::get_num_threads(), torch["threads"]);
     println!("resnet34 train step (batch 16, 224px): trainbook {resnet_rate:.2} img/s, pytorch {torch_rate:.2} img/s, ratio {:.2}x", resnet_rate / torch_rate);
+    println!("resnet34 train step, bf16 autocast: trainbook {resnet_bf16_rate:.2} img/s, pytorch {torch_bf16:.2} img/s, ratio {:.2}x", resnet_bf16_rate / torch_bf16);
     println!("mnist epoch ({samples} samples, batch 64): trainbook {mnist_s:.2} s, pytorch {torch_mnist:.2} s, speed ratio {:.2}x", torch_mnist / mnist_s);
     let report = serde_json::json!({
         "resnet34": {"trainbook_img_per_s": resnet_rate, "pytorch_img_per_s": torch_rate, "ratio": resnet_rate / torch_rate},
+        "resnet34_bf16": {"trainbook_img_per_s": resnet_bf16_rate, "pytorch_img_per_s": torch_bf16, "ratio": resnet_bf16_rate / torch_bf16},
         "mnist_epoch": {"trainbook_s": mnist_s, "pytorch_s": torch_mnist, "speed_ratio": torch_mnist / mnist_s},
     });
     std::fs::create_dir_all(format!("{root}/target/bench"))?;

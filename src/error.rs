@@ -36,6 +36,11 @@ pub enum Error {
     #[error("c10d {op}: {message}")]
     Dist { op: String, message: String },
 
+    /// A libtorch kernel called through trainbook's shim (fused optimizers, autocast, GradScaler)
+    /// failed, e.g. tensors on different devices.
+    #[error("libtorch {op}: {message}")]
+    Kernel { op: String, message: String },
+
     /// An argument is outside what the function accepts.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),

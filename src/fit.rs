@@ -92,8 +92,8 @@ pub fn fit<A: Dataset + 'static, B: Dataset + 'static>(dist: &Dist, vs: &mut Var
         train.skip_batches(std::mem::take(&mut skip));
         let sched = scheduler_json(&plateau);
         let on_step = |info: &StepInfo| -> Result<()> {
-            let state = TrainState { vs, optimizer: info.optimizer, scheduler: sched.clone(), epoch, batches_done: info.batches_done as u64, epoch_metrics: info.metrics, seed: cfg.seed, config: cfg.config.clone() };
-            ckpt.borrow_mut().after_step(dist, &state).map(|_| ())
+            let state = || TrainState { vs, optimizer: info.optimizer, scheduler: sched.clone(), epoch, batches_done: info.batches_done as u64, epoch_metrics: info.metrics(), seed: cfg.seed, config: cfg.config.clone() };
+            ckpt.borrow_mut().after_step(dist, state).map(|_| ())
         };
         let mut opts = EpochOptions::on(dist.device()).hooks(&ddp).on_step(&on_step).start_metrics(std::mem::take(&mut start_metrics)).accumulate(cfg.accumulate);
         opts.progress = cfg.progress;

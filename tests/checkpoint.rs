@@ -33,7 +33,7 @@ fn trained() -> (VarStore, MnistNet, Optimizer) {
     let loss = net.forward_t(&Tensor::randn([2, 1, 28, 28], (Kind::Float, Device::Cpu)), false).sum(Kind::Float);
     opt.zero_grad();
     loss.backward();
-    opt.step();
+    opt.step().unwrap();
     (vs, net, opt)
 }
 
@@ -42,7 +42,7 @@ fn save_steps(root: &Path, steps: u64) -> Checkpointer {
     let dist = Dist::single(Device::Cpu);
     let mut c = Checkpointer::new(root, Policy { every_epochs: None, every_steps: Some(1), keep_last: 5, best: None });
     for e in 0..steps {
-        c.after_step(&dist, &state(&vs, &opt, e)).unwrap();
+        c.after_step(&dist, || state(&vs, &opt, e)).unwrap();
     }
     c
 }
@@ -120,8 +120,8 @@ fn full_disk_and_bad_directory_are_clear_errors() {
         let small = VarStore::new(Device::Cpu);
         let _lin = tch::nn::linear(small.root() / "fc", 4, 2, Default::default());
         let small_opt = Optimizer::adam(&small, 1e-3);
-        c.after_step(&dist, &state(&small, &small_opt, 0)).unwrap();
-        let err = c.after_step(&dist, &state(&vs, &opt, 1)).unwrap_err().to_string();
+        c.after_step(&dist, || state(&small, &small_opt, 0)).unwrap();
+        let err = c.after_step(&dist, || state(&vs, &opt, 1)).unwrap_err().to_string();
         assert!(err.contains("could not write checkpoint") && err.contains("No space left"), "{err}");
         let report = scan(&mount, "step-").unwrap();
         assert_eq!(report.valid.len(), 1, "the previous checkpoint is intact: {:?}", report.invalid);
@@ -135,7 +135,7 @@ fn full_disk_and_bad_directory_are_clear_errors() {
     let file = scratch.join("file");
     std::fs::write(&file, "x").unwrap();
     let (vs, _net, opt) = trained();
-    let err = Checkpointer::new(file.join("ckpts"), Policy { every_steps: Some(1), ..Policy::default() }).after_step(&Dist::single(Device::Cpu), &state(&vs, &opt, 0)).unwrap_err().to_string();
+    let err = Checkpointer::new(file.join("ckpts"), Policy { every_steps: Some(1), ..Policy::default() }).after_step(&Dist::single(Device::Cpu), || state(&vs, &opt, 0)).unwrap_err().to_string();
     assert!(err.contains("ckpts") && err.contains("Not a directory"), "{err}");
 }
 
@@ -149,7 +149,7 @@ fn checkpoint_writer() {
     let dist = Dist::single(Device::Cpu);
     let mut c = Checkpointer::new(&root, Policy { every_epochs: None, every_steps: Some(1), keep_last: 2, best: None });
     for e in 0.. {
-        c.after_step(&dist, &state(&vs, &opt, e)).unwrap();
+        c.after_step(&dist, || state(&vs, &opt, e)).unwrap();
         println!("saved {e}");
     }
 }

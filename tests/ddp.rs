@@ -100,7 +100,7 @@ fn ddp_rank(model: &str, optim: &str, variant: &str, out: &Path) {
             let loss = CrossEntropyLoss::new().mean(&net.forward_t(&batch.images, train), &batch.labels);
             opt.zero_grad();
             ddp.backward(&loss).unwrap();
-            opt.step();
+            opt.step().unwrap();
         }
         let sums = dist.all_gather(&Tensor::from_slice(&[checksum(&vs)])).unwrap();
         let sums: Vec<f64> = sums.iter().map(|t| t.double_value(&[0])).collect();
@@ -141,7 +141,7 @@ fn virtual_ranks(model: &str, optim: &str, out: &Path) {
             }
         }
         restore(&buffers, &after_rank0);
-        opt.step();
+        opt.step().unwrap();
     }
     save(&vs, out, "virtual.safetensors");
 }
@@ -162,7 +162,7 @@ fn one_process(optim: &str, kind_: Kind, world: usize, out: &Path) {
             let loss = CrossEntropyLoss::new().mean(&net.forward_t(&batch.images.to_kind(kind_), false), &batch.labels);
             opt.zero_grad();
             loss.backward();
-            opt.step();
+            opt.step().unwrap();
         }
     }
     vs.float();

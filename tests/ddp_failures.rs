@@ -41,7 +41,7 @@ fn two_headed(find_unused: bool) {
             let loss = CrossEntropyLoss::new().mean(&logits, &y);
             opt.zero_grad();
             ddp.backward(&loss)?;
-            opt.step();
+            opt.step().unwrap();
             Ok(())
         })();
         if let Err(e) = result {
@@ -76,7 +76,7 @@ fn forever_rank() {
             eprintln!("rank {}: training stopped at step {step}: {e}", dist.rank());
             std::process::exit(3);
         }
-        opt.step();
+        opt.step().unwrap();
         if step % 5 == 0 {
             println!("rank {} step {step}", dist.rank());
         }
@@ -98,7 +98,7 @@ fn agree_rank(out: &std::path::Path) {
         let loss = CrossEntropyLoss::new().mean(&net.forward_t(&x, false), &y);
         opt.zero_grad();
         ddp.backward(&loss).unwrap();
-        opt.step();
+        opt.step().unwrap();
     }
     std::fs::write(out.join(format!("rank{}.safetensors", dist.rank())), trainbook::models::to_safetensors_bytes(&trainbook::models::state_dict(&vs), None).unwrap()).unwrap();
     dist.println("3 steps done");

@@ -105,7 +105,7 @@ fn trainbook_ddp_rank(out: &Path) {
         let loss = CrossEntropyLoss::new().mean(&net.forward_t(&x, true), &y);
         opt.zero_grad();
         ddp.backward(&loss).unwrap();
-        opt.step();
+        opt.step().unwrap();
     }
     let params = named_parameters(&vs);
     std::fs::write(out.join(format!("trainbook_rank{}.safetensors", dist.rank())), to_safetensors_bytes(&params, None).unwrap()).unwrap();

@@ -1,6 +1,7 @@
 //! Models, optimizers and schedules against PyTorch (the venv's torch/torchvision as oracle):
 //! ResNet34 with the course head loads torchvision weights and gives the same eval output,
-//! saves weights PyTorch loads strictly, optimizers match torch.optim step for step, LR
+//! saves weights PyTorch loads strictly, optimizers match torch.optim step for step (single-tensor
+//! and foreach/fused alike), LR
 //! schedules match torch's sequences, and freezing really freezes.
 mod common;
 
@@ -10,7 +11,7 @@ use std::process::Command;
 use tch::nn::{ModuleT, VarStore};
 use tch::{Device, Kind, Tensor};
 use trainbook::models::{freeze_backbone, from_safetensors_bytes, load_safetensors, load_state_dict, resnet34_classifier, save_safetensors, to_safetensors_bytes, MnistNet};
-use trainbook::train::{CosineAnnealingLR, CrossEntropyLoss, Mode, Optimizer, OptimizerKind, ReduceLROnPlateau, StepLR};
+use trainbook::train::{CosineAnnealingLR, CrossEntropyLoss, Kernels, Mode, Optimizer, OptimizerKind, ReduceLROnPlateau, StepLR};
 
 fn tmp_dir(name: &str) -> common::WorkDir {
     common::WorkDir::new(name)
@@ -87,24 +88,25 @@ fn optimizers_match_torch_optim() {
         ("adam", OptimizerKind::Adam { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 1e-3 }, 1e-3),
         ("adamw", OptimizerKind::adamw(), 1e-3),
     ];
-    for (name, kind, lr) in kinds {
+    let variants = kinds.iter().flat_map(|&(name, kind, lr)| [(format!("{name}.single"), kind, lr, Kernels::PerTensor), (format!("{name}.multi"), kind, lr, Kernels::MultiTensor)]);
+    for (name, kind, lr, kernels) in variants {
         let mut vs = VarStore::new(Device::Cpu);
         let net = MnistNet::new(&vs.root());
         load_state_dict(&mut vs, &init, true).unwrap();
-        let mut opt = Optimizer::new(&vs, kind, lr);
+        let mut opt = Optimizer::new(&vs, kind, lr).with_kernels(kernels);
         let mut losses = Vec::new();
         for step in 0..5 {
             if step == 3 {
                 // Export and restore the state mid-way: the trajectory must not change.
                 let (tensors, meta) = opt.state_dict();
-                let mut fresh = Optimizer::new(&vs, kind, lr);
+                let mut fresh = Optimizer::new(&vs, kind, lr).with_kernels(kernels);
                 fresh.load_state_dict(&tensors, &meta).unwrap();
                 opt = fresh;
             }
             opt.zero_grad();
             let loss = loss_fn.mean(&net.forward_t(x, false), y);
             loss.backward();
-            opt.step();
+            opt.step().unwrap();
             losses.push(loss.double_value(&[]));
         }
         let want_losses: Vec<f64> = Vec::try_from(get(&ts, &format!("{name}.losses"))).unwrap();
@@ -156,7 +158,7 @@ fn freezing_the_backbone_trains_only_the_head() {
     let loss = CrossEntropyLoss::new().mean(&net.forward_t(&x, false), &Tensor::from_slice(&[0i64, 2]));
     opt.zero_grad();
     loss.backward();
-    opt.step();
+    opt.step().unwrap();
     for (name, old) in &before {
         let now = &vs.variables()[name];
         let changed = max_abs(now, old) > 0.0;

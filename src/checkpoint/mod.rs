@@ -127,11 +127,12 @@ impl Checkpointer {
         Ok(ResumePoint { epoch: m.epoch, batches_done: m.batches_done, global_step: m.global_step, epoch_metrics, scheduler: m.scheduler.clone(), best_metric: m.best_metric, dir: ckpt.dir.clone() })
     }
 
-    /// Call after every optimizer step; writes `step-*` when `every_steps` says so.
-    pub fn after_step(&mut self, dist: &Dist, state: &TrainState) -> Result<Option<PathBuf>> {
+    /// Call after every optimizer step; writes `step-*` when `every_steps` says so. `state` is
+    /// only built for a step that saves (building it reads the running metrics from the device).
+    pub fn after_step<'s>(&mut self, dist: &Dist, state: impl FnOnce() -> TrainState<'s>) -> Result<Option<PathBuf>> {
         self.global_step += 1;
         match self.policy.every_steps {
-            Some(n) if n > 0 && self.global_step % n == 0 => self.save_step(dist, state).map(Some),
+            Some(n) if n > 0 && self.global_step % n == 0 => self.save_step(dist, &state()).map(Some),
             _ => Ok(None),
         }
     }

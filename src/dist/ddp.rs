@@ -72,7 +72,7 @@ impl Default for DdpOptions {
 /// let loss = CrossEntropyLoss::new().mean(&net.forward_t(&x, true), &y);
 /// opt.zero_grad();
 /// ddp.backward(&loss)?; // gradients averaged over the ranks while backward runs
-/// opt.step();
+/// opt.step()?;
 /// # Ok(()) }
 /// ```
 pub struct Ddp<'a> {

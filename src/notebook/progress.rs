@@ -2,7 +2,7 @@
 //! a terminal, and compact lines on stdout in Jupyter (evcxr shows no terminal bars), in logs
 //! and when stderr is redirected (torchrun, CI).
 use std::io::{IsTerminal, Write};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -18,9 +18,15 @@ pub struct Progress {
     batches: usize,
     samples: u64,
     loss_sum: f64,
+    /// The mean loss last shown (refreshed only when a line or the bar is redrawn).
+    shown_loss: f64,
+    last_refresh: Option<Instant>,
     start: Instant,
     finished: bool,
 }
+
+/// How often a terminal bar asks for a fresh loss (each ask waits for the device).
+const BAR_REFRESH: Duration = Duration::from_millis(250);
 
 enum Mode {
     /// Prints nothing (ranks other than the main one).
@@ -70,6 +76,8 @@ impl Progress {
             batches: 0,
             samples: 0,
             loss_sum: 0.0,
+            shown_loss: f64::NAN,
+            last_refresh: None,
             start: Instant::now(),
             finished: false,
         }
@@ -77,18 +85,39 @@ impl Progress {
 
     /// Records one batch of `batch_samples` samples whose mean loss was `batch_loss`.
     pub fn update(&mut self, batch_samples: usize, batch_loss: f64) {
+        self.loss_sum += batch_loss * batch_samples as f64;
+        let mean = self.loss_sum / (self.samples + batch_samples as u64) as f64;
+        self.advance(batch_samples, || mean);
+    }
+
+    /// Records one batch of `batch_samples` samples; `mean_loss` (the per-sample mean loss of
+    /// the epoch so far) is called only when the display is refreshed: about every tenth of
+    /// the epoch in plain mode, at most every 250 ms for a bar, never when disabled. Training
+    /// loops pass a closure that reads the device, so a step does not wait for it otherwise.
+    pub fn advance(&mut self, batch_samples: usize, mean_loss: impl FnOnce() -> f64) {
         self.batches += 1;
         self.samples += batch_samples as u64;
-        self.loss_sum += batch_loss * batch_samples as f64;
+        let last = self.batches == self.total;
+        let refresh = match &self.mode {
+            Mode::Off => false,
+            Mode::Bar(_) => last || self.last_refresh.is_none_or(|t| t.elapsed() >= BAR_REFRESH),
+            Mode::Plain { every, .. } => self.batches % *every == 0 || last,
+        };
+        if refresh {
+            self.shown_loss = mean_loss();
+            self.last_refresh = Some(Instant::now());
+        }
         let status = self.status();
         match &mut self.mode {
             Mode::Off => {}
             Mode::Bar(bar) => {
                 bar.set_position(self.batches as u64);
-                bar.set_message(status);
+                if refresh {
+                    bar.set_message(status);
+                }
             }
-            Mode::Plain { out, every, last_printed } => {
-                if self.batches % *every == 0 || self.batches == self.total {
+            Mode::Plain { out, last_printed, .. } => {
+                if refresh {
                     *last_printed = self.batches;
                     let line = progress_line(&self.label, self.batches, self.total, &status);
                     // Progress output is best effort: a closed stdout must not stop training.
@@ -132,9 +161,10 @@ impl Progress {
         self.samples
     }
 
-    /// Per-sample mean loss so far (each batch weighted by its sample count); NaN before any sample.
+    /// The per-sample mean loss as last shown (each batch weighted by its sample count); NaN
+    /// before the first refresh.
     pub fn mean_loss(&self) -> f64 {
-        if self.samples == 0 { f64::NAN } else { self.loss_sum / self.samples as f64 }
+        self.shown_loss
     }
 
     /// Samples per second since the progress was created.
@@ -223,6 +253,23 @@ mod tests {
         assert!(lines[12].contains(&format!("loss {mean:.4}")), "{}", lines[12]);
         assert_eq!(lines.last().unwrap(), "train  loss 1.0  acc 50.0%");
         assert_eq!((p.batches(), p.samples()), (25, 244));
+    }
+
+    #[test]
+    fn advance_asks_for_the_loss_only_when_it_shows_it() {
+        let out = Captured::default();
+        let mut p = Progress::plain("train", 25, true, Box::new(out.clone()));
+        let mut asked = 0;
+        for _ in 0..25 {
+            p.advance(4, || {
+                asked += 1;
+                0.5
+            });
+        }
+        // Batches 2, 4, ..., 24 and 25: the lines printed, and nothing in between.
+        assert_eq!((asked, out.lines().len()), (13, 13));
+        let mut off = Progress::plain("train", 25, false, Box::new(Captured::default()));
+        off.advance(4, || panic!("a disabled progress must not read the loss"));
     }
 
     #[test]

@@ -1,13 +1,21 @@
 //! One epoch of training or evaluation over a `DataLoader`, returning an exact per-sample
 //! summary (loss, accuracy, samples, seconds, img/s).
+//!
+//! A step queues its work on the device and moves on: the running loss and correct counts stay
+//! on the device ([`DeviceMetrics`]) and are read only when progress is printed, when `on_step`
+//! asks for them (a checkpoint) and at the epoch's end.
+use std::cell::RefCell;
 use std::time::Instant;
 
 use tch::nn::ModuleT;
 use tch::{Device, Kind, Tensor};
 
 use super::loss::CrossEntropyLoss;
+use super::device_metrics::DeviceMetrics;
+use super::grad_scaler::GradScaler;
 use super::metrics::{ConfusionMatrix, RunningMetrics};
 use super::optim::Optimizer;
+use super::precision::Precision;
 use crate::data::{DataLoader, Dataset};
 use crate::notebook::Progress;
 use crate::Result;
@@ -49,9 +57,17 @@ impl StepHooks for SingleProcess {}
 pub struct StepInfo<'a> {
     /// Batches of this epoch done so far (skipped ones included).
     pub batches_done: usize,
-    /// This rank's sums for the epoch so far.
-    pub metrics: RunningMetrics,
+    /// The optimizer, just after its step.
     pub optimizer: &'a Optimizer,
+    running: &'a DeviceMetrics,
+}
+
+impl StepInfo<'_> {
+    /// This rank's sums for the epoch so far. This reads them from the device (it waits for
+    /// the queued work), so call it only when needed, e.g. when a checkpoint is written.
+    pub fn metrics(&self) -> RunningMetrics {
+        self.running.read()
+    }
 }
 
 /// A callback run after every training step.
@@ -68,11 +84,15 @@ pub struct EpochOptions<'a> {
     pub start_metrics: RunningMetrics,
     /// Gradient accumulation: micro-batches per optimizer step (1: a step per batch).
     pub accumulate: usize,
+    /// Autocast for the forward pass and the loss (training and evaluation).
+    pub precision: Precision,
+    /// Loss scaling for float16 training (`None`: plain backward and step).
+    pub grad_scaler: Option<&'a RefCell<GradScaler>>,
 }
 
 impl Default for EpochOptions<'_> {
     fn default() -> Self {
-        EpochOptions { device: Device::Cpu, progress: true, hooks: &SingleProcess, on_step: None, start_metrics: RunningMetrics::default(), accumulate: 1 }
+        EpochOptions { device: Device::Cpu, progress: true, hooks: &SingleProcess, on_step: None, start_metrics: RunningMetrics::default(), accumulate: 1, precision: Precision::F32, grad_scaler: None }
     }
 }
 
@@ -94,6 +114,17 @@ impl<'a> EpochOptions<'a> {
     }
     pub fn start_metrics(mut self, m: RunningMetrics) -> Self {
         self.start_metrics = m;
+        self
+    }
+    /// Runs the forward pass and the loss under autocast (`torch.autocast`) in `precision`.
+    pub fn precision(mut self, precision: Precision) -> Self {
+        self.precision = precision;
+        self
+    }
+    /// Scales the loss before backward and unscales before the step (`torch.amp.GradScaler`);
+    /// use it with [`Precision::F16`].
+    pub fn grad_scaler(mut self, scaler: &'a RefCell<GradScaler>) -> Self {
+        self.grad_scaler = Some(scaler);
         self
     }
     /// Accumulates the gradients of `k` micro-batches per optimizer step: the first k-1
@@ -132,7 +163,7 @@ fn summary(m: RunningMetrics, seconds: f64, confusion: Option<ConfusionMatrix>) 
 pub fn train_epoch<D: Dataset + 'static>(model: &dyn ModuleT, loader: &mut DataLoader<D>, optimizer: &mut Optimizer, loss_fn: &CrossEntropyLoss, opts: &EpochOptions) -> Result<EpochSummary> {
     let start = Instant::now();
     let mut progress = Progress::new("train", loader.len(), opts.progress && opts.hooks.is_main());
-    let mut local = opts.start_metrics;
+    let mut running = DeviceMetrics::new(opts.device, opts.start_metrics);
     let k = opts.accumulate;
     if k == 0 {
         return Err(crate::Error::InvalidArgument("EpochOptions::accumulate must be at least 1".into()));
@@ -147,24 +178,32 @@ pub fn train_epoch<D: Dataset + 'static>(model: &dyn ModuleT, loader: &mut DataL
         let last_in_window = position + 1 == window_start + window;
         let (x, y) = (batch.images.to_device(opts.device), batch.labels.to_device(opts.device));
         opts.hooks.pre_forward(last_in_window)?;
-        let logits = model.forward_t(&x, true);
-        let loss = loss_fn.mean(&logits, &y);
+        let (logits, loss) = opts.precision.run(opts.device, || {
+            let logits = model.forward_t(&x, true);
+            let loss = loss_fn.mean(&logits, &y);
+            (logits, loss)
+        })?;
         if position == window_start {
             optimizer.zero_grad();
         }
-        let scaled = if window > 1 { &loss / window as f64 } else { loss.shallow_clone() };
+        let mut scaled = if window > 1 { &loss / window as f64 } else { loss.shallow_clone() };
+        if let Some(scaler) = opts.grad_scaler {
+            scaled = scaler.borrow().scale(&scaled);
+        }
         opts.hooks.run_backward(&scaled, last_in_window)?;
-        let n = batch.len() as f64;
-        let batch_loss = loss.double_value(&[]);
-        tch::no_grad(|| local.add_batch(batch_loss * n, &logits, &y));
-        progress.update(batch.len(), batch_loss);
+        running.add_mean_loss(&loss, &logits, &y);
+        progress.advance(batch.len(), || running.read().loss());
         if last_in_window {
-            optimizer.step();
+            match opts.grad_scaler {
+                Some(scaler) => drop(scaler.borrow_mut().step(optimizer)?),
+                None => optimizer.step()?,
+            }
             if let Some(f) = opts.on_step {
-                f(&StepInfo { batches_done: position + 1, metrics: local, optimizer })?;
+                f(&StepInfo { batches_done: position + 1, optimizer, running: &running })?;
             }
         }
     }
+    let local = running.read();
     let total = opts.hooks.reduce_metrics(local)?;
     let result = summary(total, start.elapsed().as_secs_f64(), None);
     progress.finish(&result.to_string());
@@ -177,28 +216,32 @@ pub fn evaluate<D: Dataset + 'static>(model: &dyn ModuleT, loader: &mut DataLoad
     let start = Instant::now();
     let classes = loader.dataset().classes().len();
     let mut progress = Progress::new("eval", loader.len(), opts.progress && opts.hooks.is_main());
-    let mut local = RunningMetrics::default();
+    let mut running = DeviceMetrics::new(opts.device, RunningMetrics::default());
     let (mut preds, mut truths) = (Vec::new(), Vec::new());
     for batch in loader.iter() {
         let batch = batch?;
         let keep: Vec<i64> = (0..batch.len() as i64).filter(|&k| !batch.is_padding[k as usize]).collect();
         let keep = Tensor::from_slice(&keep).to_device(opts.device);
         let (x, y) = (batch.images.to_device(opts.device), batch.labels.to_device(opts.device));
-        let (logits, losses) = tch::no_grad(|| {
-            let logits = model.forward_t(&x, false).index_select(0, &keep);
-            let losses = loss_fn.per_sample(&logits, &y.index_select(0, &keep));
-            (logits, losses)
-        });
+        let (logits, losses) = opts.precision.run(opts.device, || {
+            tch::no_grad(|| {
+                let logits = model.forward_t(&x, false).index_select(0, &keep);
+                let losses = loss_fn.per_sample(&logits, &y.index_select(0, &keep));
+                (logits, losses)
+            })
+        })?;
         let y = y.index_select(0, &keep);
-        let loss_sum = losses.sum(Kind::Double).double_value(&[]);
-        local.add_batch(loss_sum, &logits, &y);
-        preds.push(logits.argmax(1, false).to_device(Device::Cpu));
-        truths.push(y.to_device(Device::Cpu));
-        progress.update(batch.len(), loss_sum / batch.real_count().max(1) as f64);
+        running.add_loss_sum(&losses.sum(Kind::Double), &logits, &y);
+        // Predictions stay on the device until the epoch ends (one copy, not one per batch).
+        preds.push(logits.argmax(1, false));
+        truths.push(y);
+        progress.advance(batch.len(), || running.read().loss());
     }
+    let local = running.read();
+    let to_cpu = |t: Tensor| t.to_device(Device::Cpu);
     let total = opts.hooks.reduce_metrics(local)?;
     let empty = || Tensor::zeros([0], (Kind::Int64, Device::Cpu));
-    let (p, t) = if preds.is_empty() { (empty(), empty()) } else { (Tensor::cat(&preds, 0), Tensor::cat(&truths, 0)) };
+    let (p, t) = if preds.is_empty() { (empty(), empty()) } else { (to_cpu(Tensor::cat(&preds, 0)), to_cpu(Tensor::cat(&truths, 0))) };
     let (p, t) = opts.hooks.gather_labels(p, t)?;
     let mut confusion = ConfusionMatrix::new(classes);
     confusion.add(&p, &t);

@@ -1,15 +1,23 @@
 //! The training loop: optimizers with checkpointable state, LR schedules, loss, exact metrics,
 //! the per-epoch train/evaluate helpers and the metrics log.
+mod device_metrics;
 mod epoch;
+mod grad_scaler;
+mod kernels;
 mod log;
 mod loss;
 mod metrics;
+mod multi_tensor;
 mod optim;
+mod precision;
 mod schedule;
 
+pub use device_metrics::{host_reads, DeviceMetrics};
 pub use epoch::{evaluate, train_epoch, EpochOptions, EpochSummary, OnStep, SingleProcess, StepHooks, StepInfo};
+pub use grad_scaler::{GradScaler, GradScalerConfig, GradScalerState};
 pub use log::{append_record, read_records, EpochRecord};
 pub use loss::CrossEntropyLoss;
 pub use metrics::{ConfusionMatrix, RunningMetrics};
-pub use optim::{named_parameters, Optimizer, OptimizerKind, OptimizerMeta};
+pub use optim::{named_parameters, Kernels, Optimizer, OptimizerKind, OptimizerMeta};
+pub use precision::Precision;
 pub use schedule::{CosineAnnealingLR, Mode, ReduceLROnPlateau, StepLR};

@@ -1,6 +1,11 @@
 //! Optimizers with torch.optim's update rules and defaults (SGD with momentum/nesterov/weight
 //! decay, Adam, AdamW), whose state (step counts, moments, momentum buffers) can be exported
 //! to named tensors and restored, so checkpoints resume exactly.
+//!
+//! By default the update runs as libtorch's multi-tensor kernels, as torch.optim does with
+//! `foreach=True` (SGD: `_foreach_*` ops) or `fused=True` (Adam/AdamW: `_fused_adam_`): a
+//! handful of kernel launches per step instead of several per parameter.
+//! [`Kernels::PerTensor`] keeps torch.optim's single-tensor loop (`foreach=False`).
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -32,12 +37,28 @@ impl OptimizerKind {
     }
 }
 
+/// How [`Optimizer::step`] runs the update (the same rule either way; results agree within
+/// float32 rounding, as torch.optim's implementations do).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Kernels {
+    /// libtorch's multi-tensor kernels: torch.optim's `foreach=True` for SGD (`_foreach_*`)
+    /// and `fused=True` for Adam/AdamW (`_fused_adam_`, `_fused_adamw_`).
+    #[default]
+    MultiTensor,
+    /// torch.optim's single-tensor loop (`foreach=False, fused=False`): a few kernels per
+    /// parameter.
+    PerTensor,
+}
+
 #[derive(Default)]
-struct ParamState {
-    step: u64,
-    exp_avg: Option<Tensor>,
-    exp_avg_sq: Option<Tensor>,
-    momentum_buffer: Option<Tensor>,
+pub(super) struct ParamState {
+    /// Steps taken (host count); with fused Adam the device scalar `step_tensor` is the truth.
+    pub(super) step: u64,
+    /// Fused Adam's step count (a float32 scalar on the parameter's device, as in torch).
+    pub(super) step_tensor: Option<Tensor>,
+    pub(super) exp_avg: Option<Tensor>,
+    pub(super) exp_avg_sq: Option<Tensor>,
+    pub(super) momentum_buffer: Option<Tensor>,
 }
 
 /// Step counts of the parameters, saved next to the state tensors.
@@ -48,9 +69,12 @@ pub struct OptimizerMeta {
     pub steps: BTreeMap<String, u64>,
 }
 
+/// An optimizer over a model's trainable parameters, e.g. `Optimizer::sgd(&vs, 0.01, 0.9)`;
+/// call [`zero_grad`](Self::zero_grad), run backward, then [`step`](Self::step).
 pub struct Optimizer {
     kind: OptimizerKind,
     lr: f64,
+    kernels: Kernels,
     params: Vec<(String, Tensor)>,
     state: BTreeMap<String, ParamState>,
 }
@@ -69,7 +93,7 @@ impl Optimizer {
     /// An optimizer over all trainable variables of `vs` (frozen ones, whose gradient stays
     /// undefined, are skipped at each step like torch skips `grad is None`).
     pub fn new(vs: &VarStore, kind: OptimizerKind, lr: f64) -> Optimizer {
-        Optimizer { kind, lr, params: named_parameters(vs), state: BTreeMap::new() }
+        Optimizer { kind, lr, kernels: Kernels::default(), params: named_parameters(vs), state: BTreeMap::new() }
     }
     pub fn sgd(vs: &VarStore, lr: f64, momentum: f64) -> Optimizer {
         Optimizer::new(vs, OptimizerKind::Sgd { momentum, dampening: 0.0, nesterov: false, weight_decay: 0.0 }, lr)
@@ -79,6 +103,23 @@ impl Optimizer {
     }
     pub fn adamw(vs: &VarStore, lr: f64) -> Optimizer {
         Optimizer::new(vs, OptimizerKind::adamw(), lr)
+    }
+
+    /// Chooses how the update runs (default [`Kernels::MultiTensor`]); the state carries over.
+    pub fn with_kernels(mut self, kernels: Kernels) -> Self {
+        self.set_kernels(kernels);
+        self
+    }
+    /// See [`with_kernels`](Self::with_kernels).
+    pub fn set_kernels(&mut self, kernels: Kernels) {
+        for st in self.state.values_mut() {
+            st.sync_step();
+        }
+        self.kernels = kernels;
+    }
+    /// How the update runs.
+    pub fn kernels(&self) -> Kernels {
+        self.kernels
     }
 
     pub fn kind(&self) -> OptimizerKind {
@@ -110,19 +151,53 @@ impl Optimizer {
         }
     }
 
-    /// One update of every parameter that has a gradient.
-    pub fn step(&mut self) {
-        let (kind, lr) = (self.kind, self.lr);
-        tch::no_grad(|| {
-            for (name, p) in &mut self.params {
-                let grad = p.grad();
-                if !grad.defined() {
-                    continue;
+    /// One update of every parameter that has a gradient (frozen parameters and those that
+    /// took no part in the loss keep an undefined gradient and are skipped, as in torch).
+    pub fn step(&mut self) -> Result<()> {
+        if self.kernels == Kernels::PerTensor {
+            tch::no_grad(|| {
+                for (name, p) in &mut self.params {
+                    let grad = p.grad();
+                    if grad.defined() {
+                        let st = self.state.entry(name.clone()).or_default();
+                        st.sync_step();
+                        update(self.kind, self.lr, p, &grad, st);
+                    }
                 }
-                let st = self.state.entry(name.clone()).or_default();
-                update(kind, lr, p, &grad, st);
-            }
-        });
+            });
+            return Ok(());
+        }
+        self.multi_tensor_step(None)
+    }
+
+    /// Whether [`GradScaler`](super::GradScaler) can hand the scale and the inf flag to this
+    /// optimizer's kernel (fused Adam/AdamW), which then unscales and skips by itself.
+    pub fn fuses_loss_scaling(&self) -> bool {
+        self.kernels == Kernels::MultiTensor && matches!(self.kind, OptimizerKind::Adam { .. } | OptimizerKind::AdamW { .. })
+    }
+
+    /// A fused step on gradients still multiplied by `grad_scale`; nothing changes (not even
+    /// the step counts) when `found_inf` is 1. Only for [`fuses_loss_scaling`](Self::fuses_loss_scaling).
+    pub fn step_scaled(&mut self, grad_scale: &Tensor, found_inf: &Tensor) -> Result<()> {
+        if !self.fuses_loss_scaling() {
+            return Err(Error::InvalidArgument(format!("{:?} with {:?} kernels cannot take a loss scale; unscale the gradients first", self.kind, self.kernels)));
+        }
+        self.multi_tensor_step(Some((grad_scale, found_inf)))
+    }
+
+    fn multi_tensor_step(&mut self, scaled: Option<(&Tensor, &Tensor)>) -> Result<()> {
+        let (kind, lr) = (self.kind, self.lr);
+        let with_grads: Vec<(String, Tensor, Tensor)> = self.params.iter().filter_map(|(n, p)| Some(p.grad()).filter(Tensor::defined).map(|g| (n.clone(), p.shallow_clone(), g))).collect();
+        // libtorch's multi-tensor kernels take one device and dtype per call, as torch groups them.
+        let mut groups: BTreeMap<String, Vec<(String, Tensor, Tensor)>> = BTreeMap::new();
+        for entry in with_grads {
+            groups.entry(format!("{:?}/{:?}", entry.1.device(), entry.1.kind())).or_default().push(entry);
+        }
+        for group in groups.values() {
+            let scaled = scaled.map(|(grad_scale, found_inf)| super::multi_tensor::ScaledStep { grad_scale, found_inf });
+            tch::no_grad(|| super::multi_tensor::step_group(kind, lr, group, &mut self.state, scaled))?;
+        }
+        Ok(())
     }
 
     /// The state as named tensors (`<param>.exp_avg`, `<param>.exp_avg_sq`,
@@ -131,7 +206,7 @@ impl Optimizer {
         let mut tensors = Vec::new();
         let mut steps = BTreeMap::new();
         for (name, st) in &self.state {
-            steps.insert(name.clone(), st.step);
+            steps.insert(name.clone(), st.current_step());
             for (suffix, t) in [("exp_avg", &st.exp_avg), ("exp_avg_sq", &st.exp_avg_sq), ("momentum_buffer", &st.momentum_buffer)] {
                 if let Some(t) = t {
                     tensors.push((format!("{name}.{suffix}"), t.copy()));
@@ -180,6 +255,21 @@ impl Optimizer {
         self.state = state;
         self.lr = meta.lr;
         Ok(())
+    }
+}
+
+impl ParamState {
+    /// The step count: the device scalar's value when fused Adam keeps one (a read from the
+    /// device, done only when the state is exported), else the host count.
+    fn current_step(&self) -> u64 {
+        self.step_tensor.as_ref().map_or(self.step, |t| t.double_value(&[]).round() as u64)
+    }
+    /// Folds a device step count back into the host count (leaving fused Adam).
+    fn sync_step(&mut self) {
+        if self.step_tensor.is_some() {
+            self.step = self.current_step();
+            self.step_tensor = None;
+        }
     }
 }
 

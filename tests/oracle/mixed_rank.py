@@ -64,17 +64,13 @@ def ddp(out):
     torch.manual_seed(100 + rank)
     x = torch.randn(4, 3, 48, 40)
     y = torch.randint(3, [4])
+    # torch.optim.SGD's multi-tensor update, the kernels trainbook's Optimizer uses by default.
+    opt = torch.optim.SGD(model.parameters(), lr=LR, foreach=True)
     for _ in range(STEPS):
         loss = torch.nn.functional.cross_entropy(model(x), y)
-        for p in model.parameters():
-            p.grad = None
+        opt.zero_grad()
         loss.backward()
-        # The update with the tensor operations of trainbook's SGD (torch.optim.SGD fuses the
-        # multiplication into add_(alpha=), which rounds once less), so that equal averaged
-        # gradients give bitwise equal weights on both sides.
-        with torch.no_grad():
-            for p in model.parameters():
-                p.add_(p.grad * -LR)
+        opt.step()
     params = {n: p.detach().contiguous() for n, p in model.module.named_parameters()}
     save_file(params, os.path.join(out, f"python_rank{rank}.safetensors"))
     print(f"python rank {rank}: {STEPS} DDP steps done", flush=True)

@@ -6,7 +6,8 @@
   models.py load DIR FILE     loads FILE (saved by trainbook) into the same architecture with
                               strict=True and prints the max |diff| of its output against DIR/io y_rust
   models.py optim DIR         MnistNet-shaped model, 5 steps each of SGD(momentum, nesterov, wd),
-                              Adam(wd), AdamW on fixed data with CrossEntropyLoss(label_smoothing=0.1)
+                              Adam(wd), AdamW, each single-tensor and foreach/fused, on fixed data with
+                              CrossEntropyLoss(label_smoothing=0.1)
                               in eval mode (no dropout): DIR/optim.safetensors
   models.py load_mnist FILE X loads FILE (strict) into the MNIST Net, prints its eval output on X
   models.py schedules         JSON of ReduceLROnPlateau / StepLR / CosineAnnealingLR lr sequences
@@ -75,15 +76,18 @@ elif cmd == "optim":
     out = {f"init.{k}": v for k, v in init.items()}
     out["x"], out["y"] = x, y
     loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=0.1)
+    # Each rule in torch.optim's single-tensor loop and in its multi-tensor implementation
+    # (foreach for SGD, fused for Adam/AdamW): trainbook's Kernels::PerTensor / MultiTensor.
     makers = {
-        "sgd": lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9, nesterov=True, weight_decay=1e-3),
-        "adam": lambda p: torch.optim.Adam(p, lr=1e-3, weight_decay=1e-3),
-        "adamw": lambda p: torch.optim.AdamW(p, lr=1e-3),
+        "sgd": lambda p, multi: torch.optim.SGD(p, lr=0.05, momentum=0.9, nesterov=True, weight_decay=1e-3, foreach=multi),
+        "adam": lambda p, multi: torch.optim.Adam(p, lr=1e-3, weight_decay=1e-3, foreach=False, fused=multi),
+        "adamw": lambda p, multi: torch.optim.AdamW(p, lr=1e-3, foreach=False, fused=multi),
     }
-    for name, make in makers.items():
+    variants = [(f"{n}.{impl}", make, impl == "multi") for n, make in makers.items() for impl in ("single", "multi")]
+    for name, make, multi in variants:
         net.load_state_dict(init)
         net.eval()
-        opt = make(net.parameters())
+        opt = make(net.parameters(), multi)
         losses = []
         for _ in range(5):
             opt.zero_grad()

@@ -1,0 +1,139 @@
+// optim_amp_shim.cpp: the kernels behind optim_amp_shim.h. Each function only forwards to the
+// ATen op that torch.optim / torch.amp call, so the numerics are libtorch's own.
+#include "optim_amp_shim.h"
+
+#include <ATen/autocast_mode.h>
+
+#include "shim_internal.hpp"
+
+using tb::guarded;
+using tb::null_arg;
+using tb::tensor_list;
+using tb::tensor_ref;
+
+namespace {
+
+std::optional<at::Tensor> optional_tensor(const tb_tensor* t) {
+  if (t == nullptr) return std::nullopt;
+  return tensor_ref(t);
+}
+
+at::DeviceType device_type(int code) {
+  switch (code) {
+    case 0:
+      return at::kCPU;
+    case 1:
+      return at::kCUDA;
+    default:
+      throw std::invalid_argument("autocast device type must be 0 (CPU) or 1 (CUDA), got " +
+                                  std::to_string(code));
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+char* tb_fused_adam(const tb_tensor* const* params, const tb_tensor* const* grads,
+                    const tb_tensor* const* exp_avgs, const tb_tensor* const* exp_avg_sqs,
+                    const tb_tensor* const* steps, size_t n, double lr, double beta1, double beta2,
+                    double weight_decay, double eps, int decoupled, const tb_tensor* grad_scale,
+                    const tb_tensor* found_inf) {
+  if (n == 0) return nullptr;
+  if (!params || !grads || !exp_avgs || !exp_avg_sqs || !steps) return null_arg("fused adam lists");
+  return guarded([&] {
+    auto p = tensor_list(params, n), g = tensor_list(grads, n), m = tensor_list(exp_avgs, n);
+    auto v = tensor_list(exp_avg_sqs, n), s = tensor_list(steps, n);
+    at::_foreach_add_(s, 1);
+    std::vector<at::Tensor> no_max;  // amsgrad = False
+    auto scale = optional_tensor(grad_scale), inf = optional_tensor(found_inf);
+    if (decoupled) {
+      at::_fused_adamw_(p, g, m, v, no_max, s, lr, beta1, beta2, weight_decay, eps, false, false,
+                        scale, inf);
+    } else {
+      at::_fused_adam_(p, g, m, v, no_max, s, lr, beta1, beta2, weight_decay, eps, false, false,
+                       scale, inf);
+    }
+    // A skipped step (found_inf = 1) does not count, as in torch.optim's fused path.
+    if (inf.has_value()) at::_foreach_sub_(s, std::vector<at::Tensor>(s.size(), *inf));
+  });
+}
+
+char* tb_foreach_sgd(const tb_tensor* const* params, const tb_tensor* const* grads,
+                     tb_tensor** bufs, size_t n, double lr, double momentum, double dampening,
+                     int nesterov, double weight_decay) {
+  if (n == 0) return nullptr;
+  if (!params || !grads || (momentum != 0.0 && !bufs)) return null_arg("foreach sgd lists");
+  return guarded([&] {
+    auto p = tensor_list(params, n);
+    std::vector<at::Tensor> d_p = tensor_list(grads, n);
+    if (weight_decay != 0.0) d_p = at::_foreach_add(d_p, p, weight_decay);
+    if (momentum != 0.0) {
+      bool all_have_buffers = true;
+      for (size_t i = 0; i < n; ++i) all_have_buffers = all_have_buffers && bufs[i] != nullptr;
+      std::vector<at::Tensor> b;
+      if (all_have_buffers) {
+        b = tensor_list(const_cast<const tb_tensor* const*>(bufs), n);
+        at::_foreach_mul_(b, momentum);
+        at::_foreach_add_(b, d_p, 1.0 - dampening);
+      } else {
+        // First step of some parameters: their buffer starts as a copy of d_p (no dampening).
+        for (size_t i = 0; i < n; ++i) {
+          if (bufs[i] == nullptr) {
+            b.push_back(d_p[i].detach().clone());
+          } else {
+            at::Tensor buf = tensor_ref(bufs[i]);
+            buf.mul_(momentum).add_(d_p[i], 1.0 - dampening);
+            b.push_back(buf);
+          }
+        }
+      }
+      // Out of place, so that the parameters' .grad are left as backward wrote them.
+      d_p = nesterov ? at::_foreach_add(d_p, b, momentum) : b;
+      for (size_t i = 0; i < n; ++i) {
+        if (bufs[i] == nullptr) bufs[i] = new at::Tensor(b[i]);
+      }
+    }
+    at::_foreach_add_(p, d_p, -lr);
+  });
+}
+
+char* tb_amp_unscale(const tb_tensor* const* grads, size_t n, const tb_tensor* found_inf,
+                     const tb_tensor* inv_scale) {
+  if (!found_inf || !inv_scale) return null_arg("found_inf / inv_scale");
+  if (n == 0) return nullptr;
+  if (!grads) return null_arg("gradients");
+  return guarded([&] {
+    at::Tensor inf = tensor_ref(found_inf);
+    at::_amp_foreach_non_finite_check_and_unscale_(tensor_list(grads, n), inf,
+                                                   tensor_ref(inv_scale));
+  });
+}
+
+char* tb_autocast_enter(int device_type_code, int enabled, int dtype, int* prev_enabled,
+                        int* prev_dtype) {
+  if (!prev_enabled || !prev_dtype) return null_arg("output pointers");
+  return guarded([&] {
+    auto device = device_type(device_type_code);
+    auto kind = static_cast<at::ScalarType>(dtype);
+    if (kind != at::kHalf && kind != at::kBFloat16) {
+      throw std::invalid_argument("autocast dtype must be float16 or bfloat16");
+    }
+    *prev_enabled = at::autocast::is_autocast_enabled(device) ? 1 : 0;
+    *prev_dtype = static_cast<int>(at::autocast::get_autocast_dtype(device));
+    at::autocast::set_autocast_enabled(device, enabled != 0);
+    at::autocast::set_autocast_dtype(device, kind);
+    at::autocast::increment_nesting();
+  });
+}
+
+char* tb_autocast_exit(int device_type_code, int prev_enabled, int prev_dtype) {
+  return guarded([&] {
+    auto device = device_type(device_type_code);
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    at::autocast::set_autocast_enabled(device, prev_enabled != 0);
+    at::autocast::set_autocast_dtype(device, static_cast<at::ScalarType>(prev_dtype));
+  });
+}
+
+}  // extern "C"

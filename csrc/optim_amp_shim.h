@@ -1,0 +1,50 @@
+// optim_amp_shim.h: libtorch's multi-tensor optimizer and mixed-precision kernels behind a C API
+// for trainbook's Rust side (src/train/kernels.rs mirrors these declarations). tch-rs does not
+// bind them: they take lists of tensors that they update in place and return nothing.
+//
+// Conventions are those of c10d_shim.h: NULL on success, else a malloc'ed error message that
+// the caller frees with tb_string_free; tensors are the `at::Tensor*` of tch-rs.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#include "c10d_shim.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// torch.optim.Adam / AdamW with fused=True: one `_fused_adam_` / `_fused_adamw_` call over all
+// n parameters (same device and dtype). `steps` are float32 scalar tensors incremented here
+// before the update, as torch.optim does. grad_scale and found_inf may be NULL (GradScaler
+// passes them so that the kernel unscales and skips an inf/nan step itself).
+char* tb_fused_adam(const tb_tensor* const* params, const tb_tensor* const* grads,
+                    const tb_tensor* const* exp_avgs, const tb_tensor* const* exp_avg_sqs,
+                    const tb_tensor* const* steps, size_t n, double lr, double beta1, double beta2,
+                    double weight_decay, double eps, int decoupled, const tb_tensor* grad_scale,
+                    const tb_tensor* found_inf);
+
+// torch.optim.SGD with foreach=True (`_multi_tensor_sgd`): `_foreach_*` kernels over all n
+// parameters. `bufs[i]` is the momentum buffer of parameter i or NULL before its first step;
+// a NULL entry receives a new tensor (an owned at::Tensor*, for tch's Tensor::from_ptr).
+char* tb_foreach_sgd(const tb_tensor* const* params, const tb_tensor* const* grads,
+                     tb_tensor** bufs, size_t n, double lr, double momentum, double dampening,
+                     int nesterov, double weight_decay);
+
+// GradScaler.unscale_: multiplies every gradient by inv_scale in place and sets found_inf to
+// 1.0 if any of them holds an inf or nan (`_amp_foreach_non_finite_check_and_unscale_`).
+char* tb_amp_unscale(const tb_tensor* const* grads, size_t n, const tb_tensor* found_inf,
+                     const tb_tensor* inv_scale);
+
+// torch.autocast(device_type, dtype, enabled) entered and left, as its context manager does:
+// enter saves the device type's current state (*prev_enabled, *prev_dtype), sets the new one
+// and increments the nesting count; exit decrements it, clears the cast cache when the
+// outermost region ends, and restores the saved state. device_type: 0 = CPU, 1 = CUDA; dtype
+// is an at::ScalarType code (5 = Half, 15 = BFloat16).
+char* tb_autocast_enter(int device_type, int enabled, int dtype, int* prev_enabled,
+                        int* prev_dtype);
+char* tb_autocast_exit(int device_type, int prev_enabled, int prev_dtype);
+
+#ifdef __cplusplus
+}
+#endif

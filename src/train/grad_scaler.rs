@@ -1,0 +1,121 @@
+//! `torch.amp.GradScaler` for float16 training: the loss is multiplied by a scale before
+//! backward so that small gradients survive float16; before the optimizer step the gradients
+//! are divided by it again, and a step whose gradients hold an inf or nan is skipped. The scale
+//! halves after such a step and doubles after `growth_interval` finite steps in a row.
+//!
+//! Built on libtorch's `_amp_foreach_non_finite_check_and_unscale_` and `_amp_update_scale_`;
+//! with fused Adam/AdamW the kernel itself unscales and skips, so the step needs no read of
+//! the device (torch's fused path); the other optimizers read the inf flag once per step, as
+//! torch's GradScaler does for them.
+use serde::{Deserialize, Serialize};
+use tch::{Device, Kind, Tensor};
+
+use super::kernels::amp_unscale;
+use super::optim::Optimizer;
+use crate::Result;
+
+/// GradScaler's settings, torch's defaults via `Default`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GradScalerConfig {
+    pub init_scale: f64,
+    pub growth_factor: f64,
+    pub backoff_factor: f64,
+    pub growth_interval: i64,
+}
+
+impl Default for GradScalerConfig {
+    /// `torch.amp.GradScaler()`: initial scale 2^16, x2 after 2000 finite steps, x0.5 after an
+    /// inf/nan.
+    fn default() -> Self {
+        GradScalerConfig { init_scale: 65536.0, growth_factor: 2.0, backoff_factor: 0.5, growth_interval: 2000 }
+    }
+}
+
+/// What a checkpoint keeps of a [`GradScaler`] (torch's `state_dict()` fields).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GradScalerState {
+    pub config: GradScalerConfig,
+    pub scale: f64,
+    pub growth_tracker: i64,
+}
+
+/// Dynamic loss scaling; see the module documentation.
+///
+/// ```
+/// use tch::{Device, Kind, Tensor};
+/// use trainbook::train::GradScaler;
+/// let scaler = GradScaler::new(Device::Cpu);
+/// let loss = Tensor::from(0.5f32);
+/// assert_eq!(scaler.scale(&loss).double_value(&[]), 0.5 * 65536.0);
+/// ```
+pub struct GradScaler {
+    config: GradScalerConfig,
+    scale: Tensor,
+    growth_tracker: Tensor,
+}
+
+impl GradScaler {
+    /// torch's defaults, state on `device`.
+    pub fn new(device: Device) -> GradScaler {
+        GradScaler::with_config(device, GradScalerConfig::default())
+    }
+
+    /// A scaler with the given settings, state on `device`.
+    pub fn with_config(device: Device, config: GradScalerConfig) -> GradScaler {
+        GradScaler {
+            config,
+            scale: Tensor::full([], config.init_scale, (Kind::Float, device)),
+            growth_tracker: Tensor::zeros([], (Kind::Int, device)),
+        }
+    }
+
+    /// `loss * scale`, what backward should run on.
+    pub fn scale(&self, loss: &Tensor) -> Tensor {
+        loss * &self.scale
+    }
+
+    /// Unscales the gradients, steps `optimizer` unless a gradient is inf/nan, and updates the
+    /// scale (torch's `scaler.step(optimizer); scaler.update()`). Returns the found-inf flag
+    /// as a device scalar (1.0: the step was skipped), without reading it.
+    pub fn step(&mut self, optimizer: &mut Optimizer) -> Result<Tensor> {
+        let found_inf = Tensor::zeros([], (Kind::Float, self.scale.device()));
+        if optimizer.fuses_loss_scaling() {
+            // Only the check: the fused kernel divides by the scale and skips the step itself.
+            let one = Tensor::ones([], (Kind::Float, self.scale.device()));
+            self.check_grads(optimizer, &found_inf, &one)?;
+            optimizer.step_scaled(&self.scale, &found_inf)?;
+        } else {
+            let inv_scale = self.scale.to_kind(Kind::Double).reciprocal().to_kind(Kind::Float);
+            self.check_grads(optimizer, &found_inf, &inv_scale)?;
+            if found_inf.double_value(&[]) == 0.0 {
+                optimizer.step()?;
+            }
+        }
+        let _ = self.scale.internal_amp_update_scale_(&self.growth_tracker, &found_inf, self.config.growth_factor, self.config.backoff_factor, self.config.growth_interval);
+        Ok(found_inf)
+    }
+
+    fn check_grads(&self, optimizer: &Optimizer, found_inf: &Tensor, inv_scale: &Tensor) -> Result<()> {
+        let grads: Vec<Tensor> = optimizer.parameters().iter().map(|(_, p)| p.grad()).filter(Tensor::defined).collect();
+        let refs: Vec<&Tensor> = grads.iter().collect();
+        tch::no_grad(|| amp_unscale(&refs, found_inf, inv_scale))
+    }
+
+    /// The current scale (a read from the device).
+    pub fn current_scale(&self) -> f64 {
+        self.scale.double_value(&[])
+    }
+
+    /// Settings and current scale, for a checkpoint (reads the device).
+    pub fn state(&self) -> GradScalerState {
+        GradScalerState { config: self.config, scale: self.current_scale(), growth_tracker: self.growth_tracker.int64_value(&[]) }
+    }
+
+    /// Restores what [`state`](Self::state) returned.
+    pub fn load_state(&mut self, state: &GradScalerState) {
+        let device = self.scale.device();
+        self.config = state.config;
+        self.scale = Tensor::full([], state.scale, (Kind::Float, device));
+        self.growth_tracker = Tensor::full([], state.growth_tracker, (Kind::Int, device));
+    }
+}

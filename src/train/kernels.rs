@@ -1,0 +1,181 @@
+//! libtorch's multi-tensor optimizer kernels and autocast switches, which tch-rs does not bind,
+//! called through trainbook's C++ shim (`csrc/optim_amp_shim.cpp`): `_fused_adam_` /
+//! `_fused_adamw_`, the `_foreach_*` ops of torch.optim's multi-tensor SGD,
+//! `_amp_foreach_non_finite_check_and_unscale_`, and `at::autocast`'s enter/exit state.
+use std::os::raw::{c_char, c_int, c_void};
+
+use tch::{Kind, Tensor};
+
+use crate::{Error, Result};
+
+extern "C" {
+    fn tb_string_free(s: *mut c_char);
+    fn tb_fused_adam(
+        params: *const *const c_void,
+        grads: *const *const c_void,
+        exp_avgs: *const *const c_void,
+        exp_avg_sqs: *const *const c_void,
+        steps: *const *const c_void,
+        n: usize,
+        lr: f64,
+        beta1: f64,
+        beta2: f64,
+        weight_decay: f64,
+        eps: f64,
+        decoupled: c_int,
+        grad_scale: *const c_void,
+        found_inf: *const c_void,
+    ) -> *mut c_char;
+    fn tb_foreach_sgd(
+        params: *const *const c_void,
+        grads: *const *const c_void,
+        bufs: *mut *mut c_void,
+        n: usize,
+        lr: f64,
+        momentum: f64,
+        dampening: f64,
+        nesterov: c_int,
+        weight_decay: f64,
+    ) -> *mut c_char;
+    fn tb_amp_unscale(grads: *const *const c_void, n: usize, found_inf: *const c_void, inv_scale: *const c_void) -> *mut c_char;
+    fn tb_autocast_enter(device_type: c_int, enabled: c_int, dtype: c_int, prev_enabled: *mut c_int, prev_dtype: *mut c_int) -> *mut c_char;
+    fn tb_autocast_exit(device_type: c_int, prev_enabled: c_int, prev_dtype: c_int) -> *mut c_char;
+}
+
+fn check(op: &str, err: *mut c_char) -> Result<()> {
+    if err.is_null() {
+        return Ok(());
+    }
+    // SAFETY: a non-null return is a NUL-terminated string malloc'ed by the shim, freed once here.
+    let message = unsafe {
+        let text = std::ffi::CStr::from_ptr(err).to_string_lossy().into_owned();
+        tb_string_free(err);
+        text
+    };
+    Err(Error::Kernel { op: op.to_string(), message })
+}
+
+fn ptrs(tensors: &[&Tensor]) -> Vec<*const c_void> {
+    tensors.iter().map(|t| t.as_ptr() as *const c_void).collect()
+}
+
+fn optional_ptr(t: Option<&Tensor>) -> *const c_void {
+    t.map_or(std::ptr::null(), |t| t.as_ptr() as *const c_void)
+}
+
+/// Adam's hyper-parameters for [`fused_adam`]; `decoupled` selects AdamW's weight decay.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct AdamArgs {
+    pub lr: f64,
+    pub beta1: f64,
+    pub beta2: f64,
+    pub weight_decay: f64,
+    pub eps: f64,
+    pub decoupled: bool,
+}
+
+/// The tensors of one multi-tensor Adam update; all lists have one entry per parameter.
+pub(crate) struct AdamLists<'a> {
+    pub params: Vec<&'a Tensor>,
+    pub grads: Vec<&'a Tensor>,
+    pub exp_avgs: Vec<&'a Tensor>,
+    pub exp_avg_sqs: Vec<&'a Tensor>,
+    /// float32 scalars, incremented by the call (decremented again when `found_inf` is 1).
+    pub steps: Vec<&'a Tensor>,
+}
+
+/// torch.optim.Adam/AdamW(fused=True)'s update of all parameters in one kernel call.
+pub(crate) fn fused_adam(lists: &AdamLists, args: AdamArgs, grad_scale: Option<&Tensor>, found_inf: Option<&Tensor>) -> Result<()> {
+    let n = lists.params.len();
+    if [lists.grads.len(), lists.exp_avgs.len(), lists.exp_avg_sqs.len(), lists.steps.len()].iter().any(|&l| l != n) {
+        return Err(Error::InvalidArgument("fused Adam: parameter, gradient and state lists differ in length".into()));
+    }
+    let (p, g, m, v, s) = (ptrs(&lists.params), ptrs(&lists.grads), ptrs(&lists.exp_avgs), ptrs(&lists.exp_avg_sqs), ptrs(&lists.steps));
+    let op = if args.decoupled { "_fused_adamw_" } else { "_fused_adam_" };
+    // SAFETY: every pointer is a live at::Tensor owned by the caller for the whole call.
+    check(op, unsafe {
+        tb_fused_adam(p.as_ptr(), g.as_ptr(), m.as_ptr(), v.as_ptr(), s.as_ptr(), n, args.lr, args.beta1, args.beta2, args.weight_decay, args.eps, args.decoupled as c_int, optional_ptr(grad_scale), optional_ptr(found_inf))
+    })
+}
+
+/// SGD's hyper-parameters for [`foreach_sgd`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SgdArgs {
+    pub lr: f64,
+    pub momentum: f64,
+    pub dampening: f64,
+    pub nesterov: bool,
+    pub weight_decay: f64,
+}
+
+/// torch.optim.SGD(foreach=True)'s update. `bufs[i]` is parameter i's momentum buffer; a
+/// `None` is filled with a new buffer (the first step's copy of the gradient) when momentum
+/// is on.
+pub(crate) fn foreach_sgd(params: &[&Tensor], grads: &[&Tensor], bufs: &mut [Option<Tensor>], args: SgdArgs) -> Result<()> {
+    let n = params.len();
+    if grads.len() != n || bufs.len() != n {
+        return Err(Error::InvalidArgument("foreach SGD: parameter, gradient and buffer lists differ in length".into()));
+    }
+    let (p, g) = (ptrs(params), ptrs(grads));
+    let mut raw: Vec<*mut c_void> = bufs.iter().map(|b| b.as_ref().map_or(std::ptr::null_mut(), |t| t.as_ptr() as *mut c_void)).collect();
+    // SAFETY: live tensors for the whole call; the shim only writes into NULL entries of `raw`.
+    let result = check("_foreach_* SGD", unsafe {
+        tb_foreach_sgd(p.as_ptr(), g.as_ptr(), raw.as_mut_ptr(), n, args.lr, args.momentum, args.dampening, args.nesterov as c_int, args.weight_decay)
+    });
+    for (slot, ptr) in bufs.iter_mut().zip(raw) {
+        if slot.is_none() && !ptr.is_null() {
+            // SAFETY: the shim allocated this at::Tensor with `new` for us to own.
+            *slot = Some(unsafe { Tensor::from_ptr(ptr as *mut torch_sys::C_tensor) });
+        }
+    }
+    result
+}
+
+/// GradScaler's unscale: every gradient times `inv_scale` in place; `found_inf` (a float32
+/// scalar) becomes 1.0 if any gradient held an inf or nan.
+pub(crate) fn amp_unscale(grads: &[&Tensor], found_inf: &Tensor, inv_scale: &Tensor) -> Result<()> {
+    let g = ptrs(grads);
+    // SAFETY: live tensors for the whole call.
+    check("_amp_foreach_non_finite_check_and_unscale_", unsafe { tb_amp_unscale(g.as_ptr(), g.len(), found_inf.as_ptr() as *const c_void, inv_scale.as_ptr() as *const c_void) })
+}
+
+/// An active `torch.autocast(device_type, dtype)` region; dropping it leaves the region and
+/// restores the state from before (nesting works as in torch).
+pub(crate) struct AutocastGuard {
+    device_type: c_int,
+    prev_enabled: c_int,
+    prev_dtype: c_int,
+}
+
+/// at::ScalarType codes of the two autocast dtypes.
+fn scalar_type_code(kind: Kind) -> Result<c_int> {
+    match kind {
+        Kind::Half => Ok(5),
+        Kind::BFloat16 => Ok(15),
+        other => Err(Error::InvalidArgument(format!("autocast runs in float16 or bfloat16, not {other:?}"))),
+    }
+}
+
+impl AutocastGuard {
+    /// Enters autocast for `device` (CPU or CUDA) with the lower-precision `kind`.
+    pub(crate) fn enter(device: tch::Device, kind: Kind) -> Result<AutocastGuard> {
+        let device_type = match device {
+            tch::Device::Cpu => 0,
+            tch::Device::Cuda(_) => 1,
+            other => return Err(Error::InvalidArgument(format!("autocast supports CPU and CUDA devices, not {other:?}"))),
+        };
+        let dtype = scalar_type_code(kind)?;
+        let (mut prev_enabled, mut prev_dtype) = (0, 0);
+        // SAFETY: plain values and two out-pointers to locals.
+        check("autocast enter", unsafe { tb_autocast_enter(device_type, 1, dtype, &mut prev_enabled, &mut prev_dtype) })?;
+        Ok(AutocastGuard { device_type, prev_enabled, prev_dtype })
+    }
+}
+
+impl Drop for AutocastGuard {
+    fn drop(&mut self) {
+        // SAFETY: plain values. Restoring the saved state cannot fail for a device type that
+        // `enter` accepted; an error here would only leave autocast as it was inside.
+        let _ = check("autocast exit", unsafe { tb_autocast_exit(self.device_type, self.prev_enabled, self.prev_dtype) });
+    }
+}
