@@ -1,7 +1,7 @@
 # trainbook's two commands (see README.md):
 #   make demo   set up if needed, then run the main job
 #   make test   set up if needed, then run every test (Rust tests, multi-rank tests, notebooks)
-.PHONY: setup demo test
+.PHONY: setup demo test gpu-test
 SHELL := /bin/bash
 
 setup:
@@ -15,3 +15,9 @@ demo: setup
 test: setup
 	set -o pipefail; mkdir -p target; if [ -n "$$CI" ]; then export CARGO_INCREMENTAL=0; fi; cargo test --no-fail-fast 2>&1 | tee target/test.log
 	@awk '/^test result:/ { p += $$4; f += $$6 } END { printf "all tests: %d passed, %d failed\n", p, f }' target/test.log
+
+# The GPU suite (tests/gpu.rs) with NCCL: on a machine with a CUDA GPU it trains against PyTorch
+# on that GPU; elsewhere every test prints SKIPPED. Not part of `make test` (which still builds
+# and runs the suite without the cuda feature, so it always compiles).
+gpu-test: setup
+	cargo test --features cuda --test gpu -- --nocapture --test-threads=1

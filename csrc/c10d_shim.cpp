@@ -41,10 +41,24 @@ int tb_has_nccl(void) {
 #endif
 }
 
-char* tb_cpu_rng_get_state(uint8_t** out, size_t* len) {
+namespace {
+
+// The default generator of a device: the CPU one, or CUDA device `index`'s (through the CUDA
+// hooks that libtorch_cuda registers when it is loaded; without them this throws).
+at::Generator default_generator(int device_type, int index) {
+  if (device_type == 0) return at::detail::getDefaultCPUGenerator();
+  if (device_type == 1) {
+    return at::globalContext().defaultGenerator(c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(index)));
+  }
+  throw std::invalid_argument("RNG device type must be 0 (CPU) or 1 (CUDA)");
+}
+
+}  // namespace
+
+char* tb_rng_get_state(int device_type, int index, uint8_t** out, size_t* len) {
   if (out == nullptr || len == nullptr) return null_arg("out/len");
   return guarded([&] {
-    auto gen = at::detail::getDefaultCPUGenerator();
+    auto gen = default_generator(device_type, index);
     at::Tensor state;
     {
       std::lock_guard<std::mutex> lock(gen.mutex());
@@ -60,12 +74,12 @@ char* tb_cpu_rng_get_state(uint8_t** out, size_t* len) {
   });
 }
 
-char* tb_cpu_rng_set_state(const uint8_t* state, size_t len) {
+char* tb_rng_set_state(int device_type, int index, const uint8_t* state, size_t len) {
   if (state == nullptr) return null_arg("state");
   return guarded([&] {
     auto t = at::empty({static_cast<int64_t>(len)}, at::kByte);
     std::memcpy(t.data_ptr(), state, len);
-    auto gen = at::detail::getDefaultCPUGenerator();
+    auto gen = default_generator(device_type, index);
     std::lock_guard<std::mutex> lock(gen.mutex());
     gen.set_state(t);
   });

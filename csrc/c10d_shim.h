@@ -29,9 +29,11 @@ const char* tb_torch_version(void);
 // 1 when the shim was built with the NCCL process group (cargo feature `cuda`).
 int tb_has_nccl(void);
 
-// State of libtorch's default CPU random generator (dropout masks, randn, ...), as bytes.
-char* tb_cpu_rng_get_state(uint8_t** out, size_t* len);
-char* tb_cpu_rng_set_state(const uint8_t* state, size_t len);
+// State of a device's default random generator (dropout masks, randn, ...), as bytes:
+// device_type 0 = CPU (torch.get_rng_state()), 1 = CUDA device `index`
+// (torch.cuda.get_rng_state(index); needs libtorch_cuda loaded).
+char* tb_rng_get_state(int device_type, int index, uint8_t** out, size_t* len);
+char* tb_rng_set_state(int device_type, int index, const uint8_t* state, size_t len);
 
 // TCPStore: `is_server` hosts the store in this process; `num_workers` < 0 means unknown.
 char* tb_tcp_store_new(const char* host, uint16_t port, int is_server, int64_t num_workers,

@@ -19,7 +19,7 @@ use trainbook::data::{ensure_designsafe, DataLoader, Dataset, DistributedSampler
 use trainbook::dist::{DdpOptions, Dist, DistOptions};
 use trainbook::fit::{fit, FitConfig};
 use trainbook::models::{freeze_backbone, load_safetensors, resnet34_classifier};
-use trainbook::train::{CrossEntropyLoss, Mode, Optimizer, ReduceLROnPlateau};
+use trainbook::train::{CrossEntropyLoss, Mode, Optimizer, Precision, ReduceLROnPlateau};
 use trainbook::transforms::{AutoAugment, Resize, ToTensor};
 
 #[derive(Parser, Debug)]
@@ -76,6 +76,12 @@ struct Args {
     /// Let DDP find parameters that get no gradient in a step (torch's find_unused_parameters).
     #[arg(long)]
     find_unused_parameters: bool,
+    /// Arithmetic of the forward pass: f32, bf16 (autocast) or f16 (autocast + GradScaler).
+    #[arg(long, default_value = "f32")]
+    precision: Precision,
+    /// Train in the channels_last memory format (model and batches).
+    #[arg(long)]
+    channels_last: bool,
 }
 
 
@@ -120,6 +126,8 @@ fn main() -> anyhow::Result<()> {
         progress: true,
         accumulate: args.accumulate,
         ddp: DdpOptions { find_unused_parameters: args.find_unused_parameters, ..Default::default() },
+        precision: args.precision,
+        channels_last: args.channels_last,
     };
     let report = fit(&dist, &mut vs, &net, &mut opt, &loss, &mut train_loader, &mut val_loader, cfg)?;
     if let (Some(best), Some(cm)) = (report.best_val_acc, &report.confusion) {

@@ -17,7 +17,7 @@ use trainbook::data::{ensure_mnist, DataLoader, Dataset, DistributedSampler, Mni
 use trainbook::dist::{DdpOptions, Dist, DistOptions};
 use trainbook::fit::{fit, FitConfig};
 use trainbook::models::MnistNet;
-use trainbook::train::{CrossEntropyLoss, Mode, Optimizer};
+use trainbook::train::{CrossEntropyLoss, Mode, Optimizer, Precision};
 use trainbook::transforms::{Normalize, ToTensor};
 
 #[derive(Parser, Debug)]
@@ -63,6 +63,12 @@ struct Args {
     /// Let DDP find parameters that get no gradient in a step (torch's find_unused_parameters).
     #[arg(long)]
     find_unused_parameters: bool,
+    /// Arithmetic of the forward pass: f32, bf16 (autocast) or f16 (autocast + GradScaler).
+    #[arg(long, default_value = "f32")]
+    precision: Precision,
+    /// Train in the channels_last memory format (model and batches).
+    #[arg(long)]
+    channels_last: bool,
 }
 
 
@@ -103,6 +109,8 @@ fn main() -> anyhow::Result<()> {
         progress: true,
         accumulate: args.accumulate,
         ddp: DdpOptions { find_unused_parameters: args.find_unused_parameters, ..Default::default() },
+        precision: args.precision,
+        channels_last: args.channels_last,
     };
     fit(&dist, &mut vs, &net, &mut opt, &CrossEntropyLoss::new(), &mut train_loader, &mut test_loader, cfg)?;
     dist.println(format!("wrote {}/{{metrics.jsonl, curves.png, confusion.png, model.safetensors, checkpoints/}}", args.out.display()));

@@ -10,9 +10,9 @@ use tch::nn::{ModuleT, VarStore};
 use crate::checkpoint::{Checkpointer, Policy, TrainState};
 use crate::data::{DataLoader, Dataset};
 use crate::dist::{Ddp, DdpOptions, Dist};
-use crate::models::save_safetensors;
+use crate::models::{save_safetensors, to_channels_last};
 use crate::notebook::{confusion_matrix_plot, loss_accuracy_curves};
-use crate::train::{append_record, evaluate, read_records, train_epoch, ConfusionMatrix, CrossEntropyLoss, EpochOptions, EpochRecord, Optimizer, ReduceLROnPlateau, RunningMetrics, StepInfo};
+use crate::train::{append_record, data_wait_note, evaluate, read_records, train_epoch, ConfusionMatrix, CrossEntropyLoss, EpochOptions, EpochRecord, GradScaler, Optimizer, Precision, ReduceLROnPlateau, RunningMetrics, StepInfo};
 use crate::Result;
 
 /// What [`fit`] does besides training.
@@ -36,6 +36,33 @@ pub struct FitConfig {
     pub accumulate: usize,
     /// How the model is wrapped for data-parallel training.
     pub ddp: DdpOptions,
+    /// Autocast for the forward pass (`Precision::F32`: none). `F16` trains with a
+    /// `GradScaler` (torch's defaults) whose state goes into the checkpoints.
+    pub precision: Precision,
+    /// Train in the channels_last memory format: the model's 4-D parameters are converted
+    /// before the data-parallel wrap and every batch is handed over in that layout.
+    pub channels_last: bool,
+}
+
+impl Default for FitConfig {
+    /// One epoch into `runs/fit`, resuming if a checkpoint is there, checkpoints per
+    /// [`Policy::default`], progress shown, float32, no accumulation, default DDP options.
+    fn default() -> Self {
+        FitConfig {
+            epochs: 1,
+            out: PathBuf::from("runs/fit"),
+            policy: Policy::default(),
+            resume: true,
+            plateau: None,
+            seed: 0,
+            config: serde_json::Value::Null,
+            progress: true,
+            accumulate: 1,
+            ddp: DdpOptions::default(),
+            precision: Precision::F32,
+            channels_last: false,
+        }
+    }
 }
 
 /// The outcome of [`fit`] (the same on every rank).
@@ -49,11 +76,17 @@ pub struct FitReport {
 
 #[allow(clippy::too_many_arguments)]
 pub fn fit<A: Dataset + 'static, B: Dataset + 'static>(dist: &Dist, vs: &mut VarStore, net: &dyn ModuleT, opt: &mut Optimizer, loss_fn: &CrossEntropyLoss, train: &mut DataLoader<A>, val: &mut DataLoader<B>, cfg: FitConfig) -> Result<FitReport> {
+    if cfg.channels_last {
+        to_channels_last(vs);
+    }
     let ddp = Ddp::wrap_with(vs, dist, cfg.ddp.clone())?;
     let log = cfg.out.join("metrics.jsonl");
     let mut plateau = cfg.plateau.clone();
-    let mut ckpt = Checkpointer::new(cfg.out.join("checkpoints"), cfg.policy.clone());
+    // Checkpoints are written in the background: a save costs the step a copy to host memory.
+    let mut ckpt = Checkpointer::new(cfg.out.join("checkpoints"), cfg.policy.clone()).background(true);
     let (mut start_epoch, mut skip, mut start_metrics, mut resumed_from) = (0, 0, RunningMetrics::default(), None);
+    // float16 needs loss scaling; bfloat16 has float32's range and does not.
+    let scaler = (cfg.precision == Precision::F16).then(|| RefCell::new(GradScaler::new(dist.device())));
     let mut history = Vec::new();
     if cfg.resume {
         if let Some(c) = ckpt.latest(dist)? {
@@ -63,6 +96,9 @@ pub fn fit<A: Dataset + 'static, B: Dataset + 'static>(dist: &Dist, vs: &mut Var
                 *p = serde_json::from_value(at.scheduler.clone()).map_err(|e| crate::Error::Checkpoint(format!("scheduler state in {}: {e}", at.dir.display())))?;
             }
             (start_epoch, skip, start_metrics) = (at.epoch, at.batches_done as usize, at.epoch_metrics);
+            if let (Some(s), Some(state)) = (&scaler, &at.grad_scaler) {
+                s.borrow_mut().load_state(state);
+            }
             resumed_from = Some((at.dir.clone(), at.epoch, at.batches_done));
             if log.exists() {
                 history = read_records(&log)?.into_iter().filter(|r| r.epoch < start_epoch).collect();
@@ -86,33 +122,41 @@ pub fn fit<A: Dataset + 'static, B: Dataset + 'static>(dist: &Dist, vs: &mut Var
     }
     let scheduler_json = |p: &Option<ReduceLROnPlateau>| p.as_ref().map_or(serde_json::Value::Null, |p| serde_json::to_value(p).unwrap_or_default());
     let ckpt = RefCell::new(ckpt);
+    let scaler_state = || scaler.as_ref().map(|s| s.borrow().state());
     let mut confusion = None;
     for epoch in start_epoch..cfg.epochs {
         train.set_epoch(epoch);
         train.skip_batches(std::mem::take(&mut skip));
         let sched = scheduler_json(&plateau);
         let on_step = |info: &StepInfo| -> Result<()> {
-            let state = || TrainState { vs, optimizer: info.optimizer, scheduler: sched.clone(), epoch, batches_done: info.batches_done as u64, epoch_metrics: info.metrics(), seed: cfg.seed, config: cfg.config.clone() };
+            let state = || TrainState { vs, optimizer: info.optimizer, scheduler: sched.clone(), epoch, batches_done: info.batches_done as u64, epoch_metrics: info.metrics(), seed: cfg.seed, config: cfg.config.clone(), grad_scaler: scaler_state() };
             ckpt.borrow_mut().after_step(dist, state).map(|_| ())
         };
         let mut opts = EpochOptions::on(dist.device()).hooks(&ddp).on_step(&on_step).start_metrics(std::mem::take(&mut start_metrics)).accumulate(cfg.accumulate);
         opts.progress = cfg.progress;
+        opts = opts.precision(cfg.precision).channels_last(cfg.channels_last);
+        if let Some(s) = &scaler {
+            opts = opts.grad_scaler(s);
+        }
         let t = train_epoch(net, train, opt, loss_fn, &opts)?;
         let v = evaluate(net, val, loss_fn, &opts)?;
         let lr_used = opt.lr();
         if let Some(p) = &mut plateau {
             opt.set_lr(p.step(v.loss, opt.lr()));
         }
-        dist.println(format!("epoch {}/{}: train loss {:.4} acc {:.2}% | val loss {:.4} acc {:.2}% | lr {lr_used:.2e} | {:.1} img/s", epoch + 1, cfg.epochs, t.loss, t.accuracy * 100.0, v.loss, v.accuracy * 100.0, t.img_per_s));
-        let record = EpochRecord { epoch, train_loss: t.loss, train_acc: t.accuracy, val_loss: Some(v.loss), val_acc: Some(v.accuracy), lr: lr_used, world_size: dist.world_size(), seconds: t.seconds + v.seconds, img_per_s: t.img_per_s };
+        let wait = data_wait_note(&t.data_wait_s, t.seconds);
+        dist.println(format!("epoch {}/{}: train loss {:.4} acc {:.2}% | val loss {:.4} acc {:.2}% | lr {lr_used:.2e} | {:.1} img/s | {wait}", epoch + 1, cfg.epochs, t.loss, t.accuracy * 100.0, v.loss, v.accuracy * 100.0, t.img_per_s));
+        let record = EpochRecord::from_summaries(epoch, &t, Some(&v), lr_used);
         if dist.is_main() {
             append_record(&log, &record)?;
         }
         history.push(record);
         confusion = v.confusion;
-        let state = TrainState { vs, optimizer: opt, scheduler: scheduler_json(&plateau), epoch: epoch + 1, batches_done: 0, epoch_metrics: RunningMetrics::default(), seed: cfg.seed, config: cfg.config.clone() };
+        let state = TrainState { vs, optimizer: opt, scheduler: scheduler_json(&plateau), epoch: epoch + 1, batches_done: 0, epoch_metrics: RunningMetrics::default(), seed: cfg.seed, config: cfg.config.clone(), grad_scaler: scaler_state() };
         ckpt.borrow_mut().after_epoch(dist, &state, epoch, Some(v.accuracy))?;
     }
+    // The last checkpoint is complete (or its error reported) before the run says it is done.
+    ckpt.borrow_mut().wait()?;
     if dist.is_main() && !history.is_empty() {
         loss_accuracy_curves(&history)?.save(cfg.out.join("curves.png"))?;
         if let Some(cm) = &confusion {

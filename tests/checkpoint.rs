@@ -1,7 +1,8 @@
 //! Checkpoints under damage: truncated, corrupted, incomplete and future-format checkpoints are
 //! reported and skipped for the previous good one; a full disk or an unusable directory is a
 //! clear error that leaves the previous checkpoint intact; a process killed while writing never
-//! leaves a checkpoint that `latest` accepts; a mismatched model is refused with the list of
+//! leaves a checkpoint that `latest` accepts, whether it writes synchronously or in the
+//! background; a mismatched model is refused with the list of
 //! tensors; and PyTorch loads the model part.
 mod common;
 
@@ -21,7 +22,7 @@ fn tmp(name: &str) -> common::WorkDir {
 }
 
 fn state<'a>(vs: &'a VarStore, opt: &'a Optimizer, epoch: u64) -> TrainState<'a> {
-    TrainState { vs, optimizer: opt, scheduler: serde_json::json!({"kind": "none"}), epoch, batches_done: 0, epoch_metrics: RunningMetrics::default(), seed: 1, config: serde_json::json!({}) }
+    TrainState { vs, optimizer: opt, scheduler: serde_json::json!({"kind": "none"}), epoch, batches_done: 0, epoch_metrics: RunningMetrics::default(), seed: 1, config: serde_json::json!({}), grad_scaler: None }
 }
 
 /// An MNIST model with one Adam step taken, so the optimizer has state.
@@ -127,6 +128,13 @@ fn full_disk_and_bad_directory_are_clear_errors() {
         assert_eq!(report.valid.len(), 1, "the previous checkpoint is intact: {:?}", report.invalid);
         assert!(report.invalid.is_empty());
         assert_eq!(std::fs::read_dir(&mount).unwrap().count(), 1, "the failed attempt left nothing behind");
+
+        // In the background the save returns at once; the failure comes with the next wait.
+        let mut c = Checkpointer::new(&mount, Policy { every_epochs: None, every_steps: Some(1), keep_last: 3, best: None }).background(true);
+        c.after_step(&dist, || state(&vs, &opt, 2)).unwrap();
+        let err = c.wait().unwrap_err().to_string();
+        assert!(err.contains("could not write checkpoint") && err.contains("No space left"), "{err}");
+        assert_eq!(scan(&mount, "step-").unwrap().valid.len(), 1, "the previous checkpoint is still the newest intact one");
     });
     let _ = Command::new("umount").arg(&mount).status();
     result.unwrap();
@@ -147,7 +155,8 @@ fn checkpoint_writer() {
     let _r = resnet34_classifier(&vs.root(), 3); // ~85 MB per checkpoint
     let opt = Optimizer::adam(&vs, 1e-3);
     let dist = Dist::single(Device::Cpu);
-    let mut c = Checkpointer::new(&root, Policy { every_epochs: None, every_steps: Some(1), keep_last: 2, best: None });
+    let background = std::env::var("TB_CKPT_BACKGROUND").is_ok();
+    let mut c = Checkpointer::new(&root, Policy { every_epochs: None, every_steps: Some(1), keep_last: 2, best: None }).background(background);
     for e in 0.. {
         c.after_step(&dist, || state(&vs, &opt, e)).unwrap();
         println!("saved {e}");
@@ -157,8 +166,14 @@ fn checkpoint_writer() {
 #[test]
 fn a_kill_while_writing_leaves_a_usable_checkpoint() {
     let root = tmp("kill");
-    for delay_ms in [300u64, 700, 900, 1100, 1300, 1500, 1700, 2100] {
-        let mut child = Command::new(std::env::current_exe().unwrap())
+    // Synchronous and background writes in turn (killed mid-write, or between two writes).
+    let runs = [300u64, 700, 900, 1100, 1300, 1500, 1700, 2100].into_iter().enumerate().map(|(i, d)| (d, i % 2 == 1));
+    for (delay_ms, background) in runs {
+        let mut cmd = Command::new(std::env::current_exe().unwrap());
+        if background {
+            cmd.env("TB_CKPT_BACKGROUND", "1");
+        }
+        let mut child = cmd
             .args(["--ignored", "--exact", "checkpoint_writer", "--nocapture"])
             .env("TB_CKPT_ROOT", &root)
             .stdout(Stdio::piped())
@@ -175,7 +190,7 @@ fn a_kill_while_writing_leaves_a_usable_checkpoint() {
         child.kill().unwrap();
         let _ = child.wait();
         let report = scan(&root, "step-").unwrap();
-        assert!(!report.valid.is_empty() && report.invalid.is_empty(), "after a kill at +{delay_ms} ms: {:?}", report.invalid);
+        assert!(!report.valid.is_empty() && report.invalid.is_empty(), "after a kill at +{delay_ms} ms (background {background}): {:?}", report.invalid);
     }
 }
 

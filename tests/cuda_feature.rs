@@ -1,4 +1,5 @@
-//! The `cuda` feature (NCCL process group, libtorch_cuda) compiles on a machine without a GPU.
+//! The `cuda` feature (NCCL process group, libtorch_cuda) compiles on a machine without a GPU,
+//! the GPU suite (`tests/gpu.rs`) included.
 mod common;
 
 use std::process::Command;
@@ -11,7 +12,7 @@ fn cuda_feature_compiles() {
     let root = env!("CARGO_MANIFEST_DIR");
     let out = run_with_deadline(
         Command::new(env!("CARGO"))
-            .args(["check", "--features", "cuda", "--lib", "--bins", "--message-format", "short"])
+            .args(["check", "--features", "cuda", "--lib", "--bins", "--test", "gpu", "--message-format", "short"])
             .current_dir(root),
         Duration::from_secs(1500),
         "cargo check --features cuda",

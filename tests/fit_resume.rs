@@ -1,7 +1,8 @@
 //! `fit`'s checkpoints and resume. With gradient accumulation, checkpoints are written only at
 //! the end of an accumulation window (and at the short window that ends an epoch), and a run
 //! resumed from a mid-epoch checkpoint ends with exactly the weights of the uninterrupted run.
-//! A finished run, resumed, trains nothing and leaves its files alone.
+//! A finished run, resumed, trains nothing and leaves its files alone. In float16 the loss
+//! scale is part of the checkpoint, so a resumed float16 run is exact too.
 mod common;
 
 use std::path::Path;
@@ -13,7 +14,7 @@ use trainbook::data::{DataLoader, DistributedSampler, TensorDataset};
 use trainbook::dist::Dist;
 use trainbook::fit::{fit, FitConfig, FitReport};
 use trainbook::models::MnistNet;
-use trainbook::train::{CrossEntropyLoss, Optimizer};
+use trainbook::train::{CrossEntropyLoss, Optimizer, Precision};
 
 /// libtorch's random generator is shared by the test threads and these runs are exact only
 /// with its stream to themselves: one test at a time.
@@ -32,10 +33,14 @@ fn loader(seed: i64, n: usize) -> DataLoader<TensorDataset> {
 
 /// Two epochs of the MNIST CNN with accumulation 3 and a checkpoint after every optimizer step.
 fn run(dist: &Dist, out: &Path, model_seed: i64, resume: bool) -> FitReport {
-    run_with(dist, out, model_seed, resume, Policy { every_epochs: None, every_steps: Some(1), keep_last: 100, best: None })
+    run_in(dist, out, model_seed, resume, Precision::F32)
 }
 
-fn run_with(dist: &Dist, out: &Path, model_seed: i64, resume: bool, policy: Policy) -> FitReport {
+fn run_in(dist: &Dist, out: &Path, model_seed: i64, resume: bool, precision: Precision) -> FitReport {
+    run_with(dist, out, model_seed, resume, Policy { every_epochs: None, every_steps: Some(1), keep_last: 100, best: None }, precision)
+}
+
+fn run_with(dist: &Dist, out: &Path, model_seed: i64, resume: bool, policy: Policy, precision: Precision) -> FitReport {
     tch::manual_seed(model_seed);
     let mut vs = VarStore::new(Device::Cpu);
     let net = MnistNet::new(&vs.root());
@@ -52,6 +57,8 @@ fn run_with(dist: &Dist, out: &Path, model_seed: i64, resume: bool, policy: Poli
         progress: false,
         accumulate: ACCUMULATE,
         ddp: Default::default(),
+        precision,
+        channels_last: false,
     };
     tch::manual_seed(99); // the dropout stream; a resumed run restores it from the checkpoint
     fit(dist, &mut vs, &net, &mut opt, &CrossEntropyLoss::new(), &mut train, &mut val, cfg).unwrap()
@@ -116,15 +123,40 @@ fn a_finished_run_trains_nothing_and_keeps_its_files() {
     let work = common::WorkDir::new("finished-run");
     let out = work.join("run");
     let policy = Policy { every_epochs: Some(1), every_steps: None, keep_last: 2, best: None };
-    let first = run_with(&dist, &out, 7, false, policy.clone());
+    let first = run_with(&dist, &out, 7, false, policy.clone(), Precision::F32);
     assert_eq!(first.history.len(), 2);
     let stamp = |name: &str| std::fs::metadata(out.join(name)).unwrap().modified().unwrap();
     let (model, log) = (stamp("model.safetensors"), stamp("metrics.jsonl"));
 
-    let again = run_with(&dist, &out, 8, true, policy);
+    let again = run_with(&dist, &out, 8, true, policy, Precision::F32);
     let (_, epoch, batches) = again.resumed_from.expect("the finished run's last checkpoint");
     assert_eq!((epoch, batches), (2, 0));
     assert_eq!(again.history.len(), 2, "the finished epochs, read back from metrics.jsonl");
     assert_eq!(again.history[1].train_loss, first.history[1].train_loss);
     assert_eq!((stamp("model.safetensors"), stamp("metrics.jsonl")), (model, log), "a finished run's files must not be rewritten");
+}
+
+#[test]
+fn a_float16_run_resumes_exactly_with_its_loss_scale() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dist = Dist::init().unwrap();
+    let work = common::WorkDir::new("f16-resume");
+    let (whole, resumed) = (work.join("uninterrupted"), work.join("resumed"));
+    run_in(&dist, &whole, 7, false, Precision::F16);
+    let found = checkpoints(&whole);
+    let scale_at = |dir: &Path, name: &str| -> f64 {
+        let m: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("checkpoints").join(name).join("manifest.json")).unwrap()).unwrap();
+        m["grad_scaler"]["scale"].as_f64().expect("a float16 checkpoint holds the loss scale")
+    };
+    let scales: Vec<f64> = found.iter().map(|c| scale_at(&whole, &c.0)).collect();
+    // torch's default start (2^16), then halvings after inf/nan steps: powers of two.
+    assert!(scales.iter().all(|s| *s <= 65536.0 && s.log2().fract() == 0.0), "scales {scales:?}");
+    println!("loss scale after each step: {scales:?}");
+    let (name, ..) = found.iter().find(|c| c.3 == 2).unwrap();
+    copy_dir(&whole.join("checkpoints").join(name), &resumed.join("checkpoints").join(name));
+    run_in(&dist, &resumed, 8, true, Precision::F16);
+    let (a, b) = (common::sorted_tensors(&whole.join("model.safetensors")), common::sorted_tensors(&resumed.join("model.safetensors")));
+    assert_eq!(common::max_abs_diff(&a, &b), 0.0, "the resumed float16 run left the uninterrupted trajectory");
+    let last = &found.last().unwrap().0;
+    assert_eq!(scale_at(&resumed, last), scale_at(&whole, last), "the loss scale after the last step");
 }

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::train::{OptimizerMeta, RunningMetrics};
+use crate::train::{GradScalerState, OptimizerMeta, RunningMetrics};
 
 /// Version of the layout written by this trainbook; newer versions are refused with a message.
 pub const FORMAT_VERSION: u32 = 1;
@@ -33,6 +33,10 @@ pub struct Manifest {
     pub seed: u64,
     /// Every rank's libtorch CPU generator state, in rank order, hex-encoded.
     pub rng_states: Vec<String>,
+    /// Every rank's CUDA generator state (of the rank's GPU), in rank order, hex-encoded;
+    /// empty for CPU runs and in older checkpoints.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub device_rng_states: Vec<String>,
     /// Best value of the monitored metric so far.
     pub best_metric: Option<f64>,
     pub optimizer: OptimizerMeta,
@@ -40,6 +44,10 @@ pub struct Manifest {
     pub scheduler: serde_json::Value,
     /// The run's configuration (command-line flags, hyper-parameters), for the record.
     pub config: serde_json::Value,
+    /// float16 training's loss scale and growth tracker (absent otherwise, and in older
+    /// checkpoints).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grad_scaler: Option<GradScalerState>,
     pub files: BTreeMap<String, FileEntry>,
 }
 

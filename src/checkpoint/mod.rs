@@ -1,7 +1,8 @@
 //! Checkpoints that survive a crashed worker: safetensors tensors (model with PyTorch names,
 //! optimizer state) plus a JSON manifest (position in training, every rank's RNG state,
 //! scheduler state, best metric, config, file checksums), written atomically by rank 0 while
-//! the other ranks wait; `latest` skips damaged checkpoints and says why; `restore` puts model,
+//! the other ranks wait, or (with [`Checkpointer::background`]) snapshotted to host memory and
+//! written by a background thread while training goes on (torch's `async_save`); `latest` skips damaged checkpoints and says why; `restore` puts model,
 //! optimizer, RNG and data position back so training continues on the identical trajectory.
 mod manifest;
 mod store;
@@ -14,9 +15,9 @@ use tch::{Device, Tensor};
 pub use manifest::{FileEntry, Manifest, FORMAT_VERSION, MANIFEST, MODEL_FILE, OPTIMIZER_FILE};
 pub use store::{open_checkpoint, scan, write_checkpoint, Checkpoint, FileWriter, ScanReport};
 
-use crate::dist::{cpu_rng_state, set_cpu_rng_state, Dist};
+use crate::dist::{cpu_rng_state, rng_state, set_cpu_rng_state, set_rng_state, Dist};
 use crate::models::{from_safetensors_bytes, load_state_dict, save_tensors_file, state_dict};
-use crate::train::{Mode, Optimizer, RunningMetrics};
+use crate::train::{GradScalerState, Mode, Optimizer, RunningMetrics};
 use crate::{Error, Result};
 
 /// When to write checkpoints.
@@ -50,6 +51,8 @@ pub struct TrainState<'a> {
     pub epoch_metrics: RunningMetrics,
     pub seed: u64,
     pub config: serde_json::Value,
+    /// The loss scaler's state when training in float16 with a `GradScaler`.
+    pub grad_scaler: Option<GradScalerState>,
 }
 
 /// Where to continue after [`Checkpointer::restore`].
@@ -62,13 +65,18 @@ pub struct ResumePoint {
     pub scheduler: serde_json::Value,
     pub best_metric: Option<f64>,
     pub dir: PathBuf,
+    /// The loss scaler's state, if the checkpoint holds one.
+    pub grad_scaler: Option<GradScalerState>,
 }
 
+/// Writes checkpoints per a [`Policy`] and finds the newest intact one to resume from.
 pub struct Checkpointer {
     root: PathBuf,
     policy: Policy,
     best: Option<f64>,
     global_step: u64,
+    background: bool,
+    in_flight: Option<std::thread::JoinHandle<Result<PathBuf>>>,
 }
 
 const STEP_PREFIX: &str = "step-";
@@ -76,7 +84,24 @@ pub const BEST_DIR: &str = "best";
 
 impl Checkpointer {
     pub fn new(root: impl AsRef<Path>, policy: Policy) -> Checkpointer {
-        Checkpointer { root: root.as_ref().to_path_buf(), policy, best: None, global_step: 0 }
+        Checkpointer { root: root.as_ref().to_path_buf(), policy, best: None, global_step: 0, background: false, in_flight: None }
+    }
+
+    /// Writes in the background: a save copies the state to host memory and returns; a thread
+    /// writes the files (atomically, as always) while training continues. At most one write is
+    /// in flight (the next save waits for it); a failed write is reported by the next save or
+    /// by [`wait`](Self::wait) on every rank; dropping the checkpointer waits for the last one.
+    pub fn background(mut self, on: bool) -> Self {
+        self.background = on;
+        self
+    }
+
+    /// Waits for the background write in flight, if any; returns its directory or its error.
+    pub fn wait(&mut self) -> Result<Option<PathBuf>> {
+        match self.in_flight.take() {
+            None => Ok(None),
+            Some(handle) => handle.join().map_err(|_| Error::Checkpoint("the checkpoint writer thread panicked".into()))?.map(Some),
+        }
     }
 
     pub fn root(&self) -> &Path {
@@ -117,6 +142,10 @@ impl Checkpointer {
         if m.world_size == dist.world_size() {
             let state = m.rng_states.get(dist.rank()).and_then(|s| manifest::from_hex(s)).ok_or_else(|| Error::Checkpoint(format!("checkpoint {}: no RNG state for rank {}", ckpt.dir.display(), dist.rank())))?;
             set_cpu_rng_state(&state)?;
+            if let (Some(hex), Device::Cuda(_)) = (m.device_rng_states.get(dist.rank()), dist.device()) {
+                let state = manifest::from_hex(hex).ok_or_else(|| Error::Checkpoint(format!("checkpoint {}: damaged CUDA RNG state for rank {}", ckpt.dir.display(), dist.rank())))?;
+                set_rng_state(dist.device(), &state)?;
+            }
         } else {
             dist.println(format!("checkpoint: saved with {} ranks, resuming with {}: data order and RNG streams differ from an uninterrupted run", m.world_size, dist.world_size()));
         }
@@ -124,7 +153,7 @@ impl Checkpointer {
         self.global_step = m.global_step;
         // The partial epoch's metrics are global sums: rank 0 carries them, the others start at 0.
         let epoch_metrics = if dist.is_main() { m.epoch_metrics } else { RunningMetrics::default() };
-        Ok(ResumePoint { epoch: m.epoch, batches_done: m.batches_done, global_step: m.global_step, epoch_metrics, scheduler: m.scheduler.clone(), best_metric: m.best_metric, dir: ckpt.dir.clone() })
+        Ok(ResumePoint { epoch: m.epoch, batches_done: m.batches_done, global_step: m.global_step, epoch_metrics, scheduler: m.scheduler.clone(), best_metric: m.best_metric, dir: ckpt.dir.clone(), grad_scaler: m.grad_scaler })
     }
 
     /// Call after every optimizer step; writes `step-*` when `every_steps` says so. `state` is
@@ -148,7 +177,7 @@ impl Checkpointer {
         };
         if improved {
             self.best = metric;
-            self.save(dist, state, BEST_DIR)?;
+            self.save(dist, state, BEST_DIR, false)?;
         }
         if self.policy.every_epochs.is_some_and(|n| n > 0 && (finished_epoch + 1) % n == 0) {
             self.save_step(dist, state)?;
@@ -158,75 +187,113 @@ impl Checkpointer {
 
     fn save_step(&mut self, dist: &Dist, state: &TrainState) -> Result<PathBuf> {
         let name = format!("{STEP_PREFIX}{:09}", self.global_step);
-        let dir = self.save(dist, state, &name)?;
-        if dist.is_main() {
-            self.prune()?;
-        }
-        Ok(dir)
+        self.save(dist, state, &name, true)
     }
 
-    /// Writes one checkpoint: every rank contributes its RNG state, rank 0 writes, all wait.
-    fn save(&mut self, dist: &Dist, state: &TrainState, name: &str) -> Result<PathBuf> {
+    /// Writes one checkpoint: every rank contributes its RNG state, rank 0 writes (then prunes
+    /// old `step-*` when `prune` is set); all wait, unless the write goes to the background.
+    fn save(&mut self, dist: &Dist, state: &TrainState, name: &str, prune: bool) -> Result<PathBuf> {
+        if self.background {
+            // The previous background write must have succeeded, and every rank learns if not.
+            let previous = self.wait();
+            let failed = dist.sum_f64(&[previous.is_err() as u8 as f64])?[0] > 0.0;
+            if failed {
+                return Err(previous.err().unwrap_or_else(|| Error::Checkpoint("rank 0 could not write the previous checkpoint".into())));
+            }
+        }
         let rng = Tensor::from_slice(&cpu_rng_state()?).to_device(dist.device());
         let m = state.epoch_metrics;
         let sums = dist.sum_f64(&[m.loss_sum, m.correct as f64, m.count as f64])?;
         let global_metrics = RunningMetrics { loss_sum: sums[0], correct: sums[1].round() as u64, count: sums[2].round() as u64 };
-        let states: Vec<String> = dist.all_gather(&rng)?.iter().map(|t| Vec::<u8>::try_from(t.to_device(Device::Cpu)).map(|b| manifest::to_hex(&b))).collect::<std::result::Result<_, _>>()?;
+        let hex = |ts: Vec<Tensor>| ts.iter().map(|t| Vec::<u8>::try_from(t.to_device(Device::Cpu)).map(|b| manifest::to_hex(&b))).collect::<std::result::Result<Vec<String>, _>>();
+        let states = hex(dist.all_gather(&rng)?)?;
+        // On GPUs, each rank's CUDA generator too (dropout masks drawn on the device).
+        let device_states = match dist.device() {
+            Device::Cuda(_) => hex(dist.all_gather(&Tensor::from_slice(&rng_state(dist.device())?).to_device(dist.device()))?)?,
+            _ => Vec::new(),
+        };
         let dir = self.root.join(name);
-        let written = if dist.is_main() {
-            let (opt_tensors, opt_meta) = state.optimizer.state_dict();
-            let manifest = Manifest {
-                format_version: FORMAT_VERSION,
-                epoch: state.epoch,
-                batches_done: state.batches_done,
-                global_step: self.global_step,
-                epoch_metrics: global_metrics,
-                world_size: dist.world_size(),
-                seed: state.seed,
-                rng_states: states,
-                best_metric: self.best,
-                optimizer: opt_meta,
-                scheduler: state.scheduler.clone(),
-                config: state.config.clone(),
-                files: Default::default(),
-            };
-            let model = state_dict(state.vs);
+        if !dist.is_main() {
+            if !self.background {
+                dist.barrier()?;
+            }
+            return Ok(dir);
+        }
+        let (opt_tensors, opt_meta) = state.optimizer.state_dict();
+        let manifest = Manifest {
+            format_version: FORMAT_VERSION,
+            epoch: state.epoch,
+            batches_done: state.batches_done,
+            global_step: self.global_step,
+            epoch_metrics: global_metrics,
+            world_size: dist.world_size(),
+            seed: state.seed,
+            rng_states: states,
+            device_rng_states: device_states,
+            best_metric: self.best,
+            optimizer: opt_meta,
+            scheduler: state.scheduler.clone(),
+            config: state.config.clone(),
+            grad_scaler: state.grad_scaler,
+            files: Default::default(),
+        };
+        // A snapshot on the host: the background thread must not see later updates.
+        let host = |ts: Vec<(String, Tensor)>| -> Vec<(String, Tensor)> { ts.into_iter().map(|(n, t)| (n, if t.device() == Device::Cpu { t.copy() } else { t.to_device(Device::Cpu) })).collect() };
+        let (model, opt_tensors) = (host(state_dict(state.vs)), host(opt_tensors));
+        let (root, name, keep_last) = (self.root.clone(), name.to_string(), self.policy.keep_last);
+        let write = move || -> Result<PathBuf> {
             let files: Vec<(&str, store::FileWriter)> = vec![
                 (MODEL_FILE, Box::new(|p: &Path| save_tensors_file(&model, p))),
                 (OPTIMIZER_FILE, Box::new(|p: &Path| save_tensors_file(&opt_tensors, p))),
             ];
-            write_checkpoint(&self.root, name, manifest, files).map(|_| ())
-        } else {
-            Ok(())
+            let dir = root.join(&name);
+            write_checkpoint(&root, &name, manifest, files).map_err(|e| Error::Checkpoint(format!("could not write checkpoint {} (the previous ones are untouched): {e}", dir.display())))?;
+            if prune {
+                prune_steps(&root, keep_last)?;
+            }
+            Ok(dir)
         };
+        if self.background {
+            self.in_flight = Some(std::thread::Builder::new().name("checkpoint-writer".into()).spawn(write).map_err(|e| Error::io(&self.root, e))?);
+            return Ok(dir);
+        }
+        let written = write();
         // Everybody waits, so nobody goes on (or resumes) before the checkpoint is complete;
         // a failed write is reported by rank 0 after the barrier.
         dist.barrier()?;
-        written.map_err(|e| Error::Checkpoint(format!("could not write checkpoint {} (the previous ones are untouched): {e}", dir.display())))?;
-        Ok(dir)
+        written
     }
+}
 
-    /// Deletes all but the newest `keep_last` `step-*` checkpoints (by name, which encodes the
-    /// step; nothing is re-read). Each is first renamed to a hidden name, so a crash during the
-    /// deletion never leaves a half-deleted `step-*` behind; leftovers of crashed writers
-    /// (hidden temporary directories of other processes) are removed too.
-    fn prune(&self) -> Result<()> {
-        let mut names: Vec<String> = std::fs::read_dir(&self.root)
-            .map_err(|e| Error::io(&self.root, e))?
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect();
-        let pid = std::process::id().to_string();
-        for stale in names.iter().filter(|n| n.starts_with('.') && [".tmp-", ".old-", ".deleting-"].iter().any(|t| n.contains(t)) && !n.ends_with(&pid)) {
-            let _ = std::fs::remove_dir_all(self.root.join(stale));
+impl Drop for Checkpointer {
+    fn drop(&mut self) {
+        // The run does not end with a write half done; an error here has nowhere else to go.
+        if let Err(e) = self.wait() {
+            eprintln!("checkpoint: {e}");
         }
-        names.retain(|n| n.starts_with(STEP_PREFIX));
-        names.sort_unstable_by(|a, b| b.cmp(a));
-        for old in names.iter().skip(self.policy.keep_last.max(1)) {
-            let (dir, doomed) = (self.root.join(old), self.root.join(format!(".{old}.deleting-{pid}")));
-            std::fs::rename(&dir, &doomed).map_err(|e| Error::io(&dir, e))?;
-            std::fs::remove_dir_all(&doomed).map_err(|e| Error::io(&doomed, e))?;
-        }
-        Ok(())
     }
+}
+
+/// Deletes all but the newest `keep_last` `step-*` checkpoints (by name, which encodes the
+/// step; nothing is re-read). Each is first renamed to a hidden name, so a crash during the
+/// deletion never leaves a half-deleted `step-*` behind; leftovers of crashed writers
+/// (hidden temporary directories of other processes) are removed too.
+fn prune_steps(root: &Path, keep_last: usize) -> Result<()> {
+    let mut names: Vec<String> = std::fs::read_dir(root)
+        .map_err(|e| Error::io(root, e))?
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    let pid = std::process::id().to_string();
+    for stale in names.iter().filter(|n| n.starts_with('.') && [".tmp-", ".old-", ".deleting-"].iter().any(|t| n.contains(t)) && !n.ends_with(&pid)) {
+        let _ = std::fs::remove_dir_all(root.join(stale));
+    }
+    names.retain(|n| n.starts_with(STEP_PREFIX));
+    names.sort_unstable_by(|a, b| b.cmp(a));
+    for old in names.iter().skip(keep_last.max(1)) {
+        let (dir, doomed) = (root.join(old), root.join(format!(".{old}.deleting-{pid}")));
+        std::fs::rename(&dir, &doomed).map_err(|e| Error::io(&dir, e))?;
+        std::fs::remove_dir_all(&doomed).map_err(|e| Error::io(&doomed, e))?;
+    }
+    Ok(())
 }

@@ -240,6 +240,12 @@ impl StepHooks for Ddp<'_> {
         let l = self.dist.all_gather_varlen(&labels.to_kind(Kind::Int64))?;
         Ok((p, l))
     }
+    fn gather_f64(&self, x: f64) -> Result<Vec<f64>> {
+        // Each rank fills its own slot; the sum over ranks is then everyone's value.
+        let mut slots = vec![0.0; self.dist.world_size()];
+        slots[self.dist.rank()] = x;
+        self.dist.sum_f64(&slots)
+    }
     fn world_size(&self) -> usize {
         self.dist.world_size()
     }

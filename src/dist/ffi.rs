@@ -30,8 +30,8 @@ extern "C" {
     pub fn tb_bytes_free(b: *mut u8);
     pub fn tb_torch_version() -> *const c_char;
     pub fn tb_has_nccl() -> c_int;
-    pub fn tb_cpu_rng_get_state(out: *mut *mut u8, len: *mut usize) -> *mut c_char;
-    pub fn tb_cpu_rng_set_state(state: *const u8, len: usize) -> *mut c_char;
+    pub fn tb_rng_get_state(device_type: c_int, index: c_int, out: *mut *mut u8, len: *mut usize) -> *mut c_char;
+    pub fn tb_rng_set_state(device_type: c_int, index: c_int, state: *const u8, len: usize) -> *mut c_char;
 
     pub fn tb_tcp_store_new(
         host: *const c_char,

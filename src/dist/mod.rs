@@ -12,6 +12,8 @@ mod store;
 
 use std::time::Duration;
 
+use tch::Device;
+
 pub use ddp::{Ddp, DdpOptions};
 pub use env::{LaunchEnv, Launcher};
 pub use hpc_env::{first_host, DEFAULT_MASTER_PORT};
@@ -30,18 +32,40 @@ pub fn torch_version() -> &'static str {
 
 /// The state of libtorch's default CPU generator (what `torch.get_rng_state()` returns).
 pub fn cpu_rng_state() -> Result<Vec<u8>> {
+    rng_state(Device::Cpu)
+}
+
+/// Restores a state saved by [`cpu_rng_state`] (`torch.set_rng_state`).
+pub fn set_cpu_rng_state(state: &[u8]) -> Result<()> {
+    set_rng_state(Device::Cpu, state)
+}
+
+fn rng_device(device: Device) -> Result<(i32, i32)> {
+    match device {
+        Device::Cpu => Ok((0, 0)),
+        Device::Cuda(i) => Ok((1, i as i32)),
+        other => Err(crate::Error::InvalidArgument(format!("no default random generator to save for {other:?}"))),
+    }
+}
+
+/// The state of `device`'s default generator: `torch.get_rng_state()` for the CPU,
+/// `torch.cuda.get_rng_state(i)` for `Cuda(i)` (an error naming the device where CUDA is
+/// not available).
+pub fn rng_state(device: Device) -> Result<Vec<u8>> {
+    let (kind, index) = rng_device(device)?;
     let (mut ptr, mut len) = (std::ptr::null_mut(), 0usize);
     // SAFETY: out-pointers are valid; on success `ptr` owns `len` bytes, freed below.
-    ffi::check("get CPU RNG state", unsafe { ffi::tb_cpu_rng_get_state(&mut ptr, &mut len) })?;
+    ffi::check(&format!("get {device:?} RNG state"), unsafe { ffi::tb_rng_get_state(kind, index, &mut ptr, &mut len) })?;
     let bytes = unsafe { std::slice::from_raw_parts(ptr, len).to_vec() };
     unsafe { ffi::tb_bytes_free(ptr) };
     Ok(bytes)
 }
 
-/// Restores a state saved by [`cpu_rng_state`] (`torch.set_rng_state`).
-pub fn set_cpu_rng_state(state: &[u8]) -> Result<()> {
+/// Restores a state saved by [`rng_state`] for the same device.
+pub fn set_rng_state(device: Device, state: &[u8]) -> Result<()> {
+    let (kind, index) = rng_device(device)?;
     // SAFETY: the slice is valid for the call.
-    ffi::check("set CPU RNG state", unsafe { ffi::tb_cpu_rng_set_state(state.as_ptr(), state.len()) })
+    ffi::check(&format!("set {device:?} RNG state"), unsafe { ffi::tb_rng_set_state(kind, index, state.as_ptr(), state.len()) })
 }
 
 /// Joins the process group described by `env`: connects to (or hosts) the TCPStore at

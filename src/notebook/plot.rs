@@ -308,6 +308,7 @@ pub(super) mod tests {
             world_size: 1,
             seconds: 10.0,
             img_per_s: 1000.0,
+            data_wait_s: vec![0.5],
         }
     }
 

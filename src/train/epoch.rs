@@ -16,6 +16,7 @@ use super::grad_scaler::GradScaler;
 use super::metrics::{ConfusionMatrix, RunningMetrics};
 use super::optim::Optimizer;
 use super::precision::Precision;
+use super::timing::{data_wait_note, Timed};
 use crate::data::{DataLoader, Dataset};
 use crate::notebook::Progress;
 use crate::Result;
@@ -40,6 +41,10 @@ pub trait StepHooks {
     /// Gathers the predicted and true labels of all ranks (identity for a single process).
     fn gather_labels(&self, predicted: Tensor, labels: Tensor) -> Result<(Tensor, Tensor)> {
         Ok((predicted, labels))
+    }
+    /// Every rank's value of `x`, in rank order (`[x]` for a single process).
+    fn gather_f64(&self, x: f64) -> Result<Vec<f64>> {
+        Ok(vec![x])
     }
     fn world_size(&self) -> usize {
         1
@@ -88,11 +93,14 @@ pub struct EpochOptions<'a> {
     pub precision: Precision,
     /// Loss scaling for float16 training (`None`: plain backward and step).
     pub grad_scaler: Option<&'a RefCell<GradScaler>>,
+    /// Hand the batches to the model in the channels_last layout (pair it with
+    /// `models::to_channels_last` on the model).
+    pub channels_last: bool,
 }
 
 impl Default for EpochOptions<'_> {
     fn default() -> Self {
-        EpochOptions { device: Device::Cpu, progress: true, hooks: &SingleProcess, on_step: None, start_metrics: RunningMetrics::default(), accumulate: 1, precision: Precision::F32, grad_scaler: None }
+        EpochOptions { device: Device::Cpu, progress: true, hooks: &SingleProcess, on_step: None, start_metrics: RunningMetrics::default(), accumulate: 1, precision: Precision::F32, grad_scaler: None, channels_last: false }
     }
 }
 
@@ -127,6 +135,11 @@ impl<'a> EpochOptions<'a> {
         self.grad_scaler = Some(scaler);
         self
     }
+    /// Batches in the channels_last memory format (`x.to(memory_format=torch.channels_last)`).
+    pub fn channels_last(mut self, on: bool) -> Self {
+        self.channels_last = on;
+        self
+    }
     /// Accumulates the gradients of `k` micro-batches per optimizer step: the first k-1
     /// exchange nothing between ranks, the k-th exchanges the sum; each micro-batch's loss is
     /// divided by the window's size, so a window of k batches of b equals one batch of k*b
@@ -134,6 +147,14 @@ impl<'a> EpochOptions<'a> {
     pub fn accumulate(mut self, k: usize) -> Self {
         self.accumulate = k;
         self
+    }
+}
+
+impl EpochOptions<'_> {
+    /// A batch's images on the device, in the layout the options ask for.
+    fn batch_images(&self, images: &Tensor) -> Tensor {
+        let x = images.to_device(self.device);
+        if self.channels_last { crate::models::channels_last(&x) } else { x }
     }
 }
 
@@ -145,18 +166,25 @@ pub struct EpochSummary {
     pub samples: u64,
     pub seconds: f64,
     pub img_per_s: f64,
+    /// Seconds each rank (in rank order) waited for its data loader during the epoch.
+    pub data_wait_s: Vec<f64>,
     /// Filled by [`evaluate`]: rows are true classes, columns predictions (all ranks).
     pub confusion: Option<ConfusionMatrix>,
 }
 
 impl std::fmt::Display for EpochSummary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "loss {:.4}  acc {:.2}%  {} samples  {:.1} s  {:.1} img/s", self.loss, self.accuracy * 100.0, self.samples, self.seconds, self.img_per_s)
+        write!(f, "loss {:.4}  acc {:.2}%  {} samples  {:.1} s  {:.1} img/s", self.loss, self.accuracy * 100.0, self.samples, self.seconds, self.img_per_s)?;
+        let note = data_wait_note(&self.data_wait_s, self.seconds);
+        if !note.is_empty() {
+            write!(f, "  {note}")?;
+        }
+        Ok(())
     }
 }
 
-fn summary(m: RunningMetrics, seconds: f64, confusion: Option<ConfusionMatrix>) -> EpochSummary {
-    EpochSummary { loss: m.loss(), accuracy: m.accuracy(), samples: m.count, seconds, img_per_s: m.count as f64 / seconds.max(1e-9), confusion }
+fn summary(m: RunningMetrics, seconds: f64, data_wait_s: Vec<f64>, confusion: Option<ConfusionMatrix>) -> EpochSummary {
+    EpochSummary { loss: m.loss(), accuracy: m.accuracy(), samples: m.count, seconds, img_per_s: m.count as f64 / seconds.max(1e-9), data_wait_s, confusion }
 }
 
 /// Trains `model` for one pass over `loader` (which the caller positions with `set_epoch`).
@@ -169,14 +197,15 @@ pub fn train_epoch<D: Dataset + 'static>(model: &dyn ModuleT, loader: &mut DataL
         return Err(crate::Error::InvalidArgument("EpochOptions::accumulate must be at least 1".into()));
     }
     let total_batches = loader.len();
-    for batch in loader.iter() {
+    let mut batches = Timed::new(loader.iter());
+    for batch in &mut batches {
         let batch = batch?;
         // Windows are aligned to the epoch's batch positions, so a resumed run (which restarts
         // at a window boundary) groups the micro-batches exactly as an uninterrupted one.
         let (window_start, position) = (batch.position / k * k, batch.position);
         let window = k.min(total_batches - window_start);
         let last_in_window = position + 1 == window_start + window;
-        let (x, y) = (batch.images.to_device(opts.device), batch.labels.to_device(opts.device));
+        let (x, y) = (opts.batch_images(&batch.images), batch.labels.to_device(opts.device));
         opts.hooks.pre_forward(last_in_window)?;
         let (logits, loss) = opts.precision.run(opts.device, || {
             let logits = model.forward_t(&x, true);
@@ -203,9 +232,10 @@ pub fn train_epoch<D: Dataset + 'static>(model: &dyn ModuleT, loader: &mut DataL
             }
         }
     }
+    let waited = opts.hooks.gather_f64(batches.waited_s())?;
     let local = running.read();
     let total = opts.hooks.reduce_metrics(local)?;
-    let result = summary(total, start.elapsed().as_secs_f64(), None);
+    let result = summary(total, start.elapsed().as_secs_f64(), waited, None);
     progress.finish(&result.to_string());
     Ok(result)
 }
@@ -218,11 +248,12 @@ pub fn evaluate<D: Dataset + 'static>(model: &dyn ModuleT, loader: &mut DataLoad
     let mut progress = Progress::new("eval", loader.len(), opts.progress && opts.hooks.is_main());
     let mut running = DeviceMetrics::new(opts.device, RunningMetrics::default());
     let (mut preds, mut truths) = (Vec::new(), Vec::new());
-    for batch in loader.iter() {
+    let mut batches = Timed::new(loader.iter());
+    for batch in &mut batches {
         let batch = batch?;
         let keep: Vec<i64> = (0..batch.len() as i64).filter(|&k| !batch.is_padding[k as usize]).collect();
         let keep = Tensor::from_slice(&keep).to_device(opts.device);
-        let (x, y) = (batch.images.to_device(opts.device), batch.labels.to_device(opts.device));
+        let (x, y) = (opts.batch_images(&batch.images), batch.labels.to_device(opts.device));
         let (logits, losses) = opts.precision.run(opts.device, || {
             tch::no_grad(|| {
                 let logits = model.forward_t(&x, false).index_select(0, &keep);
@@ -245,7 +276,8 @@ pub fn evaluate<D: Dataset + 'static>(model: &dyn ModuleT, loader: &mut DataLoad
     let (p, t) = opts.hooks.gather_labels(p, t)?;
     let mut confusion = ConfusionMatrix::new(classes);
     confusion.add(&p, &t);
-    let result = summary(total, start.elapsed().as_secs_f64(), Some(confusion));
+    let waited = opts.hooks.gather_f64(batches.waited_s())?;
+    let result = summary(total, start.elapsed().as_secs_f64(), waited, Some(confusion));
     progress.finish(&result.to_string());
     Ok(result)
 }

@@ -5,6 +5,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::epoch::EpochSummary;
 use crate::{Error, Result};
 
 /// One epoch of training and validation. Accuracies are fractions in [0, 1].
@@ -19,6 +20,35 @@ pub struct EpochRecord {
     pub world_size: usize,
     pub seconds: f64,
     pub img_per_s: f64,
+    /// Seconds each rank waited for its training data loader (absent in older logs).
+    #[serde(default)]
+    pub data_wait_s: Vec<f64>,
+}
+
+impl EpochRecord {
+    /// The record of epoch `epoch` (0-based) from its training summary, its validation summary
+    /// if there was one, and the learning rate used.
+    ///
+    /// ```no_run
+    /// # use trainbook::train::*;
+    /// # fn run(t: EpochSummary, v: EpochSummary, opt: Optimizer) {
+    /// let record = EpochRecord::from_summaries(3, &t, Some(&v), opt.lr());
+    /// # }
+    /// ```
+    pub fn from_summaries(epoch: u64, train: &EpochSummary, val: Option<&EpochSummary>, lr: f64) -> EpochRecord {
+        EpochRecord {
+            epoch,
+            train_loss: train.loss,
+            train_acc: train.accuracy,
+            val_loss: val.map(|v| v.loss),
+            val_acc: val.map(|v| v.accuracy),
+            lr,
+            world_size: train.data_wait_s.len().max(1),
+            seconds: train.seconds + val.map_or(0.0, |v| v.seconds),
+            img_per_s: train.img_per_s,
+            data_wait_s: train.data_wait_s.clone(),
+        }
+    }
 }
 
 /// Appends `record` to the JSON-lines file at `path` (created if missing).

@@ -11,6 +11,7 @@ mod multi_tensor;
 mod optim;
 mod precision;
 mod schedule;
+mod timing;
 
 pub use device_metrics::{host_reads, DeviceMetrics};
 pub use epoch::{evaluate, train_epoch, EpochOptions, EpochSummary, OnStep, SingleProcess, StepHooks, StepInfo};
@@ -21,3 +22,4 @@ pub use metrics::{ConfusionMatrix, RunningMetrics};
 pub use optim::{named_parameters, Kernels, Optimizer, OptimizerKind, OptimizerMeta};
 pub use precision::Precision;
 pub use schedule::{CosineAnnealingLR, Mode, ReduceLROnPlateau, StepLR};
+pub use timing::{data_wait_note, LOADER_BOUND_FRACTION};

@@ -1,6 +1,8 @@
 """Oracle for tests/amp.rs: mixed precision in PyTorch itself (the venv's torch), one thread.
 
-  amp.py bf16 DIR     The MNIST CNN (eval-mode forward, as tests/oracle/models.py's Net) and the
+  amp.py bf16 DIR [DEVICE] [DTYPE]
+                      (DEVICE cpu or cuda, default cpu; DTYPE bfloat16 or float32, default bfloat16)
+                      The MNIST CNN (eval-mode forward, as tests/oracle/models.py's Net) and the
                       course ResNet34 (train mode, 32x32 inputs) trained 3 SGD(momentum) steps each
                       with the forward pass and the loss under torch.autocast("cpu", bfloat16):
                       DIR/bf16.safetensors (init.*, x/y per model, per-step losses, final state)
@@ -25,6 +27,8 @@ spec.loader.exec_module(models)
 sys.argv = saved_argv
 
 cmd, d = sys.argv[1], sys.argv[2]
+device = sys.argv[3] if len(sys.argv) > 3 else "cpu"
+dtype = getattr(torch, sys.argv[4]) if len(sys.argv) > 4 else torch.bfloat16
 loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=0.1)
 
 if cmd == "bf16":
@@ -35,18 +39,19 @@ if cmd == "bf16":
         y = torch.randint(0, classes, (x.shape[0],))
         out.update({f"{name}.init.{k}": v.clone() for k, v in net.state_dict().items()})
         out[f"{name}.x"], out[f"{name}.y"] = x, y
+        net, x, y = net.to(device), x.to(device), y.to(device)
         net.train(train)
-        opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
+        opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9, foreach=True)
         losses = []
         for _ in range(3):
             opt.zero_grad()
-            with torch.autocast("cpu", dtype=torch.bfloat16):
+            with torch.autocast(device, dtype=dtype, enabled=dtype != torch.float32):
                 loss = loss_fn(net(x), y)
             loss.backward()
             opt.step()
             losses.append(loss.item())
         out[f"{name}.losses"] = torch.tensor(losses, dtype=torch.float64)
-        out.update({f"{name}.final.{k}": v.clone() for k, v in net.state_dict().items()})
+        out.update({f"{name}.final.{k}": v.detach().cpu().clone() for k, v in net.state_dict().items()})
     save_file({k: v.contiguous() for k, v in out.items()}, f"{d}/bf16.safetensors")
 elif cmd == "scaler":
     out = {}
