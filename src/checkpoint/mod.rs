@@ -237,9 +237,10 @@ impl Checkpointer {
             grad_scaler: state.grad_scaler,
             files: Default::default(),
         };
-        // A snapshot on the host: the background thread must not see later updates.
-        let host = |ts: Vec<(String, Tensor)>| -> Vec<(String, Tensor)> { ts.into_iter().map(|(n, t)| (n, if t.device() == Device::Cpu { t.copy() } else { t.to_device(Device::Cpu) })).collect() };
-        let (model, opt_tensors) = (host(state_dict(state.vs)), host(opt_tensors));
+        // A snapshot on the host: the background thread must not see later updates. The
+        // optimizer's export is already a copy; on the CPU only the model needs one.
+        let host = |ts: Vec<(String, Tensor)>, copy: bool| -> Vec<(String, Tensor)> { ts.into_iter().map(|(n, t)| (n, if t.device() != Device::Cpu { t.to_device(Device::Cpu) } else if copy { t.copy() } else { t })).collect() };
+        let (model, opt_tensors) = (host(state_dict(state.vs), true), host(opt_tensors, false));
         let (root, name, keep_last) = (self.root.clone(), name.to_string(), self.policy.keep_last);
         let write = move || -> Result<PathBuf> {
             let files: Vec<(&str, store::FileWriter)> = vec![
