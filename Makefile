@@ -1,7 +1,7 @@
 # trainbook's two commands (see README.md):
 #   make demo   set up if needed, then run the main job
 #   make test   set up if needed, then run every test (Rust tests, multi-rank tests, notebooks)
-.PHONY: setup demo test gpu-test
+.PHONY: setup demo test gpu-test torch-2.11-check
 SHELL := /bin/bash
 
 setup:
@@ -21,3 +21,9 @@ test: setup
 # and runs the suite without the cuda feature, so it always compiles).
 gpu-test: setup
 	cargo test --features cuda --test gpu -- --nocapture --test-threads=1
+
+# trainbook against a second PyTorch (2.11.0, the version GPU machines often carry, with tch
+# 0.24): builds it and runs the kernel-level tests against it. Heavy (~5 GB venv, a second
+# build), so not part of `make test`.
+torch-2.11-check:
+	TORCH=2.11.0 TCH=0.24 CUDA_TOOLKIT=13.0.2 bash scripts/check-torch-version.sh
