@@ -94,16 +94,21 @@ extern "C" {
     pub fn tb_work_free(w: *mut TbWork);
 }
 
-/// Turns the shim's error convention (NULL = success, else an owned message) into a `Result`.
-pub fn check(op: &str, err: *mut c_char) -> crate::Result<()> {
+/// The shim's error convention (NULL = success, else an owned message): the message, if any,
+/// freed here. Every C API of the shim (c10d and the optimizer/autocast kernels) uses it.
+pub(crate) fn take_message(err: *mut c_char) -> Option<String> {
     if err.is_null() {
-        return Ok(());
+        return None;
     }
     // SAFETY: a non-null return is a NUL-terminated string malloc'ed by the shim; we free it once.
-    let message = unsafe {
+    Some(unsafe {
         let text = std::ffi::CStr::from_ptr(err).to_string_lossy().into_owned();
         tb_string_free(err);
         text
-    };
-    Err(crate::Error::Dist { op: op.to_string(), message })
+    })
+}
+
+/// Turns the shim's error convention into a `Result` for a c10d operation.
+pub fn check(op: &str, err: *mut c_char) -> crate::Result<()> {
+    take_message(err).map_or(Ok(()), |message| Err(crate::Error::Dist { op: op.to_string(), message }))
 }

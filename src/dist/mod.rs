@@ -21,6 +21,7 @@ pub use init::{Dist, DistOptions};
 pub use process_group::{Backend, ProcessGroup, Work};
 pub use reducer::CommHook;
 pub use store::Store;
+pub(crate) use ffi::take_message as take_shim_message;
 
 use crate::Result;
 

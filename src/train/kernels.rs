@@ -9,7 +9,6 @@ use tch::{Kind, Tensor};
 use crate::{Error, Result};
 
 extern "C" {
-    fn tb_string_free(s: *mut c_char);
     fn tb_fused_adam(
         params: *const *const c_void,
         grads: *const *const c_void,
@@ -43,16 +42,7 @@ extern "C" {
 }
 
 fn check(op: &str, err: *mut c_char) -> Result<()> {
-    if err.is_null() {
-        return Ok(());
-    }
-    // SAFETY: a non-null return is a NUL-terminated string malloc'ed by the shim, freed once here.
-    let message = unsafe {
-        let text = std::ffi::CStr::from_ptr(err).to_string_lossy().into_owned();
-        tb_string_free(err);
-        text
-    };
-    Err(Error::Kernel { op: op.to_string(), message })
+    crate::dist::take_shim_message(err).map_or(Ok(()), |message| Err(Error::Kernel { op: op.to_string(), message }))
 }
 
 fn ptrs(tensors: &[&Tensor]) -> Vec<*const c_void> {
