@@ -24,7 +24,8 @@ fn main() {
     // Resolve links (.venv/libtorch -> site-packages/torch) so that siblings such as
     // site-packages/nvidia are found.
     let real_lib_dir = std::fs::canonicalize(&lib_dir).unwrap_or_else(|_| lib_dir.clone());
-    let torch_root = real_lib_dir.parent().map(Path::to_path_buf).unwrap_or_else(|| real_lib_dir.clone());
+    let torch_root =
+        real_lib_dir.parent().map(Path::to_path_buf).unwrap_or_else(|| real_lib_dir.clone());
     let include = torch_root.join("include");
     if !include.join("torch/csrc/distributed/c10d/ProcessGroupGloo.hpp").exists() {
         fail(&format!(
@@ -32,7 +33,8 @@ fn main() {
             torch_root.display()
         ));
     }
-    let gloo_include = env::var("GLOO_INCLUDE_DIR").map(PathBuf::from).unwrap_or_else(|_| "/usr/include".into());
+    let gloo_include =
+        env::var("GLOO_INCLUDE_DIR").map(PathBuf::from).unwrap_or_else(|_| "/usr/include".into());
     if !gloo_include.join("gloo/config.h").exists() {
         fail(&format!(
             "Gloo headers not found under {} (install Debian's libgloo-dev; `make setup` does it)",

@@ -21,13 +21,16 @@ const STEPS: usize = 6;
 fn rank_main() -> anyhow::Result<()> {
     let dist = Dist::init()?;
     let world = dist.world_size();
-    tch::set_num_threads(std::env::var("TB_THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or(1));
+    tch::set_num_threads(
+        std::env::var("TB_THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or(1),
+    );
     tch::manual_seed(0);
     let vs = VarStore::new(Device::Cpu);
     let net = resnet34(&vs.root(), 3, HeadKind::Linear);
     let ddp = Ddp::wrap(&vs, &dist)?;
     let mut opt = Optimizer::adam(&vs, 1e-4);
-    let accumulate: i64 = std::env::var("TB_ACCUMULATE").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
+    let accumulate: i64 =
+        std::env::var("TB_ACCUMULATE").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
     let micro = 16 / world as i64 / accumulate;
     let x = Tensor::randn([micro, 3, 224, 224], (Kind::Float, Device::Cpu));
     let y = Tensor::randint(3, [micro], (Kind::Int64, Device::Cpu));
@@ -40,7 +43,11 @@ fn rank_main() -> anyhow::Result<()> {
                 let loss = loss_fn.mean(&net.forward_t(&x, true), &y) / accumulate as f64;
                 ddp.backward(&loss)
             };
-            if i + 1 < accumulate { ddp.no_sync(micro_step)? } else { micro_step()? }
+            if i + 1 < accumulate {
+                ddp.no_sync(micro_step)?
+            } else {
+                micro_step()?
+            }
         }
         opt.step()?;
         Ok(())
@@ -55,15 +62,25 @@ fn rank_main() -> anyhow::Result<()> {
     }
     dist.barrier()?;
     let rate = (16 * STEPS) as f64 / start.elapsed().as_secs_f64();
-    dist.println(serde_json::json!({"world": world, "threads": tch::get_num_threads(), "img_per_s": rate}));
+    dist.println(
+        serde_json::json!({"world": world, "threads": tch::get_num_threads(), "img_per_s": rate}),
+    );
     dist.destroy()?;
     Ok(())
 }
 
 fn last_json(out: &std::process::Output) -> anyhow::Result<serde_json::Value> {
     let text = String::from_utf8_lossy(&out.stdout);
-    anyhow::ensure!(out.status.success(), "run failed:\n{text}\n{}", String::from_utf8_lossy(&out.stderr));
-    let line = text.lines().rev().find(|l| l.starts_with('{')).ok_or_else(|| anyhow::anyhow!("no result in:\n{text}"))?;
+    anyhow::ensure!(
+        out.status.success(),
+        "run failed:\n{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .ok_or_else(|| anyhow::anyhow!("no result in:\n{text}"))?;
     Ok(serde_json::from_str(line)?)
 }
 
@@ -95,10 +112,19 @@ fn main() -> anyhow::Result<()> {
     // One rank x 1 thread with 2 micro-batches of 8: the same per-rank work as a step at world 2,
     // without any exchange.
     let (tb1a, pt1a) = (run(1, 1, 2, false)?, run(1, 1, 2, true)?);
-    println!("ResNet34, global batch 16, 224px, Adam, Gloo ({} cores)", std::thread::available_parallelism()?.get());
-    println!("2 ranks x 1 thread: trainbook {tb2:.2} img/s, pytorch DDP {pt2:.2} img/s, ratio {:.2}x", tb2 / pt2);
+    println!(
+        "ResNet34, global batch 16, 224px, Adam, Gloo ({} cores)",
+        std::thread::available_parallelism()?.get()
+    );
+    println!(
+        "2 ranks x 1 thread: trainbook {tb2:.2} img/s, pytorch DDP {pt2:.2} img/s, ratio {:.2}x",
+        tb2 / pt2
+    );
     println!("2 ranks x 1 thread, accumulate 2: trainbook {tba:.2} img/s, pytorch DDP {pta:.2} img/s, ratio {:.2}x", tba / pta);
-    println!("1 rank x 2 threads: trainbook {tb1:.2} img/s, pytorch {pt1:.2} img/s, ratio {:.2}x", tb1 / pt1);
+    println!(
+        "1 rank x 2 threads: trainbook {tb1:.2} img/s, pytorch {pt1:.2} img/s, ratio {:.2}x",
+        tb1 / pt1
+    );
     println!("world 2 vs world 1: trainbook {:.2}x, pytorch {:.2}x", tb2 / tb1, pt2 / pt1);
     // A step at world 2 (16 images over 2 ranks: 8 per rank) vs the time one rank alone needs
     // for 8 images (half of its 2-micro-batch step of 16).
@@ -116,6 +142,9 @@ fn main() -> anyhow::Result<()> {
         "exchange_overhead": {"trainbook": tb_step2 / tb_step1 - 1.0, "pytorch": pt_step2 / pt_step1 - 1.0},
     });
     std::fs::create_dir_all(format!("{root}/target/bench"))?;
-    std::fs::write(format!("{root}/target/bench/ddp.json"), serde_json::to_string_pretty(&report)?)?;
+    std::fs::write(
+        format!("{root}/target/bench/ddp.json"),
+        serde_json::to_string_pretty(&report)?,
+    )?;
     Ok(())
 }

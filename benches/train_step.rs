@@ -27,10 +27,19 @@ fn opts_precision(precision: Precision) -> EpochOptions<'static> {
 
 fn main() -> anyhow::Result<()> {
     let root = env!("CARGO_MANIFEST_DIR");
-    let python = PathBuf::from(std::env::var("TRAINBOOK_VENV").unwrap_or_else(|_| format!("{root}/.venv"))).join("bin/python");
+    let python =
+        PathBuf::from(std::env::var("TRAINBOOK_VENV").unwrap_or_else(|_| format!("{root}/.venv")))
+            .join("bin/python");
     let mnist_dir = PathBuf::from(root).join("data/mnist");
     if !mnist_dir.join("train-labels-idx1-ubyte").exists() {
-        anyhow::ensure!(Command::new("python3").arg(format!("{root}/data-scripts/mnist.py")).arg(&mnist_dir).status()?.success(), "could not build MNIST");
+        anyhow::ensure!(
+            Command::new("python3")
+                .arg(format!("{root}/data-scripts/mnist.py"))
+                .arg(&mnist_dir)
+                .status()?
+                .success(),
+            "could not build MNIST"
+        );
     }
     tch::manual_seed(0);
     let opts = EpochOptions::on(Device::Cpu).quiet();
@@ -42,7 +51,11 @@ fn main() -> anyhow::Result<()> {
     let loss_fn = CrossEntropyLoss::new().label_smoothing(0.1);
     let make = |batches: usize| -> anyhow::Result<DataLoader<TensorDataset>> {
         let n = 16 * batches as i64;
-        let ds = TensorDataset::new(&Tensor::randn([n, 3, 224, 224], (Kind::Float, Device::Cpu)), &Tensor::randint(3, [n], (Kind::Int64, Device::Cpu)), vec!["C0".into(), "C2".into(), "C4".into()])?;
+        let ds = TensorDataset::new(
+            &Tensor::randn([n, 3, 224, 224], (Kind::Float, Device::Cpu)),
+            &Tensor::randint(3, [n], (Kind::Int64, Device::Cpu)),
+            vec!["C0".into(), "C2".into(), "C4".into()],
+        )?;
         Ok(DataLoader::new(ds, 16).num_workers(0))
     };
     train_epoch(&net, &mut make(2)?, &mut opt, &loss_fn, &opts)?;
@@ -58,7 +71,8 @@ fn main() -> anyhow::Result<()> {
     let resnet_bf16_rate = (16 * (STEPS / 2)) as f64 / start.elapsed().as_secs_f64();
 
     // MNIST: one epoch like PyTorch's example loop.
-    let train = Mnist::new(&mnist_dir, true)?.with_transform(compose![ToTensor, Normalize::new(&[0.1307], &[0.3081])]);
+    let train = Mnist::new(&mnist_dir, true)?
+        .with_transform(compose![ToTensor, Normalize::new(&[0.1307], &[0.3081])]);
     let samples = trainbook::data::Dataset::len(&train);
     let vs = VarStore::new(Device::Cpu);
     let net = MnistNet::new(&vs.root());
@@ -68,8 +82,16 @@ fn main() -> anyhow::Result<()> {
     train_epoch(&net, &mut loader, &mut opt, &CrossEntropyLoss::new(), &opts)?;
     let mnist_s = start.elapsed().as_secs_f64();
 
-    let out = Command::new(&python).arg(format!("{root}/benches/pytorch_train_step.py")).arg(&mnist_dir).arg(STEPS.to_string()).output()?;
-    anyhow::ensure!(out.status.success(), "PyTorch side failed: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(&python)
+        .arg(format!("{root}/benches/pytorch_train_step.py"))
+        .arg(&mnist_dir)
+        .arg(STEPS.to_string())
+        .output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "PyTorch side failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let torch: serde_json::Value = serde_json::from_slice(&out.stdout)?;
     let torch_rate = torch["resnet34_img_per_s"].as_f64().unwrap_or(f64::NAN);
     let torch_mnist = torch["mnist_epoch_s"].as_f64().unwrap_or(f64::NAN);
@@ -84,6 +106,9 @@ fn main() -> anyhow::Result<()> {
         "mnist_epoch": {"trainbook_s": mnist_s, "pytorch_s": torch_mnist, "speed_ratio": torch_mnist / mnist_s},
     });
     std::fs::create_dir_all(format!("{root}/target/bench"))?;
-    std::fs::write(format!("{root}/target/bench/train_step.json"), serde_json::to_string_pretty(&report)?)?;
+    std::fs::write(
+        format!("{root}/target/bench/train_step.json"),
+        serde_json::to_string_pretty(&report)?,
+    )?;
     Ok(())
 }

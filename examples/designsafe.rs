@@ -84,7 +84,6 @@ struct Args {
     channels_last: bool,
 }
 
-
 fn main() -> anyhow::Result<()> {
     let mut args = Args::parse();
     if args.small_data && args.data == PathBuf::from("data/designsafe/Dataset_2") {
@@ -96,20 +95,43 @@ fn main() -> anyhow::Result<()> {
     }
     dist.barrier()?;
     let s = args.image_size;
-    let train = ImageFolder::new(args.data.join("Train"))?.with_transform(compose![AutoAugment::imagenet(), Resize::new((s, s)), ToTensor]);
-    let val = ImageFolder::new(args.data.join("Validation"))?.with_transform(compose![Resize::new((s, s)), ToTensor]);
-    dist.println(format!("DesignSafe: {} train / {} validation images, classes {:?}, {}, device {:?}", train.len(), val.len(), train.classes(), dist.describe(), dist.device()));
-    let train_sampler = DistributedSampler::new(train.len(), dist.world_size(), dist.rank())?.seed(args.seed);
-    let val_sampler = DistributedSampler::new(val.len(), dist.world_size(), dist.rank())?.shuffle(false);
-    let mut train_loader = DataLoader::new(train, args.batch_size).sampler(train_sampler).seed(args.seed).num_workers(args.workers);
-    let mut val_loader = DataLoader::new(val, args.batch_size).sampler(val_sampler).num_workers(args.workers);
+    let train = ImageFolder::new(args.data.join("Train"))?.with_transform(compose![
+        AutoAugment::imagenet(),
+        Resize::new((s, s)),
+        ToTensor
+    ]);
+    let val = ImageFolder::new(args.data.join("Validation"))?
+        .with_transform(compose![Resize::new((s, s)), ToTensor]);
+    dist.println(format!(
+        "DesignSafe: {} train / {} validation images, classes {:?}, {}, device {:?}",
+        train.len(),
+        val.len(),
+        train.classes(),
+        dist.describe(),
+        dist.device()
+    ));
+    let train_sampler =
+        DistributedSampler::new(train.len(), dist.world_size(), dist.rank())?.seed(args.seed);
+    let val_sampler =
+        DistributedSampler::new(val.len(), dist.world_size(), dist.rank())?.shuffle(false);
+    let mut train_loader = DataLoader::new(train, args.batch_size)
+        .sampler(train_sampler)
+        .seed(args.seed)
+        .num_workers(args.workers);
+    let mut val_loader =
+        DataLoader::new(val, args.batch_size).sampler(val_sampler).num_workers(args.workers);
 
     tch::manual_seed(args.seed as i64);
     let mut vs = VarStore::new(dist.device());
     let net = resnet34_classifier(&vs.root(), 3);
     if let Some(w) = &args.weights {
         let report = load_safetensors(&mut vs, w, false)?;
-        dist.println(format!("loaded {} tensors from {}; new head: {:?}", report.loaded.len(), w.display(), report.missing));
+        dist.println(format!(
+            "loaded {} tensors from {}; new head: {:?}",
+            report.loaded.len(),
+            w.display(),
+            report.missing
+        ));
     }
     freeze_backbone(&vs, args.freeze);
     let mut opt = Optimizer::adam(&vs, args.lr);
@@ -117,7 +139,12 @@ fn main() -> anyhow::Result<()> {
     let cfg = FitConfig {
         epochs: args.epochs,
         out: args.out.clone(),
-        policy: Policy { every_epochs: (args.save_every > 0).then_some(args.save_every), every_steps: args.save_every_steps, keep_last: args.keep_last, best: Some(Mode::Max) },
+        policy: Policy {
+            every_epochs: (args.save_every > 0).then_some(args.save_every),
+            every_steps: args.save_every_steps,
+            keep_last: args.keep_last,
+            best: Some(Mode::Max),
+        },
         resume: !args.no_resume,
         plateau: Some(ReduceLROnPlateau::new(Mode::Min).factor(0.1).patience(5).min_lr(1e-8)),
         seed: args.seed,
@@ -125,14 +152,23 @@ fn main() -> anyhow::Result<()> {
             "label_smoothing": args.label_smoothing, "image_size": s, "freeze": args.freeze, "weights": args.weights}),
         progress: true,
         accumulate: args.accumulate,
-        ddp: DdpOptions { find_unused_parameters: args.find_unused_parameters, ..Default::default() },
+        ddp: DdpOptions {
+            find_unused_parameters: args.find_unused_parameters,
+            ..Default::default()
+        },
         precision: args.precision,
         channels_last: args.channels_last,
     };
-    let report = fit(&dist, &mut vs, &net, &mut opt, &loss, &mut train_loader, &mut val_loader, cfg)?;
+    let report =
+        fit(&dist, &mut vs, &net, &mut opt, &loss, &mut train_loader, &mut val_loader, cfg)?;
     if let (Some(best), Some(cm)) = (report.best_val_acc, &report.confusion) {
-        let per_class: Vec<String> = cm.per_class_accuracy().iter().map(|a| format!("{:.1}%", a * 100.0)).collect();
-        dist.println(format!("best validation accuracy {:.2}%; last epoch per class (C0, C2, C4): {}", best * 100.0, per_class.join(", ")));
+        let per_class: Vec<String> =
+            cm.per_class_accuracy().iter().map(|a| format!("{:.1}%", a * 100.0)).collect();
+        dist.println(format!(
+            "best validation accuracy {:.2}%; last epoch per class (C0, C2, C4): {}",
+            best * 100.0,
+            per_class.join(", ")
+        ));
     }
     dist.destroy()?;
     Ok(())

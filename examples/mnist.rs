@@ -71,7 +71,6 @@ struct Args {
     channels_last: bool,
 }
 
-
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     // 1. Join the process group the launcher describes (a world of one without a launcher).
@@ -83,12 +82,24 @@ fn main() -> anyhow::Result<()> {
     let transform = || compose![ToTensor, Normalize::new(&[0.1307], &[0.3081])];
     let train = Mnist::new(&args.data, true)?.with_transform(transform());
     let test = Mnist::new(&args.data, false)?.with_transform(transform());
-    dist.println(format!("MNIST: {} training / {} test images, {}, device {:?}", train.len(), test.len(), dist.describe(), dist.device()));
+    dist.println(format!(
+        "MNIST: {} training / {} test images, {}, device {:?}",
+        train.len(),
+        test.len(),
+        dist.describe(),
+        dist.device()
+    ));
     // 2. Each rank sees its own share of every epoch.
-    let train_sampler = DistributedSampler::new(train.len(), dist.world_size(), dist.rank())?.seed(args.seed);
-    let test_sampler = DistributedSampler::new(test.len(), dist.world_size(), dist.rank())?.shuffle(false);
-    let mut train_loader = DataLoader::new(train, args.batch_size).sampler(train_sampler).seed(args.seed).num_workers(args.workers);
-    let mut test_loader = DataLoader::new(test, 1000).sampler(test_sampler).num_workers(args.workers);
+    let train_sampler =
+        DistributedSampler::new(train.len(), dist.world_size(), dist.rank())?.seed(args.seed);
+    let test_sampler =
+        DistributedSampler::new(test.len(), dist.world_size(), dist.rank())?.shuffle(false);
+    let mut train_loader = DataLoader::new(train, args.batch_size)
+        .sampler(train_sampler)
+        .seed(args.seed)
+        .num_workers(args.workers);
+    let mut test_loader =
+        DataLoader::new(test, 1000).sampler(test_sampler).num_workers(args.workers);
 
     // 3. The model (fit wraps it for data parallelism: rank 0's weights go to every rank).
     tch::manual_seed(args.seed as i64);
@@ -101,19 +112,39 @@ fn main() -> anyhow::Result<()> {
     let cfg = FitConfig {
         epochs: args.epochs,
         out: args.out.clone(),
-        policy: Policy { every_epochs: (args.save_every > 0).then_some(args.save_every), every_steps: args.save_every_steps, keep_last: args.keep_last, best: Some(Mode::Max) },
+        policy: Policy {
+            every_epochs: (args.save_every > 0).then_some(args.save_every),
+            every_steps: args.save_every_steps,
+            keep_last: args.keep_last,
+            best: Some(Mode::Max),
+        },
         resume: !args.no_resume,
         plateau: None,
         seed: args.seed,
         config: serde_json::json!({"example": "mnist", "epochs": args.epochs, "batch_size": args.batch_size, "lr": args.lr, "seed": args.seed}),
         progress: true,
         accumulate: args.accumulate,
-        ddp: DdpOptions { find_unused_parameters: args.find_unused_parameters, ..Default::default() },
+        ddp: DdpOptions {
+            find_unused_parameters: args.find_unused_parameters,
+            ..Default::default()
+        },
         precision: args.precision,
         channels_last: args.channels_last,
     };
-    fit(&dist, &mut vs, &net, &mut opt, &CrossEntropyLoss::new(), &mut train_loader, &mut test_loader, cfg)?;
-    dist.println(format!("wrote {}/{{metrics.jsonl, curves.png, confusion.png, model.safetensors, checkpoints/}}", args.out.display()));
+    fit(
+        &dist,
+        &mut vs,
+        &net,
+        &mut opt,
+        &CrossEntropyLoss::new(),
+        &mut train_loader,
+        &mut test_loader,
+        cfg,
+    )?;
+    dist.println(format!(
+        "wrote {}/{{metrics.jsonl, curves.png, confusion.png, model.safetensors, checkpoints/}}",
+        args.out.display()
+    ));
     // 5. Leave the group cleanly.
     dist.destroy()?;
     Ok(())

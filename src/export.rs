@@ -29,23 +29,35 @@ fn cell_source(cell: &serde_json::Value) -> String {
 fn absolutize_path(spec: &str, notebook_dir: &Path) -> String {
     let Some(start) = spec.find("path") else { return spec.to_string() };
     let rest = &spec[start..];
-    let (Some(q1), Some(len)) = (rest.find('"'), rest.find('"').and_then(|q| rest[q + 1..].find('"'))) else { return spec.to_string() };
+    let (Some(q1), Some(len)) =
+        (rest.find('"'), rest.find('"').and_then(|q| rest[q + 1..].find('"')))
+    else {
+        return spec.to_string();
+    };
     let rel = &rest[q1 + 1..q1 + 1 + len];
-    let abs = std::fs::canonicalize(notebook_dir.join(rel)).unwrap_or_else(|_| notebook_dir.join(rel));
+    let abs =
+        std::fs::canonicalize(notebook_dir.join(rel)).unwrap_or_else(|_| notebook_dir.join(rel));
     format!("{}{}\"{}\"{}", &spec[..start], &rest[..q1], abs.display(), &rest[q1 + 2 + len..])
 }
 
 /// Translates the notebook at `path` (an .ipynb file).
 pub fn export_notebook(path: &Path) -> Result<ExportedProject> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-    let nb: serde_json::Value = serde_json::from_str(&text).map_err(|e| Error::InvalidArgument(format!("{}: not a notebook: {e}", path.display())))?;
+    let nb: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| Error::InvalidArgument(format!("{}: not a notebook: {e}", path.display())))?;
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("notebook");
-    let name: String = stem.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' }).collect();
-    let name = if name.starts_with(|c: char| c.is_ascii_digit()) { format!("nb-{name}") } else { name };
+    let name: String = stem
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' })
+        .collect();
+    let name =
+        if name.starts_with(|c: char| c.is_ascii_digit()) { format!("nb-{name}") } else { name };
     let mut project = ExportedProject { name, ..Default::default() };
     let (mut items, mut stmts): (Vec<syn::Item>, Vec<syn::Stmt>) = (Vec::new(), Vec::new());
-    let cells = nb["cells"].as_array().ok_or_else(|| Error::InvalidArgument(format!("{}: no cells", path.display())))?;
+    let cells = nb["cells"]
+        .as_array()
+        .ok_or_else(|| Error::InvalidArgument(format!("{}: no cells", path.display())))?;
     for (index, cell) in cells.iter().enumerate().filter(|(_, c)| c["cell_type"] == "code") {
         let source = cell_source(cell);
         if source.trim_start().starts_with("// notebook-only") {
@@ -67,7 +79,9 @@ pub fn export_notebook(path: &Path) -> Result<ExportedProject> {
         if code.trim().is_empty() {
             continue;
         }
-        let block: syn::Block = syn::parse_str(&format!("{{\n{code}\n}}")).map_err(|e| Error::InvalidArgument(format!("{}: cell {index} does not parse: {e}", path.display())))?;
+        let block: syn::Block = syn::parse_str(&format!("{{\n{code}\n}}")).map_err(|e| {
+            Error::InvalidArgument(format!("{}: cell {index} does not parse: {e}", path.display()))
+        })?;
         let count = block.stmts.len();
         for (k, stmt) in block.stmts.into_iter().enumerate() {
             match stmt {
@@ -83,7 +97,10 @@ pub fn export_notebook(path: &Path) -> Result<ExportedProject> {
     let main: syn::ItemFn = syn::parse_quote!(fn main() { #(#stmts)* });
     items.push(syn::Item::Fn(main));
     let file = syn::File { shebang: None, attrs: vec![], items };
-    let header = format!("// Exported from {} by trainbook-export.\n", path.file_name().and_then(|s| s.to_str()).unwrap_or("a notebook"));
+    let header = format!(
+        "// Exported from {} by trainbook-export.\n",
+        path.file_name().and_then(|s| s.to_str()).unwrap_or("a notebook")
+    );
     let notes: String = project.notes.iter().map(|n| format!("// {n}\n")).collect();
     project.main_rs = format!("{header}{notes}{}", prettyplease::unparse(&file));
     Ok(project)
@@ -91,7 +108,11 @@ pub fn export_notebook(path: &Path) -> Result<ExportedProject> {
 
 /// Writes the project to `out` (Cargo.toml, src/main.rs; `lock`, if given, as Cargo.lock so
 /// that the same dependency versions are used). Returns the manifest path.
-pub fn write_project(project: &ExportedProject, out: &Path, lock: Option<&Path>) -> Result<PathBuf> {
+pub fn write_project(
+    project: &ExportedProject,
+    out: &Path,
+    lock: Option<&Path>,
+) -> Result<PathBuf> {
     std::fs::create_dir_all(out.join("src")).map_err(|e| Error::io(out, e))?;
     let deps: String = project.dependencies.iter().map(|d| format!("{d}\n")).collect();
     let manifest = format!(

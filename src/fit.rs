@@ -12,7 +12,11 @@ use crate::data::{DataLoader, Dataset};
 use crate::dist::{Ddp, DdpOptions, Dist};
 use crate::models::{save_safetensors, to_channels_last};
 use crate::notebook::{confusion_matrix_plot, loss_accuracy_curves};
-use crate::train::{append_record, data_wait_note, evaluate, read_records, train_epoch, ConfusionMatrix, CrossEntropyLoss, EpochOptions, EpochRecord, GradScaler, Optimizer, Precision, ReduceLROnPlateau, RunningMetrics, StepInfo};
+use crate::train::{
+    append_record, data_wait_note, evaluate, read_records, train_epoch, ConfusionMatrix,
+    CrossEntropyLoss, EpochOptions, EpochRecord, GradScaler, Optimizer, Precision,
+    ReduceLROnPlateau, RunningMetrics, StepInfo,
+};
 use crate::Result;
 
 /// What [`fit`] does besides training.
@@ -75,7 +79,16 @@ pub struct FitReport {
 }
 
 #[allow(clippy::too_many_arguments)]
-pub fn fit<A: Dataset + 'static, B: Dataset + 'static>(dist: &Dist, vs: &mut VarStore, net: &dyn ModuleT, opt: &mut Optimizer, loss_fn: &CrossEntropyLoss, train: &mut DataLoader<A>, val: &mut DataLoader<B>, cfg: FitConfig) -> Result<FitReport> {
+pub fn fit<A: Dataset + 'static, B: Dataset + 'static>(
+    dist: &Dist,
+    vs: &mut VarStore,
+    net: &dyn ModuleT,
+    opt: &mut Optimizer,
+    loss_fn: &CrossEntropyLoss,
+    train: &mut DataLoader<A>,
+    val: &mut DataLoader<B>,
+    cfg: FitConfig,
+) -> Result<FitReport> {
     if cfg.channels_last {
         to_channels_last(vs);
     }
@@ -83,25 +96,41 @@ pub fn fit<A: Dataset + 'static, B: Dataset + 'static>(dist: &Dist, vs: &mut Var
     let log = cfg.out.join("metrics.jsonl");
     let mut plateau = cfg.plateau.clone();
     // Checkpoints are written in the background: a save costs the step a copy to host memory.
-    let mut ckpt = Checkpointer::new(cfg.out.join("checkpoints"), cfg.policy.clone()).background(true);
-    let (mut start_epoch, mut skip, mut start_metrics, mut resumed_from) = (0, 0, RunningMetrics::default(), None);
+    let mut ckpt =
+        Checkpointer::new(cfg.out.join("checkpoints"), cfg.policy.clone()).background(true);
+    let (mut start_epoch, mut skip, mut start_metrics, mut resumed_from) =
+        (0, 0, RunningMetrics::default(), None);
     // float16 needs loss scaling; bfloat16 has float32's range and does not.
-    let scaler = (cfg.precision == Precision::F16).then(|| RefCell::new(GradScaler::new(dist.device())));
+    let scaler =
+        (cfg.precision == Precision::F16).then(|| RefCell::new(GradScaler::new(dist.device())));
     let mut history = Vec::new();
     if cfg.resume {
         if let Some(c) = ckpt.latest(dist)? {
             let at = ckpt.restore(&c, dist, vs, opt)?;
-            dist.println(format!("resuming from {} (epoch {}, {} batches done, step {})", at.dir.display(), at.epoch + 1, at.batches_done, at.global_step));
+            dist.println(format!(
+                "resuming from {} (epoch {}, {} batches done, step {})",
+                at.dir.display(),
+                at.epoch + 1,
+                at.batches_done,
+                at.global_step
+            ));
             if let (Some(p), false) = (&mut plateau, at.scheduler.is_null()) {
-                *p = serde_json::from_value(at.scheduler.clone()).map_err(|e| crate::Error::Checkpoint(format!("scheduler state in {}: {e}", at.dir.display())))?;
+                *p = serde_json::from_value(at.scheduler.clone()).map_err(|e| {
+                    crate::Error::Checkpoint(format!(
+                        "scheduler state in {}: {e}",
+                        at.dir.display()
+                    ))
+                })?;
             }
-            (start_epoch, skip, start_metrics) = (at.epoch, at.batches_done as usize, at.epoch_metrics);
+            (start_epoch, skip, start_metrics) =
+                (at.epoch, at.batches_done as usize, at.epoch_metrics);
             if let (Some(s), Some(state)) = (&scaler, &at.grad_scaler) {
                 s.borrow_mut().load_state(state);
             }
             resumed_from = Some((at.dir.clone(), at.epoch, at.batches_done));
             if log.exists() {
-                history = read_records(&log)?.into_iter().filter(|r| r.epoch < start_epoch).collect();
+                history =
+                    read_records(&log)?.into_iter().filter(|r| r.epoch < start_epoch).collect();
             }
         }
     }
@@ -113,14 +142,21 @@ pub fn fit<A: Dataset + 'static, B: Dataset + 'static>(dist: &Dist, vs: &mut Var
             cfg.out.display(),
             cfg.epochs
         ));
-        return Ok(FitReport { history, confusion: None, best_val_acc: ckpt.best_metric(), resumed_from });
+        return Ok(FitReport {
+            history,
+            confusion: None,
+            best_val_acc: ckpt.best_metric(),
+            resumed_from,
+        });
     }
     if dist.is_main() {
         std::fs::create_dir_all(&cfg.out).map_err(|e| crate::Error::io(&cfg.out, e))?;
         let _ = std::fs::remove_file(&log);
         history.iter().try_for_each(|r| append_record(&log, r))?;
     }
-    let scheduler_json = |p: &Option<ReduceLROnPlateau>| p.as_ref().map_or(serde_json::Value::Null, |p| serde_json::to_value(p).unwrap_or_default());
+    let scheduler_json = |p: &Option<ReduceLROnPlateau>| {
+        p.as_ref().map_or(serde_json::Value::Null, |p| serde_json::to_value(p).unwrap_or_default())
+    };
     let ckpt = RefCell::new(ckpt);
     let scaler_state = || scaler.as_ref().map(|s| s.borrow().state());
     let mut confusion = None;
@@ -129,10 +165,24 @@ pub fn fit<A: Dataset + 'static, B: Dataset + 'static>(dist: &Dist, vs: &mut Var
         train.skip_batches(std::mem::take(&mut skip));
         let sched = scheduler_json(&plateau);
         let on_step = |info: &StepInfo| -> Result<()> {
-            let state = || TrainState { vs, optimizer: info.optimizer, scheduler: sched.clone(), epoch, batches_done: info.batches_done as u64, epoch_metrics: info.metrics(), seed: cfg.seed, config: cfg.config.clone(), grad_scaler: scaler_state() };
+            let state = || TrainState {
+                vs,
+                optimizer: info.optimizer,
+                scheduler: sched.clone(),
+                epoch,
+                batches_done: info.batches_done as u64,
+                epoch_metrics: info.metrics(),
+                seed: cfg.seed,
+                config: cfg.config.clone(),
+                grad_scaler: scaler_state(),
+            };
             ckpt.borrow_mut().after_step(dist, state).map(|_| ())
         };
-        let mut opts = EpochOptions::on(dist.device()).hooks(&ddp).on_step(&on_step).start_metrics(std::mem::take(&mut start_metrics)).accumulate(cfg.accumulate);
+        let mut opts = EpochOptions::on(dist.device())
+            .hooks(&ddp)
+            .on_step(&on_step)
+            .start_metrics(std::mem::take(&mut start_metrics))
+            .accumulate(cfg.accumulate);
         opts.progress = cfg.progress;
         opts = opts.precision(cfg.precision).channels_last(cfg.channels_last);
         if let Some(s) = &scaler {
@@ -152,7 +202,17 @@ pub fn fit<A: Dataset + 'static, B: Dataset + 'static>(dist: &Dist, vs: &mut Var
         }
         history.push(record);
         confusion = v.confusion;
-        let state = TrainState { vs, optimizer: opt, scheduler: scheduler_json(&plateau), epoch: epoch + 1, batches_done: 0, epoch_metrics: RunningMetrics::default(), seed: cfg.seed, config: cfg.config.clone(), grad_scaler: scaler_state() };
+        let state = TrainState {
+            vs,
+            optimizer: opt,
+            scheduler: scheduler_json(&plateau),
+            epoch: epoch + 1,
+            batches_done: 0,
+            epoch_metrics: RunningMetrics::default(),
+            seed: cfg.seed,
+            config: cfg.config.clone(),
+            grad_scaler: scaler_state(),
+        };
         ckpt.borrow_mut().after_epoch(dist, &state, epoch, Some(v.accuracy))?;
     }
     // The last checkpoint is complete (or its error reported) before the run says it is done.
@@ -160,7 +220,8 @@ pub fn fit<A: Dataset + 'static, B: Dataset + 'static>(dist: &Dist, vs: &mut Var
     if dist.is_main() && !history.is_empty() {
         loss_accuracy_curves(&history)?.save(cfg.out.join("curves.png"))?;
         if let Some(cm) = &confusion {
-            confusion_matrix_plot(cm, &val.dataset().classes())?.save(cfg.out.join("confusion.png"))?;
+            confusion_matrix_plot(cm, &val.dataset().classes())?
+                .save(cfg.out.join("confusion.png"))?;
         }
         save_safetensors(vs, &cfg.out.join("model.safetensors"))?;
     }

@@ -12,10 +12,17 @@ use tch::nn::{ModuleT, VarStore};
 use tch::{Device, Kind, Tensor};
 use trainbook::data::{DataLoader, TensorDataset};
 use trainbook::models::{load_state_dict, resnet34_classifier, MnistNet};
-use trainbook::train::{train_epoch, CrossEntropyLoss, EpochOptions, GradScaler, GradScalerConfig, Kernels, Optimizer, Precision};
+use trainbook::train::{
+    train_epoch, CrossEntropyLoss, EpochOptions, GradScaler, GradScalerConfig, Kernels, Optimizer,
+    Precision,
+};
 
 fn oracle(cmd: &str, dir: &std::path::Path) -> Vec<(String, Tensor)> {
-    let out = Command::new(common::venv_bin("python")).arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/oracle/amp.py")).args([cmd, dir.to_str().unwrap()]).output().unwrap();
+    let out = Command::new(common::venv_bin("python"))
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/oracle/amp.py"))
+        .args([cmd, dir.to_str().unwrap()])
+        .output()
+        .unwrap();
     assert!(out.status.success(), "oracle {cmd}: {}", String::from_utf8_lossy(&out.stderr));
     Tensor::read_safetensors(dir.join(format!("{cmd}.safetensors"))).unwrap()
 }
@@ -25,7 +32,9 @@ fn get<'a>(ts: &'a [(String, Tensor)], name: &str) -> &'a Tensor {
 }
 
 fn with_prefix(ts: &[(String, Tensor)], prefix: &str) -> Vec<(String, Tensor)> {
-    ts.iter().filter_map(|(n, t)| n.strip_prefix(prefix).map(|k| (k.to_string(), t.shallow_clone()))).collect()
+    ts.iter()
+        .filter_map(|(n, t)| n.strip_prefix(prefix).map(|k| (k.to_string(), t.shallow_clone())))
+        .collect()
 }
 
 fn max_abs(a: &Tensor, b: &Tensor) -> f64 {
@@ -39,7 +48,11 @@ fn bf16_autocast_training_follows_torch_autocast() {
     let ts = oracle("bf16", &dir);
     for name in ["mnist", "resnet"] {
         let mut vs = VarStore::new(Device::Cpu);
-        let (net, train): (Box<dyn ModuleT>, bool) = if name == "mnist" { (Box::new(MnistNet::new(&vs.root())), false) } else { (Box::new(resnet34_classifier(&vs.root(), 3)), true) };
+        let (net, train): (Box<dyn ModuleT>, bool) = if name == "mnist" {
+            (Box::new(MnistNet::new(&vs.root())), false)
+        } else {
+            (Box::new(resnet34_classifier(&vs.root(), 3)), true)
+        };
         load_state_dict(&mut vs, &with_prefix(&ts, &format!("{name}.init.")), true).unwrap();
         let mut opt = Optimizer::sgd(&vs, 0.05, 0.9);
         let (x, y) = (get(&ts, &format!("{name}.x")), get(&ts, &format!("{name}.y")));
@@ -47,8 +60,14 @@ fn bf16_autocast_training_follows_torch_autocast() {
         let mut losses = Vec::new();
         for _ in 0..3 {
             opt.zero_grad();
-            let loss = Precision::Bf16.run(Device::Cpu, || loss_fn.mean(&net.forward_t(x, train), y)).unwrap();
-            assert_eq!(loss.kind(), Kind::Float, "cross-entropy runs in float32 under autocast, as in torch");
+            let loss = Precision::Bf16
+                .run(Device::Cpu, || loss_fn.mean(&net.forward_t(x, train), y))
+                .unwrap();
+            assert_eq!(
+                loss.kind(),
+                Kind::Float,
+                "cross-entropy runs in float32 under autocast, as in torch"
+            );
             loss.backward();
             opt.step().unwrap();
             losses.push(loss.double_value(&[]));
@@ -64,7 +83,10 @@ fn bf16_autocast_training_follows_torch_autocast() {
         }
         let (mut worst, mut worst_rel) = (0.0f64, 0.0f64);
         for (pname, p) in vs.variables() {
-            let (init, fin) = (get(&ts, &format!("{name}.init.{pname}")), get(&ts, &format!("{name}.final.{pname}")));
+            let (init, fin) = (
+                get(&ts, &format!("{name}.init.{pname}")),
+                get(&ts, &format!("{name}.final.{pname}")),
+            );
             if p.kind() != Kind::Float {
                 assert!(p.equal(fin), "{name} {pname}");
                 continue;
@@ -73,7 +95,10 @@ fn bf16_autocast_training_follows_torch_autocast() {
             let diff = max_abs(&p, fin);
             worst = worst.max(diff);
             worst_rel = worst_rel.max(diff / travelled.max(1e-12));
-            assert!(diff <= travelled / 256.0 + 1e-7, "{name} {pname}: {diff:e} from torch after travelling {travelled:e}");
+            assert!(
+                diff <= travelled / 256.0 + 1e-7,
+                "{name} {pname}: {diff:e} from torch after travelling {travelled:e}"
+            );
         }
         println!("{name}: losses {losses:?} vs torch {want:?}; weights max |diff| {worst:e} ({worst_rel:e} of the distance travelled)");
     }
@@ -90,9 +115,16 @@ fn grad_scaler_matches_torch_with_injected_infs() {
         let mut vs = VarStore::new(Device::Cpu);
         let net = MnistNet::new(&vs.root());
         load_state_dict(&mut vs, &with_prefix(&ts, "init."), true).unwrap();
-        let mut opt = if name == "sgd" { Optimizer::sgd(&vs, 0.05, 0.9).with_kernels(Kernels::PerTensor) } else { Optimizer::adam(&vs, 1e-3) };
+        let mut opt = if name == "sgd" {
+            Optimizer::sgd(&vs, 0.05, 0.9).with_kernels(Kernels::PerTensor)
+        } else {
+            Optimizer::adam(&vs, 1e-3)
+        };
         assert_eq!(opt.fuses_loss_scaling(), name == "adam");
-        let mut scaler = GradScaler::with_config(Device::Cpu, GradScalerConfig { init_scale: 1024.0, growth_interval: 3, ..Default::default() });
+        let mut scaler = GradScaler::with_config(
+            Device::Cpu,
+            GradScalerConfig { init_scale: 1024.0, growth_interval: 3, ..Default::default() },
+        );
         let fc2 = vs.variables()["fc2.weight"].shallow_clone();
         let (mut scales, mut changed) = (Vec::new(), Vec::new());
         for step in 0..8 {
@@ -131,7 +163,11 @@ fn train_epoch_runs_in_bf16_and_in_f16_with_a_grad_scaler() {
     tch::manual_seed(5);
     let x = Tensor::randn([32, 1, 28, 28], (Kind::Float, Device::Cpu));
     let y = Tensor::randint(10, [32], (Kind::Int64, Device::Cpu));
-    let mut data = DataLoader::new(TensorDataset::new(&x, &y, (0..10).map(|c| c.to_string()).collect()).unwrap(), 8).num_workers(0);
+    let mut data = DataLoader::new(
+        TensorDataset::new(&x, &y, (0..10).map(|c| c.to_string()).collect()).unwrap(),
+        8,
+    )
+    .num_workers(0);
     let loss_fn = CrossEntropyLoss::new();
     for precision in [Precision::Bf16, Precision::F16] {
         let vs = VarStore::new(Device::Cpu);

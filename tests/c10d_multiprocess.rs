@@ -13,7 +13,10 @@ const CHECK: &str = env!("CARGO_BIN_EXE_c10d-check");
 fn assert_rank_lines(stdout: &str, world: usize) {
     for rank in 0..world {
         let needle = format!("c10d-check rank {rank}/{world}");
-        let line = stdout.lines().find(|l| l.contains(&needle)).unwrap_or_else(|| panic!("no line for rank {rank} in:\n{stdout}"));
+        let line = stdout
+            .lines()
+            .find(|l| l.contains(&needle))
+            .unwrap_or_else(|| panic!("no line for rank {rank} in:\n{stdout}"));
         let sum = world * (world + 1) / 2;
         assert!(line.contains(&format!("allreduce sum={sum} ok")), "{line}");
         assert!(line.contains("broadcast ok, all_gather ok, barrier ok"), "{line}");
@@ -23,14 +26,19 @@ fn assert_rank_lines(stdout: &str, world: usize) {
 #[test]
 fn three_ranks_under_torchrun() {
     let out = run_with_deadline(
-        Command::new(venv_bin("torchrun")).args(["--standalone", "--nproc-per-node=3", "--no-python", CHECK]).env("OMP_NUM_THREADS", "1"),
+        Command::new(venv_bin("torchrun"))
+            .args(["--standalone", "--nproc-per-node=3", "--no-python", CHECK])
+            .env("OMP_NUM_THREADS", "1"),
         Duration::from_secs(180),
         "torchrun c10d-check",
     );
     assert!(out.status.success(), "torchrun failed\n{}", text(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_rank_lines(&stdout, 3);
-    assert!(stdout.contains("agent store true"), "torchrun --standalone hosts the store in its agent:\n{stdout}");
+    assert!(
+        stdout.contains("agent store true"),
+        "torchrun --standalone hosts the store in its agent:\n{stdout}"
+    );
 }
 
 fn spawn_rank(rank: usize, world: usize, port: u16, timeout_s: u64) -> std::process::Child {
@@ -84,17 +92,28 @@ fn a_missing_peer_is_an_error_within_the_timeout() {
     assert!(!out.status.success(), "rank 0 should fail without its peer\n{}", text(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("c10d-check: error:"), "{stderr}");
-    assert!(stderr.contains("TCPStore") || stderr.contains("process group"), "error should say what was awaited: {stderr}");
+    assert!(
+        stderr.contains("TCPStore") || stderr.contains("process group"),
+        "error should say what was awaited: {stderr}"
+    );
     assert!(elapsed < Duration::from_secs(45), "took {elapsed:?}");
 }
 
 #[test]
 fn a_bad_environment_is_reported() {
     let out = run_with_deadline(
-        Command::new(CHECK).env("RANK", "0").env("WORLD_SIZE", "2").env_remove("MASTER_ADDR").env("MASTER_PORT", "1"),
+        Command::new(CHECK)
+            .env("RANK", "0")
+            .env("WORLD_SIZE", "2")
+            .env_remove("MASTER_ADDR")
+            .env("MASTER_PORT", "1"),
         Duration::from_secs(30),
         "c10d-check without MASTER_ADDR",
     );
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("MASTER_ADDR is not set"), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("MASTER_ADDR is not set"),
+        "{}",
+        text(&out)
+    );
 }

@@ -22,7 +22,17 @@ fn tmp(name: &str) -> common::WorkDir {
 }
 
 fn state<'a>(vs: &'a VarStore, opt: &'a Optimizer, epoch: u64) -> TrainState<'a> {
-    TrainState { vs, optimizer: opt, scheduler: serde_json::json!({"kind": "none"}), epoch, batches_done: 0, epoch_metrics: RunningMetrics::default(), seed: 1, config: serde_json::json!({}), grad_scaler: None }
+    TrainState {
+        vs,
+        optimizer: opt,
+        scheduler: serde_json::json!({"kind": "none"}),
+        epoch,
+        batches_done: 0,
+        epoch_metrics: RunningMetrics::default(),
+        seed: 1,
+        config: serde_json::json!({}),
+        grad_scaler: None,
+    }
 }
 
 /// An MNIST model with one Adam step taken, so the optimizer has state.
@@ -31,7 +41,9 @@ fn trained() -> (VarStore, MnistNet, Optimizer) {
     let vs = VarStore::new(Device::Cpu);
     let net = MnistNet::new(&vs.root());
     let mut opt = Optimizer::adam(&vs, 1e-3);
-    let loss = net.forward_t(&Tensor::randn([2, 1, 28, 28], (Kind::Float, Device::Cpu)), false).sum(Kind::Float);
+    let loss = net
+        .forward_t(&Tensor::randn([2, 1, 28, 28], (Kind::Float, Device::Cpu)), false)
+        .sum(Kind::Float);
     opt.zero_grad();
     loss.backward();
     opt.step().unwrap();
@@ -41,7 +53,10 @@ fn trained() -> (VarStore, MnistNet, Optimizer) {
 fn save_steps(root: &Path, steps: u64) -> Checkpointer {
     let (vs, _net, opt) = trained();
     let dist = Dist::single(Device::Cpu);
-    let mut c = Checkpointer::new(root, Policy { every_epochs: None, every_steps: Some(1), keep_last: 5, best: None });
+    let mut c = Checkpointer::new(
+        root,
+        Policy { every_epochs: None, every_steps: Some(1), keep_last: 5, best: None },
+    );
     for e in 0..steps {
         c.after_step(&dist, || state(&vs, &opt, e)).unwrap();
     }
@@ -53,8 +68,16 @@ fn damaged_checkpoints_are_skipped_with_the_reason() {
     let root = tmp("damaged");
     let c = save_steps(&root, 5);
     let dist = Dist::single(Device::Cpu);
-    let names = |r: &trainbook::checkpoint::ScanReport| r.valid.iter().map(|c| c.dir.file_name().unwrap().to_string_lossy().into_owned()).collect::<Vec<_>>();
-    assert_eq!(names(&scan(&root, "step-").unwrap()), ["step-000000005", "step-000000004", "step-000000003", "step-000000002", "step-000000001"]);
+    let names = |r: &trainbook::checkpoint::ScanReport| {
+        r.valid
+            .iter()
+            .map(|c| c.dir.file_name().unwrap().to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        names(&scan(&root, "step-").unwrap()),
+        ["step-000000005", "step-000000004", "step-000000003", "step-000000002", "step-000000001"]
+    );
 
     // 5: truncated model file; 4: one flipped byte; 3: no manifest; 2: a newer format.
     let model5 = root.join("step-000000005").join(MODEL_FILE);
@@ -67,7 +90,9 @@ fn damaged_checkpoints_are_skipped_with_the_reason() {
     std::fs::write(&model4, bytes).unwrap();
     std::fs::remove_file(root.join("step-000000003/manifest.json")).unwrap();
     let m2 = root.join("step-000000002/manifest.json");
-    let text = std::fs::read_to_string(&m2).unwrap().replace("\"format_version\": 1", "\"format_version\": 7");
+    let text = std::fs::read_to_string(&m2)
+        .unwrap()
+        .replace("\"format_version\": 1", "\"format_version\": 7");
     std::fs::write(&m2, text).unwrap();
 
     let report = scan(&root, "step-").unwrap();
@@ -79,7 +104,10 @@ fn damaged_checkpoints_are_skipped_with_the_reason() {
     assert!(why[0].contains("format version 7 is newer"), "{}", why[0]);
     let latest = c.latest(&dist).unwrap().unwrap();
     assert!(latest.dir.ends_with("step-000000001"));
-    assert!(open_checkpoint(&root.join("step-000000002")).unwrap_err().to_string().contains("upgrade trainbook"));
+    assert!(open_checkpoint(&root.join("step-000000002"))
+        .unwrap_err()
+        .to_string()
+        .contains("upgrade trainbook"));
 
     // Resuming from it restores model and optimizer state exactly.
     let (vs, _net, opt) = trained();
@@ -104,37 +132,74 @@ fn a_different_model_is_refused_with_the_tensors() {
     let mut vs = VarStore::new(Device::Cpu);
     let _r = resnet34_classifier(&vs.root(), 3);
     let mut opt = Optimizer::adam(&vs, 1e-3);
-    let err = Checkpointer::new(&root, Policy::default()).restore(&latest, &Dist::single(Device::Cpu), &mut vs, &mut opt).unwrap_err().to_string();
-    assert!(err.contains("shape mismatch") && err.contains("conv1.weight: file [32, 1, 3, 3], model [64, 3, 7, 7]"), "{err}");
+    let err = Checkpointer::new(&root, Policy::default())
+        .restore(&latest, &Dist::single(Device::Cpu), &mut vs, &mut opt)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("shape mismatch")
+            && err.contains("conv1.weight: file [32, 1, 3, 3], model [64, 3, 7, 7]"),
+        "{err}"
+    );
 }
 
 #[test]
 fn full_disk_and_bad_directory_are_clear_errors() {
     let mount = tmp("tmpfs");
-    let ok = Command::new("mount").args(["-t", "tmpfs", "-o", "size=3m", "tmpfs"]).arg(&mount).status().unwrap();
+    let ok = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=3m", "tmpfs"])
+        .arg(&mount)
+        .status()
+        .unwrap();
     assert!(ok.success(), "this test mounts a small tmpfs (needs root, as in CI)");
     let result = std::panic::catch_unwind(|| {
         let (vs, _net, opt) = trained(); // ~4.8 MB with Adam state: model 1.2 MB + 2 moments
         let dist = Dist::single(Device::Cpu);
-        let mut c = Checkpointer::new(&mount, Policy { every_epochs: None, every_steps: Some(1), keep_last: 3, best: None });
+        let mut c = Checkpointer::new(
+            &mount,
+            Policy { every_epochs: None, every_steps: Some(1), keep_last: 3, best: None },
+        );
         // A small model first, so a good checkpoint exists.
         let small = VarStore::new(Device::Cpu);
         let _lin = tch::nn::linear(small.root() / "fc", 4, 2, Default::default());
         let small_opt = Optimizer::adam(&small, 1e-3);
         c.after_step(&dist, || state(&small, &small_opt, 0)).unwrap();
         let err = c.after_step(&dist, || state(&vs, &opt, 1)).unwrap_err().to_string();
-        assert!(err.contains("could not write checkpoint") && err.contains("No space left"), "{err}");
+        assert!(
+            err.contains("could not write checkpoint") && err.contains("No space left"),
+            "{err}"
+        );
         let report = scan(&mount, "step-").unwrap();
-        assert_eq!(report.valid.len(), 1, "the previous checkpoint is intact: {:?}", report.invalid);
+        assert_eq!(
+            report.valid.len(),
+            1,
+            "the previous checkpoint is intact: {:?}",
+            report.invalid
+        );
         assert!(report.invalid.is_empty());
-        assert_eq!(std::fs::read_dir(&mount).unwrap().count(), 1, "the failed attempt left nothing behind");
+        assert_eq!(
+            std::fs::read_dir(&mount).unwrap().count(),
+            1,
+            "the failed attempt left nothing behind"
+        );
 
         // In the background the save returns at once; the failure comes with the next wait.
-        let mut c = Checkpointer::new(&mount, Policy { every_epochs: None, every_steps: Some(1), keep_last: 3, best: None }).background(true);
+        let mut c = Checkpointer::new(
+            &mount,
+            Policy { every_epochs: None, every_steps: Some(1), keep_last: 3, best: None },
+        )
+        .background(true);
         c.after_step(&dist, || state(&vs, &opt, 2)).unwrap();
         let err = c.wait().unwrap_err().to_string();
-        assert!(err.contains("could not write checkpoint") && err.contains("No space left"), "{err}");
-        assert_eq!(scan(&mount, "step-").unwrap().valid.len(), 1, "the previous checkpoint is still the newest intact one");
+        assert!(
+            err.contains("could not write checkpoint") && err.contains("No space left"),
+            "{err}"
+        );
+        assert_eq!(
+            scan(&mount, "step-").unwrap().valid.len(),
+            1,
+            "the previous checkpoint is still the newest intact one"
+        );
     });
     let _ = Command::new("umount").arg(&mount).status();
     result.unwrap();
@@ -143,7 +208,11 @@ fn full_disk_and_bad_directory_are_clear_errors() {
     let file = scratch.join("file");
     std::fs::write(&file, "x").unwrap();
     let (vs, _net, opt) = trained();
-    let err = Checkpointer::new(file.join("ckpts"), Policy { every_steps: Some(1), ..Policy::default() }).after_step(&Dist::single(Device::Cpu), || state(&vs, &opt, 0)).unwrap_err().to_string();
+    let err =
+        Checkpointer::new(file.join("ckpts"), Policy { every_steps: Some(1), ..Policy::default() })
+            .after_step(&Dist::single(Device::Cpu), || state(&vs, &opt, 0))
+            .unwrap_err()
+            .to_string();
     assert!(err.contains("ckpts") && err.contains("Not a directory"), "{err}");
 }
 
@@ -156,7 +225,11 @@ fn checkpoint_writer() {
     let opt = Optimizer::adam(&vs, 1e-3);
     let dist = Dist::single(Device::Cpu);
     let background = std::env::var("TB_CKPT_BACKGROUND").is_ok();
-    let mut c = Checkpointer::new(&root, Policy { every_epochs: None, every_steps: Some(1), keep_last: 2, best: None }).background(background);
+    let mut c = Checkpointer::new(
+        &root,
+        Policy { every_epochs: None, every_steps: Some(1), keep_last: 2, best: None },
+    )
+    .background(background);
     for e in 0.. {
         c.after_step(&dist, || state(&vs, &opt, e)).unwrap();
         println!("saved {e}");
@@ -167,7 +240,10 @@ fn checkpoint_writer() {
 fn a_kill_while_writing_leaves_a_usable_checkpoint() {
     let root = tmp("kill");
     // Synchronous and background writes in turn (killed mid-write, or between two writes).
-    let runs = [300u64, 700, 900, 1100, 1300, 1500, 1700, 2100].into_iter().enumerate().map(|(i, d)| (d, i % 2 == 1));
+    let runs = [300u64, 700, 900, 1100, 1300, 1500, 1700, 2100]
+        .into_iter()
+        .enumerate()
+        .map(|(i, d)| (d, i % 2 == 1));
     for (delay_ms, background) in runs {
         let mut cmd = Command::new(std::env::current_exe().unwrap());
         if background {
@@ -190,7 +266,11 @@ fn a_kill_while_writing_leaves_a_usable_checkpoint() {
         child.kill().unwrap();
         let _ = child.wait();
         let report = scan(&root, "step-").unwrap();
-        assert!(!report.valid.is_empty() && report.invalid.is_empty(), "after a kill at +{delay_ms} ms (background {background}): {:?}", report.invalid);
+        assert!(
+            !report.valid.is_empty() && report.invalid.is_empty(),
+            "after a kill at +{delay_ms} ms (background {background}): {:?}",
+            report.invalid
+        );
     }
 }
 
@@ -200,7 +280,11 @@ fn pytorch_loads_the_model_part() {
     let c = save_steps(&root, 1);
     let latest = c.latest(&Dist::single(Device::Cpu)).unwrap().unwrap();
     let x = Tensor::randn([3, 1, 28, 28], (Kind::Float, Device::Cpu));
-    std::fs::write(root.join("x.safetensors"), to_safetensors_bytes(&[("x".into(), x.shallow_clone())], None).unwrap()).unwrap();
+    std::fs::write(
+        root.join("x.safetensors"),
+        to_safetensors_bytes(&[("x".into(), x.shallow_clone())], None).unwrap(),
+    )
+    .unwrap();
     let out = Command::new(common::venv_bin("python"))
         .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/oracle/models.py"))
         .args(["load_mnist"])

@@ -12,7 +12,17 @@ fn cuda_feature_compiles() {
     let root = env!("CARGO_MANIFEST_DIR");
     let out = run_with_deadline(
         Command::new(env!("CARGO"))
-            .args(["check", "--features", "cuda", "--lib", "--bins", "--test", "gpu", "--message-format", "short"])
+            .args([
+                "check",
+                "--features",
+                "cuda",
+                "--lib",
+                "--bins",
+                "--test",
+                "gpu",
+                "--message-format",
+                "short",
+            ])
             .current_dir(root),
         Duration::from_secs(1500),
         "cargo check --features cuda",

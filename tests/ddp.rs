@@ -20,42 +20,71 @@ use tch::{Device, Kind, Tensor};
 use trainbook::data::{DataLoader, DistributedSampler, TensorDataset};
 use trainbook::dist::{CommHook, Ddp, DdpOptions, Dist};
 use trainbook::models::{resnet34_classifier, state_dict, to_safetensors_bytes, MnistNet};
-use trainbook::train::{evaluate, train_epoch, CrossEntropyLoss, EpochOptions, Optimizer, OptimizerKind};
+use trainbook::train::{
+    evaluate, train_epoch, CrossEntropyLoss, EpochOptions, Optimizer, OptimizerKind,
+};
 
 const STEPS: u64 = 3;
 
 fn kind(name: &str) -> OptimizerKind {
-    if name == "sgd" { OptimizerKind::Sgd { momentum: 0.9, dampening: 0.0, nesterov: false, weight_decay: 1e-4 } } else { OptimizerKind::adam() }
+    if name == "sgd" {
+        OptimizerKind::Sgd { momentum: 0.9, dampening: 0.0, nesterov: false, weight_decay: 1e-4 }
+    } else {
+        OptimizerKind::adam()
+    }
 }
 
 fn lr(optim: &str) -> f64 {
-    if optim == "sgd" { 0.05 } else { 1e-3 }
+    if optim == "sgd" {
+        0.05
+    } else {
+        1e-3
+    }
 }
 
 /// 16 fixed samples, identical on every rank.
 fn samples(model: &str) -> (Tensor, Tensor) {
     tch::manual_seed(42);
     let shape: [i64; 4] = if model == "mnist" { [16, 1, 28, 28] } else { [16, 3, 48, 40] };
-    (Tensor::randn(shape, (Kind::Float, Device::Cpu)), Tensor::randint(3, [16], (Kind::Int64, Device::Cpu)))
+    (
+        Tensor::randn(shape, (Kind::Float, Device::Cpu)),
+        Tensor::randint(3, [16], (Kind::Int64, Device::Cpu)),
+    )
 }
 
 fn build(model: &str, vs: &VarStore) -> Box<dyn ModuleT> {
-    if model == "mnist" { Box::new(MnistNet::new(&vs.root())) } else { Box::new(resnet34_classifier(&vs.root(), 3)) }
+    if model == "mnist" {
+        Box::new(MnistNet::new(&vs.root()))
+    } else {
+        Box::new(resnet34_classifier(&vs.root(), 3))
+    }
 }
 
 /// `rank` of `world`'s shard of the 16 samples in step `step` (torch's DistributedSampler).
-fn shard_loader(model: &str, world: usize, rank: usize, step: u64, kind: Kind) -> DataLoader<TensorDataset> {
+fn shard_loader(
+    model: &str,
+    world: usize,
+    rank: usize,
+    step: u64,
+    kind: Kind,
+) -> DataLoader<TensorDataset> {
     let (x, y) = samples(model);
     let mut sampler = DistributedSampler::new(16, world, rank).unwrap();
     sampler.set_epoch(step);
-    let mut loader = DataLoader::new(TensorDataset::new(&x.to_kind(kind), &y, vec![]).unwrap(), 16 / world).sampler(sampler).num_workers(0);
+    let mut loader =
+        DataLoader::new(TensorDataset::new(&x.to_kind(kind), &y, vec![]).unwrap(), 16 / world)
+            .sampler(sampler)
+            .num_workers(0);
     loader.set_epoch(step);
     loader
 }
 
 /// Sum of all parameters (buffers legitimately differ between ranks until the next broadcast).
 fn checksum(vs: &VarStore) -> f64 {
-    trainbook::train::named_parameters(vs).iter().map(|(_, t)| t.to_kind(Kind::Double).sum(Kind::Double).double_value(&[])).sum()
+    trainbook::train::named_parameters(vs)
+        .iter()
+        .map(|(_, t)| t.to_kind(Kind::Double).sum(Kind::Double).double_value(&[]))
+        .sum()
 }
 
 fn save(vs: &VarStore, out: &Path, name: &str) {
@@ -97,7 +126,8 @@ fn ddp_rank(model: &str, optim: &str, variant: &str, out: &Path) {
         for batch in shard_loader(model, dist.world_size(), dist.rank(), step, Kind::Float).iter() {
             let batch = batch.unwrap();
             ddp.before_forward().unwrap();
-            let loss = CrossEntropyLoss::new().mean(&net.forward_t(&batch.images, train), &batch.labels);
+            let loss =
+                CrossEntropyLoss::new().mean(&net.forward_t(&batch.images, train), &batch.labels);
             opt.zero_grad();
             ddp.backward(&loss).unwrap();
             opt.step().unwrap();
@@ -123,9 +153,20 @@ fn virtual_ranks(model: &str, optim: &str, out: &Path) {
     save(&vs, out, "init.safetensors");
     let mut opt = Optimizer::new(&vs, kind(optim), lr(optim));
     let train = model != "mnist";
-    let buffers: Vec<Tensor> = vs.variables().into_iter().filter(|(n, _)| n.contains("running_")).map(|(_, t)| t).collect();
+    let buffers: Vec<Tensor> = vs
+        .variables()
+        .into_iter()
+        .filter(|(n, _)| n.contains("running_"))
+        .map(|(_, t)| t)
+        .collect();
     let snapshot = |bs: &[Tensor]| bs.iter().map(|t| t.copy()).collect::<Vec<_>>();
-    let restore = |bs: &[Tensor], saved: &[Tensor]| tch::no_grad(|| bs.iter().zip(saved).for_each(|(b, s)| { let _ = b.shallow_clone().copy_(s); }));
+    let restore = |bs: &[Tensor], saved: &[Tensor]| {
+        tch::no_grad(|| {
+            bs.iter().zip(saved).for_each(|(b, s)| {
+                let _ = b.shallow_clone().copy_(s);
+            })
+        })
+    };
     for step in 0..STEPS {
         let start = snapshot(&buffers);
         let mut after_rank0 = Vec::new();
@@ -134,7 +175,9 @@ fn virtual_ranks(model: &str, optim: &str, out: &Path) {
             restore(&buffers, &start);
             for batch in shard_loader(model, 2, rank, step, Kind::Float).iter() {
                 let batch = batch.unwrap();
-                (CrossEntropyLoss::new().mean(&net.forward_t(&batch.images, train), &batch.labels) / 2.0).backward();
+                (CrossEntropyLoss::new().mean(&net.forward_t(&batch.images, train), &batch.labels)
+                    / 2.0)
+                    .backward();
             }
             if rank == 0 {
                 after_rank0 = snapshot(&buffers);
@@ -159,14 +202,19 @@ fn one_process(optim: &str, kind_: Kind, world: usize, out: &Path) {
         for batch in shard_loader("mnist", world, 0, step, kind_).iter() {
             let batch = batch.unwrap();
             // The loader hands out float32 images; the f64 yardstick converts them losslessly.
-            let loss = CrossEntropyLoss::new().mean(&net.forward_t(&batch.images.to_kind(kind_), false), &batch.labels);
+            let loss = CrossEntropyLoss::new()
+                .mean(&net.forward_t(&batch.images.to_kind(kind_), false), &batch.labels);
             opt.zero_grad();
             loss.backward();
             opt.step().unwrap();
         }
     }
     vs.float();
-    let name = if world == 1 { format!("one-{kind_:?}.safetensors") } else { "unsynchronised.safetensors".to_string() };
+    let name = if world == 1 {
+        format!("one-{kind_:?}.safetensors")
+    } else {
+        "unsynchronised.safetensors".to_string()
+    };
     save(&vs, out, &name);
 }
 
@@ -191,7 +239,9 @@ fn accumulating(optim: &str, out: &Path) {
         let (x, y) = samples("mnist");
         let mut sampler = DistributedSampler::new(16, 1, 0).unwrap();
         sampler.set_epoch(step);
-        let mut loader = DataLoader::new(TensorDataset::new(&x, &y, vec![]).unwrap(), 8).sampler(sampler).num_workers(0);
+        let mut loader = DataLoader::new(TensorDataset::new(&x, &y, vec![]).unwrap(), 8)
+            .sampler(sampler)
+            .num_workers(0);
         loader.set_epoch(step);
         let opts = EpochOptions::default().quiet().hooks(&ddp).accumulate(2);
         train_epoch(&net, &mut loader, &mut opt, &CrossEntropyLoss::new(), &opts).unwrap();
@@ -228,21 +278,34 @@ fn load(dir: &Path, name: &str) -> Vec<(String, Tensor)> {
 
 /// Parameters only (BatchNorm statistics are compared where their semantics match).
 fn params_only(t: Vec<(String, Tensor)>) -> Vec<(String, Tensor)> {
-    t.into_iter().filter(|(n, _)| !n.contains("running_") && !n.ends_with("num_batches_tracked")).collect()
+    t.into_iter()
+        .filter(|(n, _)| !n.contains("running_") && !n.ends_with("num_batches_tracked"))
+        .collect()
 }
 
 #[test]
 fn two_ranks_equal_one_process_by_construction() {
-    for (model, optim) in [("mnist", "sgd"), ("mnist", "adam"), ("resnet", "sgd"), ("resnet", "adam")] {
+    for (model, optim) in
+        [("mnist", "sgd"), ("mnist", "adam"), ("resnet", "sgd"), ("resnet", "adam")]
+    {
         let dir = tmp(&format!("exact-{model}-{optim}"));
         let stdout = run_ranks(&format!("ddp:{model}:{optim}"), 2, &dir);
         assert!(stdout.contains(&format!("step {}: ranks agree", STEPS - 1)), "{stdout}");
         run_ranks(&format!("virtual:{model}:{optim}"), 1, &dir);
         let (r0, r1) = (load(&dir, "rank0.safetensors"), load(&dir, "rank1.safetensors"));
-        assert_eq!(common::max_abs_diff(&r0, &r1), 0.0, "{model}/{optim}: ranks ended with different weights or buffers");
+        assert_eq!(
+            common::max_abs_diff(&r0, &r1),
+            0.0,
+            "{model}/{optim}: ranks ended with different weights or buffers"
+        );
         let diff = common::max_abs_diff(&r0, &load(&dir, "virtual.safetensors"));
-        println!("{model}/{optim}: 2 ranks x 8 vs one process running both halves: max |diff| {diff:e}");
-        assert_eq!(diff, 0.0, "{model}/{optim}: DDP differs from the same arithmetic in one process");
+        println!(
+            "{model}/{optim}: 2 ranks x 8 vs one process running both halves: max |diff| {diff:e}"
+        );
+        assert_eq!(
+            diff, 0.0,
+            "{model}/{optim}: DDP differs from the same arithmetic in one process"
+        );
     }
 }
 
@@ -256,8 +319,15 @@ fn ddp_options_keep_the_arithmetic() {
     for variant in ["static", "view", "small-buckets"] {
         let stdout = run_ranks(&format!("ddp:mnist:sgd:{variant}"), 2, &dir);
         if variant == "small-buckets" {
-            let buckets: usize = stdout.lines().find_map(|l| l.strip_prefix("buckets after rebuild: ")).and_then(|n| n.trim().parse().ok()).expect(&stdout);
-            assert!(buckets > 1, "bucket_cap_mb 0.05 should split the CNN's 1.2M parameters: {stdout}");
+            let buckets: usize = stdout
+                .lines()
+                .find_map(|l| l.strip_prefix("buckets after rebuild: "))
+                .and_then(|n| n.trim().parse().ok())
+                .expect(&stdout);
+            assert!(
+                buckets > 1,
+                "bucket_cap_mb 0.05 should split the CNN's 1.2M parameters: {stdout}"
+            );
         }
         let diff = common::max_abs_diff(&load(&dir, "rank0.safetensors"), &reference);
         println!("mnist/sgd/{variant}: vs one process running both halves: max |diff| {diff:e}");
@@ -273,14 +343,20 @@ fn compression_hooks_round_gradients_but_still_average() {
     let dir = tmp("hooks");
     run_ranks("virtual:mnist:sgd", 1, &dir);
     let reference = load(&dir, "virtual.safetensors");
-    let moved = common::max_abs_diff(&params_only(load(&dir, "init.safetensors")), &params_only(load(&dir, "virtual.safetensors")));
+    let moved = common::max_abs_diff(
+        &params_only(load(&dir, "init.safetensors")),
+        &params_only(load(&dir, "virtual.safetensors")),
+    );
     for variant in ["fp16", "bf16"] {
         let stdout = run_ranks(&format!("ddp:mnist:sgd:{variant}"), 2, &dir);
         assert!(stdout.contains(&format!("step {}: ranks agree", STEPS - 1)), "{stdout}");
         let diff = common::max_abs_diff(&load(&dir, "rank0.safetensors"), &reference);
         println!("mnist/sgd/{variant}: vs float32 exchange: max |diff| {diff:e} (weights moved {moved:e})");
         assert!(diff > 0.0, "{variant}: the hook left the gradients untouched");
-        assert!(diff < 0.05 * moved, "{variant}: {diff:e} is not a rounding of the average (weights moved {moved:e})");
+        assert!(
+            diff < 0.05 * moved,
+            "{variant}: {diff:e} is not a rounding of the average (weights moved {moved:e})"
+        );
     }
 }
 
@@ -304,17 +380,29 @@ fn two_ranks_and_accumulation_match_batch_16_within_rounding() {
         let ranks = common::max_abs_diff(&load(&dir, "rank0.safetensors"), &reference);
         let accumulated = common::max_abs_diff(&load(&dir, "accumulate.safetensors"), &reference);
         println!("mnist/{optim}: vs 1 process x 16: 2 ranks x 8 {ranks:e}, accumulate 2 x 8 {accumulated:e} (allowed {tol:e})");
-        assert!(ranks <= tol, "mnist/{optim}: 2 ranks x 8 differ from batch 16 by {ranks:e} > {tol:e}");
-        assert!(accumulated <= tol, "mnist/{optim}: accumulation 2 x 8 differs from batch 16 by {accumulated:e} > {tol:e}");
+        assert!(
+            ranks <= tol,
+            "mnist/{optim}: 2 ranks x 8 differ from batch 16 by {ranks:e} > {tol:e}"
+        );
+        assert!(
+            accumulated <= tol,
+            "mnist/{optim}: accumulation 2 x 8 differs from batch 16 by {accumulated:e} > {tol:e}"
+        );
         // The tolerance must not hide a real bug. A gradient off by the world size doubles
         // SGD's steps, so for SGD it must be far below the distance the weights moved; a
         // gradient never exchanged (a bucket left unsynchronised) trains on half the batch,
         // so for both optimizers it must be far below the distance to that run.
         run_ranks(&format!("one:{optim}:half"), 1, &dir);
         let unsynced = common::max_abs_diff(&load(&dir, "unsynchronised.safetensors"), &reference);
-        let moved = common::max_abs_diff(&params_only(load(&dir, "init.safetensors")), &params_only(reference));
+        let moved = common::max_abs_diff(
+            &params_only(load(&dir, "init.safetensors")),
+            &params_only(reference),
+        );
         println!("mnist/{optim}: weights moved {moved:e}; a never-synchronised rank would be {unsynced:e} away");
-        assert!(tol < 0.1 * unsynced, "mnist/{optim}: tolerance {tol:e} would hide an unsynchronised gradient ({unsynced:e})");
+        assert!(
+            tol < 0.1 * unsynced,
+            "mnist/{optim}: tolerance {tol:e} would hide an unsynchronised gradient ({unsynced:e})"
+        );
         if optim == "sgd" {
             assert!(tol < 0.01 * moved, "mnist/sgd: tolerance {tol:e} would hide a gradient off by the world size ({moved:e})");
         }
@@ -332,9 +420,16 @@ fn metrics_rank(out: &Path) {
     let x = Tensor::randn([15, 1, 28, 28], (Kind::Float, Device::Cpu));
     let y = Tensor::randint(10, [15], (Kind::Int64, Device::Cpu));
     let ds = TensorDataset::new(&x, &y, (0..10).map(|i| i.to_string()).collect()).unwrap();
-    let sampler = DistributedSampler::new(15, dist.world_size(), dist.rank()).unwrap().shuffle(true);
+    let sampler =
+        DistributedSampler::new(15, dist.world_size(), dist.rank()).unwrap().shuffle(true);
     let mut loader = DataLoader::new(ds, 4).sampler(sampler).num_workers(0);
-    let s = evaluate(&net, &mut loader, &CrossEntropyLoss::new(), &EpochOptions::default().quiet().hooks(&ddp)).unwrap();
+    let s = evaluate(
+        &net,
+        &mut loader,
+        &CrossEntropyLoss::new(),
+        &EpochOptions::default().quiet().hooks(&ddp),
+    )
+    .unwrap();
     let json = serde_json::json!({"loss": s.loss, "accuracy": s.accuracy, "samples": s.samples, "confusion": s.confusion.unwrap().counts});
     std::fs::write(out.join(format!("metrics{}.json", dist.rank())), json.to_string()).unwrap();
     dist.destroy().unwrap();
@@ -345,8 +440,14 @@ fn evaluation_is_exact_across_ranks() {
     let (one, two) = (tmp("metrics-1"), tmp("metrics-2"));
     run_ranks("metrics", 1, &one);
     run_ranks("metrics", 2, &two);
-    let read = |p: PathBuf| -> serde_json::Value { serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap() };
-    let (a, b, b1) = (read(one.join("metrics0.json")), read(two.join("metrics0.json")), read(two.join("metrics1.json")));
+    let read = |p: PathBuf| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+    };
+    let (a, b, b1) = (
+        read(one.join("metrics0.json")),
+        read(two.join("metrics0.json")),
+        read(two.join("metrics1.json")),
+    );
     assert_eq!(b["samples"], 15, "padding must not be counted: {b}");
     assert_eq!(a["accuracy"], b["accuracy"]);
     assert_eq!(a["confusion"], b["confusion"]);

@@ -26,7 +26,12 @@ fn two_headed(find_unused: bool) {
     let trunk = nn::linear(vs.root() / "trunk", 8, 8, Default::default());
     let head_a = nn::linear(vs.root() / "head_a", 8, 3, Default::default());
     let head_b = nn::linear(vs.root() / "head_b", 8, 3, Default::default());
-    let ddp = Ddp::wrap_with(&vs, &dist, DdpOptions { find_unused_parameters: find_unused, ..Default::default() }).unwrap();
+    let ddp = Ddp::wrap_with(
+        &vs,
+        &dist,
+        DdpOptions { find_unused_parameters: find_unused, ..Default::default() },
+    )
+    .unwrap();
     let mut opt = Optimizer::sgd(&vs, 0.1, 0.0);
     let x = Tensor::randn([4, 8], (Kind::Float, Device::Cpu));
     let y = Tensor::from_slice(&[0i64, 1, 2, 0]);
@@ -49,7 +54,8 @@ fn two_headed(find_unused: bool) {
             std::process::exit(3);
         }
     }
-    let sum: f64 = vs.trainable_variables().iter().map(|t| t.sum(Kind::Double).double_value(&[])).sum();
+    let sum: f64 =
+        vs.trainable_variables().iter().map(|t| t.sum(Kind::Double).double_value(&[])).sum();
     let all = dist.all_gather(&Tensor::from_slice(&[sum])).unwrap();
     assert!(all.iter().all(|t| t.double_value(&[0]) == sum), "ranks disagree");
     dist.println("trained 6 steps with an intermittently unused head; ranks agree");
@@ -64,7 +70,10 @@ fn forever_rank() {
     let ddp = Ddp::wrap(&vs, &dist).unwrap();
     let mut opt = Optimizer::adam(&vs, 1e-3);
     tch::manual_seed(42);
-    let (x, y) = (Tensor::randn([16, 1, 28, 28], (Kind::Float, Device::Cpu)), Tensor::randint(3, [16], (Kind::Int64, Device::Cpu)));
+    let (x, y) = (
+        Tensor::randn([16, 1, 28, 28], (Kind::Float, Device::Cpu)),
+        Tensor::randint(3, [16], (Kind::Int64, Device::Cpu)),
+    );
     println!("rank {} pid {}", dist.rank(), std::process::id());
     for step in 0.. {
         let result = ddp.before_forward().and_then(|_| {
@@ -92,7 +101,10 @@ fn agree_rank(out: &std::path::Path) {
     let ddp = Ddp::wrap(&vs, &dist).unwrap();
     let mut opt = Optimizer::adam(&vs, 1e-3);
     tch::manual_seed(100 + dist.rank() as i64); // each rank its own data
-    let (x, y) = (Tensor::randn([8, 1, 28, 28], (Kind::Float, Device::Cpu)), Tensor::randint(10, [8], (Kind::Int64, Device::Cpu)));
+    let (x, y) = (
+        Tensor::randn([8, 1, 28, 28], (Kind::Float, Device::Cpu)),
+        Tensor::randint(10, [8], (Kind::Int64, Device::Cpu)),
+    );
     for _ in 0..3 {
         ddp.before_forward().unwrap();
         let loss = CrossEntropyLoss::new().mean(&net.forward_t(&x, false), &y);
@@ -100,7 +112,11 @@ fn agree_rank(out: &std::path::Path) {
         ddp.backward(&loss).unwrap();
         opt.step().unwrap();
     }
-    std::fs::write(out.join(format!("rank{}.safetensors", dist.rank())), trainbook::models::to_safetensors_bytes(&trainbook::models::state_dict(&vs), None).unwrap()).unwrap();
+    std::fs::write(
+        out.join(format!("rank{}.safetensors", dist.rank())),
+        trainbook::models::to_safetensors_bytes(&trainbook::models::state_dict(&vs), None).unwrap(),
+    )
+    .unwrap();
     dist.println("3 steps done");
     dist.destroy().unwrap();
 }
@@ -131,12 +147,30 @@ fn unused_parameters_need_find_unused_parameters() {
 
     let start = Instant::now();
     for (rank, child) in spawn_ranks("unused:strict", 2, &dir).into_iter().enumerate() {
-        let o = common::wait_with_deadline(child, Duration::from_secs(120), &format!("strict rank {rank}"));
+        let o = common::wait_with_deadline(
+            child,
+            Duration::from_secs(120),
+            &format!("strict rank {rank}"),
+        );
         let stderr = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(3), "rank {rank} should fail cleanly\n{}", common::text(&o));
-        assert!(stderr.contains("head_b.weight") && stderr.contains("head_b.bias"), "the message must name the unused parameters:\n{stderr}");
-        assert!(stderr.contains("find_unused_parameters"), "the message must name the option:\n{stderr}");
-        assert!(!stderr.contains("head_a.weight,") && !stderr.contains("trunk.weight,"), "only unused parameters are named:\n{stderr}");
+        assert_eq!(
+            o.status.code(),
+            Some(3),
+            "rank {rank} should fail cleanly\n{}",
+            common::text(&o)
+        );
+        assert!(
+            stderr.contains("head_b.weight") && stderr.contains("head_b.bias"),
+            "the message must name the unused parameters:\n{stderr}"
+        );
+        assert!(
+            stderr.contains("find_unused_parameters"),
+            "the message must name the option:\n{stderr}"
+        );
+        assert!(
+            !stderr.contains("head_a.weight,") && !stderr.contains("trunk.weight,"),
+            "only unused parameters are named:\n{stderr}"
+        );
     }
     assert!(start.elapsed() < Duration::from_secs(60), "failing took {:?}", start.elapsed());
 }
@@ -150,17 +184,22 @@ fn a_killed_rank_stops_the_others_with_a_message() {
     let start = Instant::now();
     children[1].kill().unwrap(); // SIGKILL
     let _ = children[1].wait();
-    let survivor = common::wait_with_deadline(children.remove(0), Duration::from_secs(90), "surviving rank 0");
+    let survivor =
+        common::wait_with_deadline(children.remove(0), Duration::from_secs(90), "surviving rank 0");
     let elapsed = start.elapsed();
     let stderr = String::from_utf8_lossy(&survivor.stderr);
     assert_eq!(survivor.status.code(), Some(3), "{}", common::text(&survivor));
-    assert!(stderr.contains("rank 0: training stopped at step") && stderr.contains("c10d "), "{stderr}");
+    assert!(
+        stderr.contains("rank 0: training stopped at step") && stderr.contains("c10d "),
+        "{stderr}"
+    );
     assert!(elapsed < Duration::from_secs(45), "the survivor took {elapsed:?}");
     println!("survivor exited {elapsed:?} after the kill: {}", stderr.lines().last().unwrap_or(""));
 
     // Under torchrun the agent notices the dead worker and fails the job.
     let mut cmd = Command::new(common::venv_bin("torchrun"));
-    cmd.args(["--standalone", "--nproc-per-node=2", "--no-python"]).arg(std::env::current_exe().unwrap());
+    cmd.args(["--standalone", "--nproc-per-node=2", "--no-python"])
+        .arg(std::env::current_exe().unwrap());
     worker_args(&mut cmd, "forever", &out);
     let mut run = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let mut agent_out = std::io::BufReader::new(run.stdout.take().unwrap());
@@ -171,7 +210,10 @@ fn a_killed_rank_stops_the_others_with_a_message() {
     let o = common::wait_with_deadline(run, Duration::from_secs(120), "torchrun after a kill");
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success(), "torchrun should fail: {stderr}");
-    assert!(stderr.contains("ChildFailedError") || stderr.contains("FAILED"), "torchrun should report the failure:\n{stderr}");
+    assert!(
+        stderr.contains("ChildFailedError") || stderr.contains("FAILED"),
+        "torchrun should report the failure:\n{stderr}"
+    );
 }
 
 #[test]
@@ -181,21 +223,36 @@ fn two_torchrun_agents_form_one_job_on_loopback() {
     let agents: Vec<_> = (0..2)
         .map(|node| {
             let mut cmd = Command::new(common::venv_bin("torchrun"));
-            cmd.args(["--nnodes=2", "--nproc-per-node=1", "--rdzv-backend=c10d", "--rdzv-id=tb-test"])
-                .arg(format!("--rdzv-endpoint=127.0.0.1:{port}"))
-                .arg(format!("--node-rank={node}"))
-                .arg("--no-python")
-                .arg(std::env::current_exe().unwrap());
+            cmd.args([
+                "--nnodes=2",
+                "--nproc-per-node=1",
+                "--rdzv-backend=c10d",
+                "--rdzv-id=tb-test",
+            ])
+            .arg(format!("--rdzv-endpoint=127.0.0.1:{port}"))
+            .arg(format!("--node-rank={node}"))
+            .arg("--no-python")
+            .arg(std::env::current_exe().unwrap());
             worker_args(&mut cmd, "agree", &out);
             cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
         })
         .collect();
     let mut stdout = String::new();
     for (node, agent) in agents.into_iter().enumerate() {
-        let o = common::wait_with_deadline(agent, Duration::from_secs(300), &format!("torchrun node {node}"));
+        let o = common::wait_with_deadline(
+            agent,
+            Duration::from_secs(300),
+            &format!("torchrun node {node}"),
+        );
         assert!(o.status.success(), "node {node} failed\n{}", common::text(&o));
         stdout.push_str(&String::from_utf8_lossy(&o.stdout));
     }
     assert!(stdout.contains("3 steps done"), "{stdout}");
-    assert_eq!(common::max_abs_diff(&common::sorted_tensors(&out.join("rank0.safetensors")), &common::sorted_tensors(&out.join("rank1.safetensors"))), 0.0);
+    assert_eq!(
+        common::max_abs_diff(
+            &common::sorted_tensors(&out.join("rank0.safetensors")),
+            &common::sorted_tensors(&out.join("rank1.safetensors"))
+        ),
+        0.0
+    );
 }

@@ -33,7 +33,21 @@ fn designsafe_trains_above_chance_and_survives_a_killed_worker() {
     // Single process: well above chance (1/3).
     let out = work.join("single");
     let o = common::run_with_deadline(
-        Command::new(exe()).arg("--data").arg(&data).args(["--image-size", "64", "--epochs", "8", "--lr", "1e-3", "--keep-last", "1", "--out"]).arg(&out),
+        Command::new(exe())
+            .arg("--data")
+            .arg(&data)
+            .args([
+                "--image-size",
+                "64",
+                "--epochs",
+                "8",
+                "--lr",
+                "1e-3",
+                "--keep-last",
+                "1",
+                "--out",
+            ])
+            .arg(&out),
         Duration::from_secs(1200),
         "designsafe example",
     );
@@ -48,24 +62,57 @@ fn designsafe_trains_above_chance_and_survives_a_killed_worker() {
     // Two ranks under torchrun: uninterrupted vs rank 1 killed after the first checkpoint.
     let run = |dir: &Path, restarts: u32| {
         let mut cmd = Command::new(common::venv_bin("torchrun"));
-        cmd.args(["--standalone", "--nproc-per-node=2", &format!("--max-restarts={restarts}"), "--no-python"])
-            .arg(exe())
-            .arg("--data")
-            .arg(&data)
-            .args(["--image-size", "48", "--epochs", "2", "--lr", "1e-3", "--batch-size", "8", "--save-every-steps", "6", "--keep-last", "1", "--workers", "1", "--out"])
-            .arg(dir)
-            .env("TRAINBOOK_DIST_TIMEOUT", "60");
+        cmd.args([
+            "--standalone",
+            "--nproc-per-node=2",
+            &format!("--max-restarts={restarts}"),
+            "--no-python",
+        ])
+        .arg(exe())
+        .arg("--data")
+        .arg(&data)
+        .args([
+            "--image-size",
+            "48",
+            "--epochs",
+            "2",
+            "--lr",
+            "1e-3",
+            "--batch-size",
+            "8",
+            "--save-every-steps",
+            "6",
+            "--keep-last",
+            "1",
+            "--workers",
+            "1",
+            "--out",
+        ])
+        .arg(dir)
+        .env("TRAINBOOK_DIST_TIMEOUT", "60");
         cmd
     };
     let (a, b) = (work.join("uninterrupted"), work.join("interrupted"));
-    let o = common::run_with_deadline(&mut run(&a, 0), Duration::from_secs(1200), "uninterrupted torchrun");
+    let o = common::run_with_deadline(
+        &mut run(&a, 0),
+        Duration::from_secs(1200),
+        "uninterrupted torchrun",
+    );
     assert!(o.status.success(), "{}", common::text(&o));
     let mut child = run(&b, 1).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    common::kill_rank_after_first_checkpoint(&mut child, &b.join("checkpoints"), 1, Duration::from_secs(600));
+    common::kill_rank_after_first_checkpoint(
+        &mut child,
+        &b.join("checkpoints"),
+        1,
+        Duration::from_secs(600),
+    );
     let o = common::wait_with_deadline(child, Duration::from_secs(1200), "interrupted torchrun");
     assert!(o.status.success(), "{}", common::text(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("resuming from"));
-    let max = common::max_abs_diff(&common::sorted_tensors(&a.join("model.safetensors")), &common::sorted_tensors(&b.join("model.safetensors")));
+    let max = common::max_abs_diff(
+        &common::sorted_tensors(&a.join("model.safetensors")),
+        &common::sorted_tensors(&b.join("model.safetensors")),
+    );
     println!("ResNet34 after a killed worker vs uninterrupted: max |diff| {max:e}");
     assert!(max <= 1e-6, "max |diff| {max}");
 }

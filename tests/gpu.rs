@@ -14,7 +14,9 @@ use std::time::Instant;
 use tch::nn::{ModuleT, VarStore};
 use tch::{Device, Kind, Tensor};
 use trainbook::data::{DataLoader, TensorDataset};
-use trainbook::models::{load_state_dict, resnet34, resnet34_classifier, to_channels_last, HeadKind, MnistNet};
+use trainbook::models::{
+    load_state_dict, resnet34, resnet34_classifier, to_channels_last, HeadKind, MnistNet,
+};
 use trainbook::train::{train_epoch, CrossEntropyLoss, EpochOptions, Optimizer, Precision};
 
 /// The GPU, or `None` after saying why the test is skipped.
@@ -28,7 +30,9 @@ fn gpu(test: &str) -> Option<Device> {
 }
 
 fn repo() -> PathBuf {
-    std::env::var("TRAINBOOK_REPO").map(PathBuf::from).unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+    std::env::var("TRAINBOOK_REPO")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
 }
 
 fn python() -> PathBuf {
@@ -36,11 +40,19 @@ fn python() -> PathBuf {
         return p.into();
     }
     let venv = repo().join(".venv/bin/python");
-    if venv.exists() { venv } else { "python3".into() }
+    if venv.exists() {
+        venv
+    } else {
+        "python3".into()
+    }
 }
 
 fn oracle(script: &str, args: &[&str]) -> String {
-    let out = Command::new(python()).arg(repo().join("tests/oracle").join(script)).args(args).output().expect("python for the oracle (set TRAINBOOK_PYTHON)");
+    let out = Command::new(python())
+        .arg(repo().join("tests/oracle").join(script))
+        .args(args)
+        .output()
+        .expect("python for the oracle (set TRAINBOOK_PYTHON)");
     assert!(out.status.success(), "{script} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
@@ -64,16 +76,30 @@ fn cuda_train_steps_match_pytorch_in_f32_and_bf16() {
         let ts = Tensor::read_safetensors(dir.join("bf16.safetensors")).unwrap();
         for name in ["mnist", "resnet"] {
             let mut vs = VarStore::new(device);
-            let (net, train): (Box<dyn ModuleT>, bool) = if name == "mnist" { (Box::new(MnistNet::new(&vs.root())), false) } else { (Box::new(resnet34_classifier(&vs.root(), 3)), true) };
-            let init: Vec<(String, Tensor)> = ts.iter().filter_map(|(n, t)| n.strip_prefix(&format!("{name}.init.")).map(|k| (k.to_string(), t.to_device(device)))).collect();
+            let (net, train): (Box<dyn ModuleT>, bool) = if name == "mnist" {
+                (Box::new(MnistNet::new(&vs.root())), false)
+            } else {
+                (Box::new(resnet34_classifier(&vs.root(), 3)), true)
+            };
+            let init: Vec<(String, Tensor)> = ts
+                .iter()
+                .filter_map(|(n, t)| {
+                    n.strip_prefix(&format!("{name}.init."))
+                        .map(|k| (k.to_string(), t.to_device(device)))
+                })
+                .collect();
             load_state_dict(&mut vs, &init, true).unwrap();
             let mut opt = Optimizer::sgd(&vs, 0.05, 0.9);
-            let (x, y) = (get(&ts, &format!("{name}.x")).to_device(device), get(&ts, &format!("{name}.y")).to_device(device));
+            let (x, y) = (
+                get(&ts, &format!("{name}.x")).to_device(device),
+                get(&ts, &format!("{name}.y")).to_device(device),
+            );
             let loss_fn = CrossEntropyLoss::new().label_smoothing(0.1);
             let mut losses = Vec::new();
             for _ in 0..3 {
                 opt.zero_grad();
-                let loss = precision.run(device, || loss_fn.mean(&net.forward_t(&x, train), &y)).unwrap();
+                let loss =
+                    precision.run(device, || loss_fn.mean(&net.forward_t(&x, train), &y)).unwrap();
                 loss.backward();
                 opt.step().unwrap();
                 losses.push(loss.double_value(&[]));
@@ -88,10 +114,16 @@ fn cuda_train_steps_match_pytorch_in_f32_and_bf16() {
                 assert!((a - b).abs() <= tol * b.abs(), "{dtype} {name}: loss {a} vs PyTorch {b}");
             }
             for (pname, p) in vs.variables() {
-                let (start, fin) = (get(&ts, &format!("{name}.init.{pname}")), get(&ts, &format!("{name}.final.{pname}")));
+                let (start, fin) = (
+                    get(&ts, &format!("{name}.init.{pname}")),
+                    get(&ts, &format!("{name}.final.{pname}")),
+                );
                 if p.kind() == Kind::Float {
                     let diff = max_abs(&p, fin);
-                    assert!(diff <= tol * max_abs(fin, start) + 1e-6, "{dtype} {name} {pname}: {diff:e} from PyTorch");
+                    assert!(
+                        diff <= tol * max_abs(fin, start) + 1e-6,
+                        "{dtype} {name} {pname}: {diff:e} from PyTorch"
+                    );
                 }
             }
         }
@@ -106,7 +138,10 @@ fn the_loader_delivers_batches_on_the_gpu() {
     let x = Tensor::randn([20, 3, 8, 8], (Kind::Float, Device::Cpu));
     let y = Tensor::randint(3, [20], (Kind::Int64, Device::Cpu));
     let ds = || TensorDataset::new(&x, &y, vec!["a".into(), "b".into(), "c".into()]).unwrap();
-    let (mut cpu, mut cuda) = (DataLoader::new(ds(), 8).num_workers(0), DataLoader::new(ds(), 8).num_workers(2).device(device));
+    let (mut cpu, mut cuda) = (
+        DataLoader::new(ds(), 8).num_workers(0),
+        DataLoader::new(ds(), 8).num_workers(2).device(device),
+    );
     let mut n = 0;
     for (a, b) in cpu.iter().zip(cuda.iter()) {
         let (a, b) = (a.unwrap(), b.unwrap());
@@ -129,7 +164,8 @@ fn an_nccl_group_of_one_all_reduces() {
     for (k, v) in [("RANK", "0"), ("WORLD_SIZE", "1"), ("LOCAL_RANK", "0")] {
         std::env::set_var(k, v);
     }
-    let dist = Dist::init_with(DistOptions { backend: Some(Backend::Nccl), ..Default::default() }).unwrap();
+    let dist = Dist::init_with(DistOptions { backend: Some(Backend::Nccl), ..Default::default() })
+        .unwrap();
     assert_eq!(dist.device(), device);
     let t = Tensor::from_slice(&[1.5f32, -2.0]).to_device(device);
     dist.all_reduce_sum(&t).unwrap();
@@ -142,7 +178,10 @@ fn an_nccl_group_of_one_all_reduces() {
 #[test]
 fn resume_on_the_gpu_is_exact() {
     let Some(_) = gpu("resume_on_the_gpu_is_exact") else { return };
-    let out = Command::new(std::env::current_exe().unwrap()).args(["--exact", "fit_resume_probe", "--ignored", "--nocapture"]).output().unwrap();
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "fit_resume_probe", "--ignored", "--nocapture"])
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
 }
 
@@ -161,13 +200,24 @@ fn fit_resume_probe() {
         let x = Tensor::randn([48, 1, 28, 28], (Kind::Float, Device::Cpu));
         let y = Tensor::randint(10, [48], (Kind::Int64, Device::Cpu));
         let ds = || TensorDataset::new(&x, &y, (0..10).map(|c| c.to_string()).collect()).unwrap();
-        let (mut train, mut val) = (DataLoader::new(ds(), 8).shuffle(true).num_workers(0), DataLoader::new(ds(), 16).num_workers(0));
+        let (mut train, mut val) = (
+            DataLoader::new(ds(), 8).shuffle(true).num_workers(0),
+            DataLoader::new(ds(), 16).num_workers(0),
+        );
         tch::manual_seed(if resume { 8 } else { 7 });
         let mut vs = VarStore::new(device);
         let net = MnistNet::new(&vs.root());
         let mut opt = Optimizer::adam(&vs, 1e-3);
-        let cfg = FitConfig { epochs: 2, out: out.to_path_buf(), policy: Policy { every_epochs: None, every_steps: Some(4), keep_last: 10, best: None }, resume, progress: false, ..Default::default() };
-        fit(&dist, &mut vs, &net, &mut opt, &CrossEntropyLoss::new(), &mut train, &mut val, cfg).unwrap();
+        let cfg = FitConfig {
+            epochs: 2,
+            out: out.to_path_buf(),
+            policy: Policy { every_epochs: None, every_steps: Some(4), keep_last: 10, best: None },
+            resume,
+            progress: false,
+            ..Default::default()
+        };
+        fit(&dist, &mut vs, &net, &mut opt, &CrossEntropyLoss::new(), &mut train, &mut val, cfg)
+            .unwrap();
     };
     let (whole, resumed) = (work.join("whole"), work.join("resumed"));
     run(&whole, false);
@@ -179,8 +229,15 @@ fn fit_resume_probe() {
         std::fs::copy(e.path(), dest.join(e.file_name())).unwrap();
     }
     run(&resumed, true);
-    let (a, b) = (common::sorted_tensors(&whole.join("model.safetensors")), common::sorted_tensors(&resumed.join("model.safetensors")));
-    assert_eq!(common::max_abs_diff(&a, &b), 0.0, "the resumed GPU run left the uninterrupted trajectory");
+    let (a, b) = (
+        common::sorted_tensors(&whole.join("model.safetensors")),
+        common::sorted_tensors(&resumed.join("model.safetensors")),
+    );
+    assert_eq!(
+        common::max_abs_diff(&a, &b),
+        0.0,
+        "the resumed GPU run left the uninterrupted trajectory"
+    );
 }
 
 /// ResNet34 at 224 px, batch 64, bf16 + channels_last on both sides: img/s of trainbook's
@@ -196,7 +253,12 @@ fn resnet34_throughput_against_pytorch() {
     let mut opt = Optimizer::sgd(&vs, 0.01, 0.9);
     let data = |batches: i64| {
         let n = batch * batches;
-        let ds = TensorDataset::new(&Tensor::randn([n, 3, 224, 224], (Kind::Float, Device::Cpu)), &Tensor::randint(3, [n], (Kind::Int64, Device::Cpu)), vec!["C0".into(), "C2".into(), "C4".into()]).unwrap();
+        let ds = TensorDataset::new(
+            &Tensor::randn([n, 3, 224, 224], (Kind::Float, Device::Cpu)),
+            &Tensor::randint(3, [n], (Kind::Int64, Device::Cpu)),
+            vec!["C0".into(), "C2".into(), "C4".into()],
+        )
+        .unwrap();
         DataLoader::new(ds, batch as usize).num_workers(2).device(device)
     };
     let opts = EpochOptions::on(device).quiet().precision(Precision::Bf16).channels_last(true);
@@ -207,7 +269,8 @@ fn resnet34_throughput_against_pytorch() {
     let t = train_epoch(&net, &mut timed, &mut opt, &CrossEntropyLoss::new(), &opts).unwrap();
     tch::Cuda::synchronize(0);
     let ours = t.samples as f64 / start.elapsed().as_secs_f64();
-    let theirs: f64 = oracle("gpu_bench.py", &[&batch.to_string(), &steps.to_string()]).trim().parse().unwrap();
+    let theirs: f64 =
+        oracle("gpu_bench.py", &[&batch.to_string(), &steps.to_string()]).trim().parse().unwrap();
     println!("ResNet34 224px batch {batch}, bf16 + channels_last, {} GPU(s): trainbook {ours:.0} img/s, PyTorch {theirs:.0} img/s, ratio {:.2}x", tch::Cuda::device_count(), ours / theirs);
     assert!(ours > 0.0 && theirs > 0.0);
 }

@@ -27,15 +27,30 @@ fn launcher(script: &str, args: &[&str], program: &[&str], cwd: &Path) -> Output
 }
 
 /// `launchers/SCRIPT ARGS -- PROGRAM` with extra environment for the launcher (and its workers).
-fn launcher_env(script: &str, args: &[&str], program: &[&str], cwd: &Path, env: &[(&str, &str)]) -> Output {
+fn launcher_env(
+    script: &str,
+    args: &[&str],
+    program: &[&str],
+    cwd: &Path,
+    env: &[(&str, &str)],
+) -> Output {
     let mut cmd = Command::new(common::venv_bin("python"));
-    cmd.arg(Path::new(ROOT).join("launchers").join(script)).args(args).arg("--").args(program).current_dir(cwd).env("TRAINBOOK_DIST_TIMEOUT", "60");
+    cmd.arg(Path::new(ROOT).join("launchers").join(script))
+        .args(args)
+        .arg("--")
+        .args(program)
+        .current_dir(cwd)
+        .env("TRAINBOOK_DIST_TIMEOUT", "60");
     cmd.envs(env.iter().copied());
     common::run_with_deadline(&mut cmd, Duration::from_secs(900), script)
 }
 
 fn mnist_args(work: &Path, out: &Path, extra: &[&str]) -> Vec<String> {
-    let mut args = vec![common::target_exe("examples/mnist").display().to_string(), "--data".into(), mnist_data(work).display().to_string()];
+    let mut args = vec![
+        common::target_exe("examples/mnist").display().to_string(),
+        "--data".into(),
+        mnist_data(work).display().to_string(),
+    ];
     args.extend(["--epochs", "1", "--workers", "1", "--out"].map(String::from));
     args.push(out.display().to_string());
     args.extend(extra.iter().map(|s| s.to_string()));
@@ -46,7 +61,10 @@ fn mnist_args(work: &Path, out: &Path, extra: &[&str]) -> Vec<String> {
 fn assert_trained(out: &Path, output: &Output, launcher: &str) {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{}", common::text(output));
-    assert!(stdout.contains(&format!("2 rank(s) via {launcher}")), "rank 0 reports its launcher:\n{stdout}");
+    assert!(
+        stdout.contains(&format!("2 rank(s) via {launcher}")),
+        "rank 0 reports its launcher:\n{stdout}"
+    );
     let records = read_records(&out.join("metrics.jsonl")).unwrap();
     assert_eq!(records.len(), 1);
     assert_eq!(records[0].world_size, 2);
@@ -68,12 +86,23 @@ fn ray_runs_mnist_as_two_ranks_and_restarts_after_a_lost_rank() {
     );
     let mut program = vec!["bash", "-c", &script, "rank"];
     program.extend(args.iter().map(String::as_str));
-    let o = launcher("ray_launch.py", &["--num-workers", "2", "--num-cpus", "2", "--max-failures", "1"], &program, &work);
+    let o = launcher(
+        "ray_launch.py",
+        &["--num-workers", "2", "--num-cpus", "2", "--max-failures", "1"],
+        &program,
+        &work,
+    );
     let (stdout, stderr) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     println!("{stdout}\n{stderr}");
-    assert!(stderr.contains("attempt 1/2 failed") && stderr.contains("rank 1 was killed by SIGKILL"), "{stderr}");
+    assert!(
+        stderr.contains("attempt 1/2 failed") && stderr.contains("rank 1 was killed by SIGKILL"),
+        "{stderr}"
+    );
     assert!(stderr.contains("all ranks finished (attempt 2/2"), "{stderr}");
-    assert!(stdout.contains("resuming from"), "the second attempt resumes from the checkpoint:\n{stdout}");
+    assert!(
+        stdout.contains("resuming from"),
+        "the second attempt resumes from the checkpoint:\n{stdout}"
+    );
     assert_trained(&out, &o, "ray");
 }
 
@@ -90,8 +119,14 @@ fn ray_reports_a_failing_rank_with_its_status() {
     let o = launcher("ray_launch.py", &["--num-workers", "2", "--num-cpus", "2"], &program, &work);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(7), "{}", common::text(&o));
-    assert!(stderr.contains("rank 1 exited with code 7") && stderr.contains("rank 1 of 2"), "{stderr}");
-    assert!(String::from_utf8_lossy(&o.stdout).contains("rank 0 of 2"), "rank 0's output is streamed");
+    assert!(
+        stderr.contains("rank 1 exited with code 7") && stderr.contains("rank 1 of 2"),
+        "{stderr}"
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("rank 0 of 2"),
+        "rank 0's output is streamed"
+    );
 }
 
 #[test]
@@ -101,10 +136,19 @@ fn dask_runs_mnist_as_two_ranks_one_per_worker() {
     let out = work.join("run");
     let args = mnist_args(&work, &out, &[]);
     let program: Vec<&str> = args.iter().map(String::as_str).collect();
-    let o = launcher("dask_launch.py", &["--local-workers", "2", "--num-workers", "2"], &program, &work);
+    let o = launcher(
+        "dask_launch.py",
+        &["--local-workers", "2", "--num-workers", "2"],
+        &program,
+        &work,
+    );
     println!("{}", common::text(&o));
     assert_trained(&out, &o, "dask");
-    assert_eq!(String::from_utf8_lossy(&o.stdout).matches("epoch 1/1").count(), 1, "rank 0's output, once");
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).matches("epoch 1/1").count(),
+        1,
+        "rank 0's output, once"
+    );
 }
 
 #[test]
@@ -120,15 +164,37 @@ fn dask_retries_the_group_and_refuses_too_few_workers() {
     let check = common::target_exe("c10d-check").display().to_string();
     // Workers that see several GPUs (as dask-cuda starts them, their own first) give their rank one.
     let args = ["--local-workers", "2", "--num-workers", "2", "--max-failures", "1"];
-    let o = launcher_env("dask_launch.py", &args, &["bash", "-c", &script, "rank", &check], &work, &[("CUDA_VISIBLE_DEVICES", "3,0,1,2")]);
+    let o = launcher_env(
+        "dask_launch.py",
+        &args,
+        &["bash", "-c", &script, "rank", &check],
+        &work,
+        &[("CUDA_VISIBLE_DEVICES", "3,0,1,2")],
+    );
     let (stdout, stderr) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     assert!(o.status.success(), "{stdout}\n{stderr}");
-    assert!(stderr.contains("rank 1 exited with code 5") && stderr.contains("all ranks finished (attempt 2/2"), "{stderr}");
-    assert!(stdout.contains("c10d-check rank 0/2 (via dask") && stdout.contains("rank 0 sees GPUs 3\n"), "{stdout}");
+    assert!(
+        stderr.contains("rank 1 exited with code 5")
+            && stderr.contains("all ranks finished (attempt 2/2"),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains("c10d-check rank 0/2 (via dask") && stdout.contains("rank 0 sees GPUs 3\n"),
+        "{stdout}"
+    );
 
-    let o = launcher("dask_launch.py", &["--local-workers", "1", "--num-workers", "2", "--wait-for-workers", "1"], &["true"], &work);
+    let o = launcher(
+        "dask_launch.py",
+        &["--local-workers", "1", "--num-workers", "2", "--wait-for-workers", "1"],
+        &["true"],
+        &work,
+    );
     let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success() && stderr.contains("the cluster has 1 worker(s) but 2 ranks were asked for"), "{stderr}");
+    assert!(
+        !o.status.success()
+            && stderr.contains("the cluster has 1 worker(s) but 2 ranks were asked for"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -139,7 +205,18 @@ fn mpirun_runs_mnist_as_two_ranks() {
     let port = format!("MASTER_PORT={}", common::free_port());
     let mut cmd = Command::new("mpirun");
     // As root (CI), Open MPI wants to be told; --oversubscribe: 2 ranks even where it counts 1 slot.
-    cmd.args(["--allow-run-as-root", "--oversubscribe", "-np", "2", "-x", &port, "-x", "TRAINBOOK_DIST_TIMEOUT=60"]).args(mnist_args(&work, &out, &[])).current_dir(&work);
+    cmd.args([
+        "--allow-run-as-root",
+        "--oversubscribe",
+        "-np",
+        "2",
+        "-x",
+        &port,
+        "-x",
+        "TRAINBOOK_DIST_TIMEOUT=60",
+    ])
+    .args(mnist_args(&work, &out, &[]))
+    .current_dir(&work);
     let o = common::run_with_deadline(&mut cmd, Duration::from_secs(900), "mpirun examples/mnist");
     println!("{}", common::text(&o));
     assert_trained(&out, &o, "open-mpi");
@@ -151,12 +228,26 @@ fn slurm_and_pmi_environments_form_a_group() {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let layouts: [(&str, fn(usize) -> Vec<(String, String)>); 2] = [
         ("slurm (srun)", |r| {
-            [("SLURM_PROCID", r.to_string()), ("SLURM_LOCALID", r.to_string()), ("SLURM_NTASKS", "2".into()), ("SLURM_STEP_ID", "0".into()), ("SLURM_JOB_NODELIST", "localhost".into()), ("SLURM_JOB_ID", "4242".into())]
-                .map(|(k, v)| (k.to_string(), v))
-                .to_vec()
+            [
+                ("SLURM_PROCID", r.to_string()),
+                ("SLURM_LOCALID", r.to_string()),
+                ("SLURM_NTASKS", "2".into()),
+                ("SLURM_STEP_ID", "0".into()),
+                ("SLURM_JOB_NODELIST", "localhost".into()),
+                ("SLURM_JOB_ID", "4242".into()),
+            ]
+            .map(|(k, v)| (k.to_string(), v))
+            .to_vec()
         }),
         ("mpich/pmi (mpiexec)", |r| {
-            [("PMI_RANK", r.to_string()), ("PMI_SIZE", "2".into()), ("MPI_LOCALRANKID", r.to_string()), ("MPI_LOCALNRANKS", "2".into())].map(|(k, v)| (k.to_string(), v)).to_vec()
+            [
+                ("PMI_RANK", r.to_string()),
+                ("PMI_SIZE", "2".into()),
+                ("MPI_LOCALRANKID", r.to_string()),
+                ("MPI_LOCALNRANKS", "2".into()),
+            ]
+            .map(|(k, v)| (k.to_string(), v))
+            .to_vec()
         }),
     ];
     for (name, vars) in layouts {
@@ -165,13 +256,21 @@ fn slurm_and_pmi_environments_form_a_group() {
             .map(|rank| {
                 let mut cmd = Command::new(common::target_exe("c10d-check"));
                 cmd.envs(vars(rank)).env("MASTER_PORT", &port).env("TRAINBOOK_DIST_TIMEOUT", "30");
-                cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap()
+                cmd.stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
             })
             .collect();
         for (rank, child) in children.into_iter().enumerate() {
             let o = common::wait_with_deadline(child, Duration::from_secs(120), name);
             let stdout = String::from_utf8_lossy(&o.stdout);
-            assert!(o.status.success() && stdout.contains(&format!("rank {rank}/2 (via {name}, local {rank}")), "{name}: {}", common::text(&o));
+            assert!(
+                o.status.success()
+                    && stdout.contains(&format!("rank {rank}/2 (via {name}, local {rank}")),
+                "{name}: {}",
+                common::text(&o)
+            );
         }
     }
 }

@@ -10,7 +10,9 @@ use std::process::Command;
 
 use tch::nn::{ModuleT, VarStore};
 use tch::{Device, Kind, Tensor};
-use trainbook::models::{channels_last, is_channels_last, resnet34_classifier, to_channels_last, to_safetensors_bytes};
+use trainbook::models::{
+    channels_last, is_channels_last, resnet34_classifier, to_channels_last, to_safetensors_bytes,
+};
 use trainbook::train::{named_parameters, CrossEntropyLoss};
 
 struct Pass {
@@ -34,22 +36,37 @@ fn pass(layout_channels_last: bool, train: bool) -> Pass {
     let net = resnet34_classifier(&vs.root(), 3);
     let x = Tensor::randn([4, 3, 40, 48], (Kind::Float, Device::Cpu));
     let y = Tensor::from_slice(&[0i64, 2, 1, 2]);
-    let reductions: i64 = vs.variables().values().filter(|v| v.dim() == 4).map(|w| w.size()[1] * w.size()[2] * w.size()[3]).sum();
-    let mut dump: Vec<(String, Tensor)> = vs.variables().into_iter().map(|(n, t)| (format!("w.{n}"), t.detach().copy())).collect();
+    let reductions: i64 = vs
+        .variables()
+        .values()
+        .filter(|v| v.dim() == 4)
+        .map(|w| w.size()[1] * w.size()[2] * w.size()[3])
+        .sum();
+    let mut dump: Vec<(String, Tensor)> =
+        vs.variables().into_iter().map(|(n, t)| (format!("w.{n}"), t.detach().copy())).collect();
     dump.extend([("x".to_string(), x.copy()), ("y".to_string(), y.copy())]);
     let mut input = x;
     if layout_channels_last {
         to_channels_last(&vs);
-        assert!(vs.variables().values().filter(|v| v.dim() == 4).all(|v| is_channels_last(v)), "every conv weight converted");
+        assert!(
+            vs.variables().values().filter(|v| v.dim() == 4).all(|v| is_channels_last(v)),
+            "every conv weight converted"
+        );
         input = channels_last(&input);
         assert!(is_channels_last(&input));
     }
     let logits = net.forward_t(&input, train);
     CrossEntropyLoss::new().mean(&logits, &y).backward();
-    let grads: Vec<(String, Tensor)> = named_parameters(&vs).into_iter().map(|(n, p)| (n, p.grad().contiguous())).collect();
+    let grads: Vec<(String, Tensor)> =
+        named_parameters(&vs).into_iter().map(|(n, p)| (n, p.grad().contiguous())).collect();
     dump.extend(grads.iter().map(|(n, g)| (format!("g.{n}"), g.copy())));
     dump.push(("logits".into(), logits.detach().contiguous()));
-    Pass { logits: logits.contiguous(), grads, bound: reductions as f64 * f64::from(f32::EPSILON) / 2.0, dump }
+    Pass {
+        logits: logits.contiguous(),
+        grads,
+        bound: reductions as f64 * f64::from(f32::EPSILON) / 2.0,
+        dump,
+    }
 }
 
 fn rel(x: &Tensor, y: &Tensor) -> f64 {
@@ -83,13 +100,26 @@ fn train_mode_each_layout_equals_torchvision_in_that_layout() {
         let p = pass(cl, true);
         let file = dir.join(format!("{layout}.safetensors"));
         std::fs::write(&file, to_safetensors_bytes(&p.dump, None).unwrap()).unwrap();
-        let out = Command::new(common::venv_bin("python")).arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/oracle/channels_last.py")).arg(&file).arg(layout).output().unwrap();
+        let out = Command::new(common::venv_bin("python"))
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/oracle/channels_last.py"))
+            .arg(&file)
+            .arg(layout)
+            .output()
+            .unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         let v: Vec<f64> = text.split_whitespace().map(|s| s.parse().unwrap()).collect();
         // The same libtorch kernels on one thread: equal by construction; 1e-6 allows for a
         // last-bit difference should a kernel choice ever differ.
-        println!("{layout}, training mode, vs torchvision: logits {:e}, gradients up to {:e}", v[0], v[1]);
-        assert!(v[0] <= 1e-6 && v[1] <= 1e-6, "{layout}: logits {:e}, gradients {:e} from torchvision", v[0], v[1]);
+        println!(
+            "{layout}, training mode, vs torchvision: logits {:e}, gradients up to {:e}",
+            v[0], v[1]
+        );
+        assert!(
+            v[0] <= 1e-6 && v[1] <= 1e-6,
+            "{layout}: logits {:e}, gradients {:e} from torchvision",
+            v[0],
+            v[1]
+        );
     }
 }

@@ -41,14 +41,22 @@ fn as_rank(cmd: &mut Command, rank: usize, port: u16) -> &mut Command {
 }
 
 fn python_rank(rank: usize, port: u16, args: &[&str]) -> Child {
-    as_rank(Command::new(venv_bin("python")).arg(mixed_rank_py()).args(args), rank, port).spawn().unwrap()
+    as_rank(Command::new(venv_bin("python")).arg(mixed_rank_py()).args(args), rank, port)
+        .spawn()
+        .unwrap()
 }
 
 /// Waits for every rank; on a failure, shows what all of them printed.
 fn finish(children: Vec<(&str, Child)>) -> String {
-    let outputs: Vec<_> = children.into_iter().map(|(what, child)| (what, wait_with_deadline(child, Duration::from_secs(240), what))).collect();
+    let outputs: Vec<_> = children
+        .into_iter()
+        .map(|(what, child)| (what, wait_with_deadline(child, Duration::from_secs(240), what)))
+        .collect();
     if outputs.iter().any(|(_, o)| !o.status.success()) {
-        let report: Vec<String> = outputs.iter().map(|(what, o)| format!("--- {what} ({}):\n{}", o.status, text(o))).collect();
+        let report: Vec<String> = outputs
+            .iter()
+            .map(|(what, o)| format!("--- {what} ({}):\n{}", o.status, text(o)))
+            .collect();
         panic!("a rank failed\n{}", report.join("\n"));
     }
     outputs.iter().map(|(_, o)| String::from_utf8_lossy(&o.stdout).into_owned()).collect()
@@ -62,7 +70,11 @@ fn a_pytorch_rank_and_a_trainbook_rank_run_collectives_together() {
         let py = python_rank(python, port, &["check"]);
         let stdout = finish(vec![("python rank", py), ("c10d-check rank", tb)]);
         assert!(stdout.contains(&format!("python rank {python}/2: allreduce sum=3 ok, broadcast ok, all_gather ok, barrier ok")), "{stdout}");
-        assert!(stdout.contains(&format!("c10d-check rank {}/2", 1 - python)) && stdout.contains("barrier ok"), "{stdout}");
+        assert!(
+            stdout.contains(&format!("c10d-check rank {}/2", 1 - python))
+                && stdout.contains("barrier ok"),
+            "{stdout}"
+        );
     }
 }
 
@@ -85,7 +97,10 @@ fn a_pytorch_rank_and_a_trainbook_rank_under_torchrun() {
     assert!(out.status.success(), "{}", text(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("python rank 0/2: allreduce sum=3 ok"), "{stdout}");
-    assert!(stdout.contains("c10d-check rank 1/2") && stdout.contains("agent store true"), "{stdout}");
+    assert!(
+        stdout.contains("c10d-check rank 1/2") && stdout.contains("agent store true"),
+        "{stdout}"
+    );
 }
 
 /// trainbook's side of the mixed DDP run: what mixed_rank.py does, through `Ddp`.
@@ -108,7 +123,11 @@ fn trainbook_ddp_rank(out: &Path) {
         opt.step().unwrap();
     }
     let params = named_parameters(&vs);
-    std::fs::write(out.join(format!("trainbook_rank{}.safetensors", dist.rank())), to_safetensors_bytes(&params, None).unwrap()).unwrap();
+    std::fs::write(
+        out.join(format!("trainbook_rank{}.safetensors", dist.rank())),
+        to_safetensors_bytes(&params, None).unwrap(),
+    )
+    .unwrap();
     println!("trainbook rank {}: {STEPS} DDP steps done", dist.rank());
     dist.destroy().unwrap();
 }
@@ -132,7 +151,11 @@ fn pytorch_ddp_and_trainbook_ddp_train_one_resnet34() {
     worker_args(&mut cmd, "ddp", &dir);
     let tb = as_rank(&mut cmd, 1, port).spawn().unwrap();
     let stdout = finish(vec![("python DDP rank 0", py), ("trainbook Ddp rank 1", tb)]);
-    assert!(stdout.contains("python rank 0: 3 DDP steps done") && stdout.contains("trainbook rank 1: 3 DDP steps done"), "{stdout}");
+    assert!(
+        stdout.contains("python rank 0: 3 DDP steps done")
+            && stdout.contains("trainbook rank 1: 3 DDP steps done"),
+        "{stdout}"
+    );
     let python = common::sorted_tensors(&dir.join("python_rank0.safetensors"));
     let trainbook = common::sorted_tensors(&dir.join("trainbook_rank1.safetensors"));
     assert_eq!(python.len(), trainbook.len(), "parameter lists differ");

@@ -10,15 +10,25 @@ use std::process::Command;
 
 use tch::nn::{ModuleT, VarStore};
 use tch::{Device, Kind, Tensor};
-use trainbook::models::{freeze_backbone, from_safetensors_bytes, load_safetensors, load_state_dict, resnet34_classifier, save_safetensors, to_safetensors_bytes, MnistNet};
-use trainbook::train::{CosineAnnealingLR, CrossEntropyLoss, Kernels, Mode, Optimizer, OptimizerKind, ReduceLROnPlateau, StepLR};
+use trainbook::models::{
+    freeze_backbone, from_safetensors_bytes, load_safetensors, load_state_dict,
+    resnet34_classifier, save_safetensors, to_safetensors_bytes, MnistNet,
+};
+use trainbook::train::{
+    CosineAnnealingLR, CrossEntropyLoss, Kernels, Mode, Optimizer, OptimizerKind,
+    ReduceLROnPlateau, StepLR,
+};
 
 fn tmp_dir(name: &str) -> common::WorkDir {
     common::WorkDir::new(name)
 }
 
 fn oracle(args: &[&str]) -> String {
-    let out = Command::new(common::venv_bin("python")).arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/oracle/models.py")).args(args).output().unwrap();
+    let out = Command::new(common::venv_bin("python"))
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/oracle/models.py"))
+        .args(args)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "oracle {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap()
 }
@@ -52,8 +62,16 @@ fn resnet34_matches_torchvision_and_round_trips() {
 
     // trainbook saves; PyTorch loads it with strict=True and gets the same output.
     save_safetensors(&vs, &dir.join("saved.safetensors")).unwrap();
-    std::fs::write(dir.join("rust_out.safetensors"), to_safetensors_bytes(&[("y".into(), y)], None).unwrap()).unwrap();
-    let torch_diff: f64 = oracle(&["load", dir.to_str().unwrap(), dir.join("saved.safetensors").to_str().unwrap()]).trim().parse().unwrap();
+    std::fs::write(
+        dir.join("rust_out.safetensors"),
+        to_safetensors_bytes(&[("y".into(), y)], None).unwrap(),
+    )
+    .unwrap();
+    let torch_diff: f64 =
+        oracle(&["load", dir.to_str().unwrap(), dir.join("saved.safetensors").to_str().unwrap()])
+            .trim()
+            .parse()
+            .unwrap();
     assert!(torch_diff <= 1e-5, "PyTorch output from trainbook's weights differs by {torch_diff}");
 
     // A torchvision-headed model (fc = Linear(512, 1000)) loads the backbone non-strictly and
@@ -67,12 +85,20 @@ fn resnet34_matches_torchvision_and_round_trips() {
     unexpected.sort();
     assert_eq!(unexpected, vec!["fc.0.bias", "fc.0.weight", "fc.2.bias", "fc.2.weight"]);
     let err = load_safetensors(&mut other, &file, true).unwrap_err().to_string();
-    assert!(err.contains("missing") && err.contains("fc.weight") && err.contains("fc.0.weight"), "{err}");
+    assert!(
+        err.contains("missing") && err.contains("fc.weight") && err.contains("fc.0.weight"),
+        "{err}"
+    );
     // A different number of classes is a shape mismatch that lists the tensors.
     let mut five = VarStore::new(Device::Cpu);
     let _ = resnet34_classifier(&five.root(), 5);
     let err = load_safetensors(&mut five, &file, false).unwrap_err().to_string();
-    assert!(err.contains("shape mismatch for 2 tensor(s)") && err.contains("fc.2.weight: file [3, 512], model [5, 512]") && err.contains("resnet.safetensors"), "{err}");
+    assert!(
+        err.contains("shape mismatch for 2 tensor(s)")
+            && err.contains("fc.2.weight: file [3, 512], model [5, 512]")
+            && err.contains("resnet.safetensors"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -80,15 +106,36 @@ fn optimizers_match_torch_optim() {
     let dir = tmp_dir("optim");
     oracle(&["optim", dir.to_str().unwrap()]);
     let ts = read(&dir.join("optim.safetensors"));
-    let init: Vec<(String, Tensor)> = ts.iter().filter_map(|(n, t)| n.strip_prefix("init.").map(|k| (k.to_string(), t.shallow_clone()))).collect();
+    let init: Vec<(String, Tensor)> = ts
+        .iter()
+        .filter_map(|(n, t)| n.strip_prefix("init.").map(|k| (k.to_string(), t.shallow_clone())))
+        .collect();
     let (x, y) = (get(&ts, "x"), get(&ts, "y"));
     let loss_fn = CrossEntropyLoss::new().label_smoothing(0.1);
     let kinds = [
-        ("sgd", OptimizerKind::Sgd { momentum: 0.9, dampening: 0.0, nesterov: true, weight_decay: 1e-3 }, 0.05),
-        ("adam", OptimizerKind::Adam { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 1e-3 }, 1e-3),
+        (
+            "sgd",
+            OptimizerKind::Sgd {
+                momentum: 0.9,
+                dampening: 0.0,
+                nesterov: true,
+                weight_decay: 1e-3,
+            },
+            0.05,
+        ),
+        (
+            "adam",
+            OptimizerKind::Adam { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 1e-3 },
+            1e-3,
+        ),
         ("adamw", OptimizerKind::adamw(), 1e-3),
     ];
-    let variants = kinds.iter().flat_map(|&(name, kind, lr)| [(format!("{name}.single"), kind, lr, Kernels::PerTensor), (format!("{name}.multi"), kind, lr, Kernels::MultiTensor)]);
+    let variants = kinds.iter().flat_map(|&(name, kind, lr)| {
+        [
+            (format!("{name}.single"), kind, lr, Kernels::PerTensor),
+            (format!("{name}.multi"), kind, lr, Kernels::MultiTensor),
+        ]
+    });
     for (name, kind, lr, kernels) in variants {
         let mut vs = VarStore::new(Device::Cpu);
         let net = MnistNet::new(&vs.root());
@@ -124,24 +171,40 @@ fn optimizers_match_torch_optim() {
 #[test]
 fn schedules_match_torch() {
     let want: serde_json::Value = serde_json::from_str(&oracle(&["schedules"])).unwrap();
-    let seq = |k: &str| -> Vec<f64> { want[k].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect() };
-    let metrics = [1.0, 0.9, 0.95, 0.95, 0.95, 0.89, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.88, 0.88, 0.88, 0.88];
+    let seq = |k: &str| -> Vec<f64> {
+        want[k].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect()
+    };
+    let metrics =
+        [1.0, 0.9, 0.95, 0.95, 0.95, 0.89, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.88, 0.88, 0.88, 0.88];
     for (mode, sign, key) in [(Mode::Min, 1.0, "plateau_min"), (Mode::Max, -1.0, "plateau_max")] {
         let mut s = ReduceLROnPlateau::new(mode).factor(0.5).patience(2).cooldown(1).min_lr(0.01);
         let mut lr = 0.1;
-        let got: Vec<f64> = metrics.iter().map(|m| {
-            lr = s.step(sign * m, lr);
-            lr
-        }).collect();
+        let got: Vec<f64> = metrics
+            .iter()
+            .map(|m| {
+                lr = s.step(sign * m, lr);
+                lr
+            })
+            .collect();
         assert_eq!(got, seq(key), "{key}");
     }
     let mut s = StepLR::new(3, 0.5);
     let mut lr = 0.1;
-    let got: Vec<f64> = (0..10).map(|_| { lr = s.step(lr); lr }).collect();
+    let got: Vec<f64> = (0..10)
+        .map(|_| {
+            lr = s.step(lr);
+            lr
+        })
+        .collect();
     assert_eq!(got, seq("step"));
     let mut s = CosineAnnealingLR::new(0.1, 4, 0.001);
     let mut lr = 0.1;
-    let got: Vec<f64> = (0..12).map(|_| { lr = s.step(lr); lr }).collect();
+    let got: Vec<f64> = (0..12)
+        .map(|_| {
+            lr = s.step(lr);
+            lr
+        })
+        .collect();
     for (a, b) in got.iter().zip(seq("cosine")) {
         assert!((a - b).abs() < 1e-12, "cosine {got:?}");
     }
@@ -152,10 +215,12 @@ fn freezing_the_backbone_trains_only_the_head() {
     let vs = VarStore::new(Device::Cpu);
     let net = resnet34_classifier(&vs.root(), 3);
     freeze_backbone(&vs, true);
-    let before: Vec<(String, Tensor)> = vs.variables().into_iter().map(|(n, t)| (n, t.copy())).collect();
+    let before: Vec<(String, Tensor)> =
+        vs.variables().into_iter().map(|(n, t)| (n, t.copy())).collect();
     let mut opt = Optimizer::adam(&vs, 1e-2);
     let x = Tensor::randn([2, 3, 64, 64], (Kind::Float, Device::Cpu));
-    let loss = CrossEntropyLoss::new().mean(&net.forward_t(&x, false), &Tensor::from_slice(&[0i64, 2]));
+    let loss =
+        CrossEntropyLoss::new().mean(&net.forward_t(&x, false), &Tensor::from_slice(&[0i64, 2]));
     opt.zero_grad();
     loss.backward();
     opt.step().unwrap();

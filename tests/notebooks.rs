@@ -13,14 +13,17 @@ const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
 /// All text a notebook's code cells printed (stream and plain-text outputs).
 fn printed_text(notebook: &Path) -> String {
-    let nb: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(notebook).unwrap()).unwrap();
+    let nb: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(notebook).unwrap()).unwrap();
     let mut all = String::new();
     for cell in nb["cells"].as_array().unwrap() {
         for out in cell["outputs"].as_array().into_iter().flatten() {
             for field in [&out["text"], &out["data"]["text/plain"]] {
                 match field {
                     serde_json::Value::String(s) => all.push_str(s),
-                    serde_json::Value::Array(lines) => lines.iter().filter_map(|l| l.as_str()).for_each(|l| all.push_str(l)),
+                    serde_json::Value::Array(lines) => {
+                        lines.iter().filter_map(|l| l.as_str()).for_each(|l| all.push_str(l))
+                    }
                     _ => {}
                 }
             }
@@ -33,25 +36,55 @@ fn printed_text(notebook: &Path) -> String {
 fn every_notebook_runs_headless() {
     let out_dir = Path::new(ROOT).join("target/notebooks");
     let (status, stdout) = run_streaming(
-        Command::new(venv_bin("python")).arg("scripts/run_notebooks.py").arg("--out").arg(&out_dir).current_dir(ROOT),
+        Command::new(venv_bin("python"))
+            .arg("scripts/run_notebooks.py")
+            .arg("--out")
+            .arg(&out_dir)
+            .current_dir(ROOT),
         Duration::from_secs(3600),
         "notebook runner",
     );
     assert!(status.success(), "a notebook failed:\n{stdout}");
-    let expected = std::fs::read_dir(Path::new(ROOT).join("notebooks")).unwrap().filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "ipynb")).count();
+    let expected = std::fs::read_dir(Path::new(ROOT).join("notebooks"))
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "ipynb"))
+        .count();
     assert!(stdout.contains(&format!("notebooks: {expected} passed, 0 failed")), "{stdout}");
 
     // The course notebooks show real plots: decode every inline PNG and check its size.
-    for (name, min_pngs) in [("01-mnist", 3), ("02-mnist-ddp", 1), ("03-designsafe", 3), ("04-designsafe-torchrun", 1)] {
-        let nb: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out_dir.join(format!("{name}.ipynb"))).unwrap()).unwrap();
-        let pngs: Vec<Vec<u8>> = nb["cells"].as_array().unwrap().iter().flat_map(|c| c["outputs"].as_array().cloned().unwrap_or_default()).filter_map(|o| o["data"]["image/png"].as_str().map(|b| {
-            use base64::Engine;
-            base64::engine::general_purpose::STANDARD.decode(b.replace('\n', "")).unwrap()
-        })).collect();
-        assert!(pngs.len() >= min_pngs, "{name}: {} inline PNGs, expected at least {min_pngs}", pngs.len());
+    for (name, min_pngs) in
+        [("01-mnist", 3), ("02-mnist-ddp", 1), ("03-designsafe", 3), ("04-designsafe-torchrun", 1)]
+    {
+        let nb: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(out_dir.join(format!("{name}.ipynb"))).unwrap(),
+        )
+        .unwrap();
+        let pngs: Vec<Vec<u8>> = nb["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|c| c["outputs"].as_array().cloned().unwrap_or_default())
+            .filter_map(|o| {
+                o["data"]["image/png"].as_str().map(|b| {
+                    use base64::Engine;
+                    base64::engine::general_purpose::STANDARD.decode(b.replace('\n', "")).unwrap()
+                })
+            })
+            .collect();
+        assert!(
+            pngs.len() >= min_pngs,
+            "{name}: {} inline PNGs, expected at least {min_pngs}",
+            pngs.len()
+        );
         for png in &pngs {
             let img = image::load_from_memory(png).unwrap();
-            assert!(img.width() >= 300 && img.height() >= 200 && png.len() > 5000, "{name}: a {}x{} plot of {} bytes", img.width(), img.height(), png.len());
+            assert!(
+                img.width() >= 300 && img.height() >= 200 && png.len() > 5000,
+                "{name}: a {}x{} plot of {} bytes",
+                img.width(),
+                img.height(),
+                png.len()
+            );
         }
     }
     let text = |n: &str| printed_text(&out_dir.join(n));
@@ -59,6 +92,9 @@ fn every_notebook_runs_headless() {
     assert!(text("03-designsafe.ipynb").contains("best validation accuracy"));
 
     let setup = printed_text(&out_dir.join("00-setup-check.ipynb"));
-    assert!(setup.contains("libtorch  2.13.0"), "00-setup-check should print the libtorch version:\n{setup}");
+    assert!(
+        setup.contains("libtorch  2.13.0"),
+        "00-setup-check should print the libtorch version:\n{setup}"
+    );
     assert!(setup.contains("world size 1, all-reduced [1.0, 2.0, 3.0]"), "{setup}");
 }

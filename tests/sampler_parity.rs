@@ -46,20 +46,30 @@ fn indices_equal_torch_distributed_sampler() {
         .stderr(Stdio::inherit())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(Value::Array(configs.clone()).to_string().as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(Value::Array(configs.clone()).to_string().as_bytes())
+        .unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success());
     let expected: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
 
     for (c, want) in configs.iter().zip(&expected) {
-        let mut s = DistributedSampler::new(c["len"].as_u64().unwrap() as usize, c["replicas"].as_u64().unwrap() as usize, c["rank"].as_u64().unwrap() as usize)
-            .unwrap()
-            .shuffle(c["shuffle"].as_bool().unwrap())
-            .seed(c["seed"].as_u64().unwrap())
-            .drop_last(c["drop_last"].as_bool().unwrap());
+        let mut s = DistributedSampler::new(
+            c["len"].as_u64().unwrap() as usize,
+            c["replicas"].as_u64().unwrap() as usize,
+            c["rank"].as_u64().unwrap() as usize,
+        )
+        .unwrap()
+        .shuffle(c["shuffle"].as_bool().unwrap())
+        .seed(c["seed"].as_u64().unwrap())
+        .drop_last(c["drop_last"].as_bool().unwrap());
         s.set_epoch(c["epoch"].as_u64().unwrap());
         let got: Vec<u64> = s.indices().into_iter().map(|i| i as u64).collect();
-        let want_idx: Vec<u64> = want["indices"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+        let want_idx: Vec<u64> =
+            want["indices"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
         assert_eq!(got, want_idx, "indices differ for {c}");
         assert_eq!(s.len() as u64, want["len"].as_u64().unwrap(), "len differs for {c}");
     }

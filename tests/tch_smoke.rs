@@ -10,7 +10,9 @@ fn tensors_and_autograd_work() {
     y.backward();
     let grad: Vec<f32> = Vec::try_from(x.grad()).unwrap();
     assert_eq!(grad, vec![2.0, 4.0, 6.0]);
-    let m = Tensor::arange(6, (Kind::Float, Device::Cpu)).view([2, 3]).matmul(&Tensor::ones([3, 1], (Kind::Float, Device::Cpu)));
+    let m = Tensor::arange(6, (Kind::Float, Device::Cpu))
+        .view([2, 3])
+        .matmul(&Tensor::ones([3, 1], (Kind::Float, Device::Cpu)));
     assert_eq!(Vec::<f32>::try_from(m.flatten(0, -1)).unwrap(), vec![3.0, 12.0]);
 }
 
@@ -44,6 +46,10 @@ fn trainbook_layers_register_weight_first_and_start_like_tch() {
             assert!(t.requires_grad(), "{name} must be trainable");
             assert!(t.equal(&theirs[name]), "{name} differs from tch's initial value");
         }
-        assert_ne!(ours[1].1.abs().sum(Kind::Double).double_value(&[]), 0.0, "the linear bias is random");
+        assert_ne!(
+            ours[1].1.abs().sum(Kind::Double).double_value(&[]),
+            0.0,
+            "the linear bias is random"
+        );
     }
 }

@@ -6,7 +6,9 @@ use tch::nn::{ModuleT, VarStore};
 use tch::{Device, Kind, Tensor};
 use trainbook::data::{DataLoader, TensorDataset};
 use trainbook::models::MnistNet;
-use trainbook::train::{evaluate, host_reads, train_epoch, CrossEntropyLoss, EpochOptions, Optimizer};
+use trainbook::train::{
+    evaluate, host_reads, train_epoch, CrossEntropyLoss, EpochOptions, Optimizer,
+};
 
 const BATCHES: usize = 40;
 
@@ -28,8 +30,14 @@ fn an_epoch_reads_the_device_once_without_progress_and_rarely_with_it() {
     let (mut data, x, y) = loader();
 
     let before = host_reads();
-    let t = train_epoch(&net, &mut data, &mut opt, &loss_fn, &EpochOptions::on(Device::Cpu).quiet()).unwrap();
-    assert_eq!(host_reads() - before, 1, "quiet training epoch of {BATCHES} steps: one read, at its end");
+    let t =
+        train_epoch(&net, &mut data, &mut opt, &loss_fn, &EpochOptions::on(Device::Cpu).quiet())
+            .unwrap();
+    assert_eq!(
+        host_reads() - before,
+        1,
+        "quiet training epoch of {BATCHES} steps: one read, at its end"
+    );
     assert_eq!(t.samples, BATCHES as u64 * 2);
     assert!(t.loss.is_finite() && (0.0..=1.0).contains(&t.accuracy), "{t}");
 
@@ -41,8 +49,13 @@ fn an_epoch_reads_the_device_once_without_progress_and_rarely_with_it() {
     // Tolerance: float32 logits of a batch of 2 and of 80 may round differently (a few ulps,
     // ~1e-6 relative after the convolutions' and fc1's long sums); 1e-5 covers it.
     let logits = tch::no_grad(|| net.forward_t(&x, false));
-    let want = loss_fn.per_sample(&logits, &y).sum(Kind::Double).double_value(&[]) / y.size()[0] as f64;
-    assert!((v.loss - want).abs() <= 1e-5 * want.abs(), "evaluate loss {} vs whole-set {want}", v.loss);
+    let want =
+        loss_fn.per_sample(&logits, &y).sum(Kind::Double).double_value(&[]) / y.size()[0] as f64;
+    assert!(
+        (v.loss - want).abs() <= 1e-5 * want.abs(),
+        "evaluate loss {} vs whole-set {want}",
+        v.loss
+    );
 
     // With progress shown, reads follow the display (about a tenth of the epoch, or a bar's
     // refresh interval), not the steps.

@@ -28,7 +28,9 @@ fn picture(width: u32, height: u32, seed: u32) -> image::RgbImage {
 
 fn write_images(dir: &Path) -> Vec<PathBuf> {
     let mut paths = Vec::new();
-    for (i, &(w, h)) in [(317u32, 211u32), (640, 479), (97, 131), (251, 250), (33, 401)].iter().enumerate() {
+    for (i, &(w, h)) in
+        [(317u32, 211u32), (640, 479), (97, 131), (251, 250), (33, 401)].iter().enumerate()
+    {
         let img = picture(w, h, i as u32);
         let png = dir.join(format!("img{i}_{w}x{h}.png"));
         img.save(&png).unwrap();
@@ -50,7 +52,12 @@ fn run_oracle(cases: &[Value], out: &Path) -> Vec<Vec<usize>> {
         .stderr(Stdio::inherit())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(Value::Array(cases.to_vec()).to_string().as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(Value::Array(cases.to_vec()).to_string().as_bytes())
+        .unwrap();
     let result = child.wait_with_output().unwrap();
     assert!(result.status.success(), "oracle failed");
     serde_json::from_slice(&result.stdout).unwrap()
@@ -73,12 +80,32 @@ fn transforms_match_torchvision() {
     let images = write_images(&dir);
 
     let pipelines: Vec<(Value, trainbook::transforms::Compose, f32)> = vec![
-        (json!([["Resize", [244, 244]], ["ToTensor"]]), compose![Resize::new((244, 244)), ToTensor], 1.0 / 255.0),
-        (json!([["Resize", 256], ["CenterCrop", 224], ["ToTensor"], ["Normalize", [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]]]),
-         compose![Resize::new(256), CenterCrop::new(224), ToTensor, Normalize::imagenet()], 1.0 / 255.0 / 0.224),
-        (json!([["CenterCrop", [300, 120]], ["ToTensor"]]), compose![CenterCrop::new((300, 120)), ToTensor], 1e-6),
+        (
+            json!([["Resize", [244, 244]], ["ToTensor"]]),
+            compose![Resize::new((244, 244)), ToTensor],
+            1.0 / 255.0,
+        ),
+        (
+            json!([
+                ["Resize", 256],
+                ["CenterCrop", 224],
+                ["ToTensor"],
+                ["Normalize", [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]]
+            ]),
+            compose![Resize::new(256), CenterCrop::new(224), ToTensor, Normalize::imagenet()],
+            1.0 / 255.0 / 0.224,
+        ),
+        (
+            json!([["CenterCrop", [300, 120]], ["ToTensor"]]),
+            compose![CenterCrop::new((300, 120)), ToTensor],
+            1e-6,
+        ),
         (json!([["Resize", 450], ["ToTensor"]]), compose![Resize::new(450), ToTensor], 1.0 / 255.0),
-        (json!([["Resize", [31, 57]], ["ToTensor"]]), compose![Resize::new((31, 57)), ToTensor], 1.0 / 255.0),
+        (
+            json!([["Resize", [31, 57]], ["ToTensor"]]),
+            compose![Resize::new((31, 57)), ToTensor],
+            1.0 / 255.0,
+        ),
     ];
     let ops: Vec<(AugmentOp, &str, Vec<f32>)> = vec![
         (AugmentOp::ShearX, "ShearX", vec![0.3, -0.16666667, 0.033333335]),
@@ -145,7 +172,12 @@ fn transforms_match_torchvision() {
                 let got = op.apply(&base, *m);
                 let want = read(i);
                 let mismatched = got.data().iter().zip(&want).filter(|(a, b)| a != b).count();
-                assert_eq!(mismatched, 0, "{} {name}({m}): {mismatched} bytes differ from torchvision", path.display());
+                assert_eq!(
+                    mismatched,
+                    0,
+                    "{} {name}({m}): {mismatched} bytes differ from torchvision",
+                    path.display()
+                );
                 i += 1;
             }
         }

@@ -23,12 +23,14 @@ fn main() -> ExitCode {
 }
 
 fn run() -> Result<String, String> {
-    let timeout_s: u64 = std::env::var("TRAINBOOK_DIST_TIMEOUT").ok().and_then(|v| v.parse().ok()).unwrap_or(60);
+    let timeout_s: u64 =
+        std::env::var("TRAINBOOK_DIST_TIMEOUT").ok().and_then(|v| v.parse().ok()).unwrap_or(60);
     let env = match LaunchEnv::from_env().map_err(|e| e.to_string())? {
         Some(env) => env,
         None => LaunchEnv::single_process().map_err(|e| e.to_string())?,
     };
-    let pg = dist::connect(&env, Backend::Gloo, Duration::from_secs(timeout_s)).map_err(|e| e.to_string())?;
+    let pg = dist::connect(&env, Backend::Gloo, Duration::from_secs(timeout_s))
+        .map_err(|e| e.to_string())?;
     let (rank, world) = (pg.rank() as i64, pg.size() as i64);
     let e = |err: trainbook::Error| err.to_string();
 
@@ -42,7 +44,10 @@ fn run() -> Result<String, String> {
     pg.all_reduce_sum(&big).map_err(e)?;
     let want = Tensor::arange(n, (Kind::Float, tch::Device::Cpu)) * expected_sum;
     if !big.allclose(&want, 1e-6, 1e-3, false) {
-        return Err(format!("allreduce (1M floats): max diff {}", f64::try_from((&big - &want).abs().max()).unwrap_or(f64::NAN)));
+        return Err(format!(
+            "allreduce (1M floats): max diff {}",
+            f64::try_from((&big - &want).abs().max()).unwrap_or(f64::NAN)
+        ));
     }
 
     let root = (world - 1) as usize;
@@ -71,7 +76,8 @@ fn run() -> Result<String, String> {
 }
 
 fn expect_all(t: &Tensor, value: f64, what: &str) -> Result<(), String> {
-    let values: Vec<f64> = Vec::try_from(t.to_kind(Kind::Double)).map_err(|e: tch::TchError| e.to_string())?;
+    let values: Vec<f64> =
+        Vec::try_from(t.to_kind(Kind::Double)).map_err(|e: tch::TchError| e.to_string())?;
     if values.iter().all(|v| *v == value) {
         Ok(())
     } else {

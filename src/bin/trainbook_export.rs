@@ -15,7 +15,8 @@ fn main() -> ExitCode {
     let (notebook, out) = (PathBuf::from(&args[0]), PathBuf::from(&args[1]));
     let lock = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("Cargo.lock");
     let result = trainbook::export::export_notebook(&notebook).and_then(|p| {
-        let toml = trainbook::export::write_project(&p, &out, lock.exists().then_some(lock.as_path()))?;
+        let toml =
+            trainbook::export::write_project(&p, &out, lock.exists().then_some(lock.as_path()))?;
         p.notes.iter().for_each(|n| println!("note: {n}"));
         println!("wrote {} (package {})", toml.display(), p.name);
         Ok(())

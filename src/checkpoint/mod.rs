@@ -84,7 +84,14 @@ pub const BEST_DIR: &str = "best";
 
 impl Checkpointer {
     pub fn new(root: impl AsRef<Path>, policy: Policy) -> Checkpointer {
-        Checkpointer { root: root.as_ref().to_path_buf(), policy, best: None, global_step: 0, background: false, in_flight: None }
+        Checkpointer {
+            root: root.as_ref().to_path_buf(),
+            policy,
+            best: None,
+            global_step: 0,
+            background: false,
+            in_flight: None,
+        }
     }
 
     /// Writes in the background: a save copies the state to host memory and returns; a thread
@@ -100,7 +107,10 @@ impl Checkpointer {
     pub fn wait(&mut self) -> Result<Option<PathBuf>> {
         match self.in_flight.take() {
             None => Ok(None),
-            Some(handle) => handle.join().map_err(|_| Error::Checkpoint("the checkpoint writer thread panicked".into()))?.map(Some),
+            Some(handle) => handle
+                .join()
+                .map_err(|_| Error::Checkpoint("the checkpoint writer thread panicked".into()))?
+                .map(Some),
         }
     }
 
@@ -123,27 +133,54 @@ impl Checkpointer {
                 eprintln!("checkpoint: skipping {}: {why}", dir.display());
             }
             if report.valid.is_empty() {
-                eprintln!("checkpoint: no valid checkpoint in {}; starting fresh", self.root.display());
+                eprintln!(
+                    "checkpoint: no valid checkpoint in {}; starting fresh",
+                    self.root.display()
+                );
             }
         }
         Ok(report.valid.into_iter().next())
     }
 
     /// Restores model, optimizer and this rank's RNG from `ckpt`; returns where to continue.
-    pub fn restore(&mut self, ckpt: &Checkpoint, dist: &Dist, vs: &mut VarStore, optimizer: &mut Optimizer) -> Result<ResumePoint> {
+    pub fn restore(
+        &mut self,
+        ckpt: &Checkpoint,
+        dist: &Dist,
+        vs: &mut VarStore,
+        optimizer: &mut Optimizer,
+    ) -> Result<ResumePoint> {
         let m = &ckpt.manifest;
         let read = |file: &str| -> Result<Vec<(String, Tensor)>> {
             let path = ckpt.dir.join(file);
             let bytes = store::map_file(&path).map_err(|e| Error::io(&path, e))?;
             from_safetensors_bytes(&bytes, &path)
         };
-        load_state_dict(vs, &read(MODEL_FILE)?, true).map_err(|e| Error::Checkpoint(format!("checkpoint {}: {e}", ckpt.dir.display())))?;
+        load_state_dict(vs, &read(MODEL_FILE)?, true)
+            .map_err(|e| Error::Checkpoint(format!("checkpoint {}: {e}", ckpt.dir.display())))?;
         optimizer.load_state_dict_owned(read(OPTIMIZER_FILE)?, &m.optimizer)?;
         if m.world_size == dist.world_size() {
-            let state = m.rng_states.get(dist.rank()).and_then(|s| manifest::from_hex(s)).ok_or_else(|| Error::Checkpoint(format!("checkpoint {}: no RNG state for rank {}", ckpt.dir.display(), dist.rank())))?;
+            let state =
+                m.rng_states.get(dist.rank()).and_then(|s| manifest::from_hex(s)).ok_or_else(
+                    || {
+                        Error::Checkpoint(format!(
+                            "checkpoint {}: no RNG state for rank {}",
+                            ckpt.dir.display(),
+                            dist.rank()
+                        ))
+                    },
+                )?;
             set_cpu_rng_state(&state)?;
-            if let (Some(hex), Device::Cuda(_)) = (m.device_rng_states.get(dist.rank()), dist.device()) {
-                let state = manifest::from_hex(hex).ok_or_else(|| Error::Checkpoint(format!("checkpoint {}: damaged CUDA RNG state for rank {}", ckpt.dir.display(), dist.rank())))?;
+            if let (Some(hex), Device::Cuda(_)) =
+                (m.device_rng_states.get(dist.rank()), dist.device())
+            {
+                let state = manifest::from_hex(hex).ok_or_else(|| {
+                    Error::Checkpoint(format!(
+                        "checkpoint {}: damaged CUDA RNG state for rank {}",
+                        ckpt.dir.display(),
+                        dist.rank()
+                    ))
+                })?;
                 set_rng_state(dist.device(), &state)?;
             }
         } else {
@@ -152,23 +189,45 @@ impl Checkpointer {
         self.best = m.best_metric;
         self.global_step = m.global_step;
         // The partial epoch's metrics are global sums: rank 0 carries them, the others start at 0.
-        let epoch_metrics = if dist.is_main() { m.epoch_metrics } else { RunningMetrics::default() };
-        Ok(ResumePoint { epoch: m.epoch, batches_done: m.batches_done, global_step: m.global_step, epoch_metrics, scheduler: m.scheduler.clone(), best_metric: m.best_metric, dir: ckpt.dir.clone(), grad_scaler: m.grad_scaler })
+        let epoch_metrics =
+            if dist.is_main() { m.epoch_metrics } else { RunningMetrics::default() };
+        Ok(ResumePoint {
+            epoch: m.epoch,
+            batches_done: m.batches_done,
+            global_step: m.global_step,
+            epoch_metrics,
+            scheduler: m.scheduler.clone(),
+            best_metric: m.best_metric,
+            dir: ckpt.dir.clone(),
+            grad_scaler: m.grad_scaler,
+        })
     }
 
     /// Call after every optimizer step; writes `step-*` when `every_steps` says so. `state` is
     /// only built for a step that saves (building it reads the running metrics from the device).
-    pub fn after_step<'s>(&mut self, dist: &Dist, state: impl FnOnce() -> TrainState<'s>) -> Result<Option<PathBuf>> {
+    pub fn after_step<'s>(
+        &mut self,
+        dist: &Dist,
+        state: impl FnOnce() -> TrainState<'s>,
+    ) -> Result<Option<PathBuf>> {
         self.global_step += 1;
         match self.policy.every_steps {
-            Some(n) if n > 0 && self.global_step % n == 0 => self.save_step(dist, &state()).map(Some),
+            Some(n) if n > 0 && self.global_step % n == 0 => {
+                self.save_step(dist, &state()).map(Some)
+            }
             _ => Ok(None),
         }
     }
 
     /// Call at the end of an epoch (`state.epoch` = the next epoch, `batches_done` = 0) with
     /// the monitored metric; writes `step-*` per `every_epochs` and `best/` when it improved.
-    pub fn after_epoch(&mut self, dist: &Dist, state: &TrainState, finished_epoch: u64, metric: Option<f64>) -> Result<()> {
+    pub fn after_epoch(
+        &mut self,
+        dist: &Dist,
+        state: &TrainState,
+        finished_epoch: u64,
+        metric: Option<f64>,
+    ) -> Result<()> {
         let improved = match (self.policy.best, metric, self.best) {
             (Some(_), Some(_), None) => true,
             (Some(Mode::Max), Some(v), Some(b)) => v > b,
@@ -192,24 +251,44 @@ impl Checkpointer {
 
     /// Writes one checkpoint: every rank contributes its RNG state, rank 0 writes (then prunes
     /// old `step-*` when `prune` is set); all wait, unless the write goes to the background.
-    fn save(&mut self, dist: &Dist, state: &TrainState, name: &str, prune: bool) -> Result<PathBuf> {
+    fn save(
+        &mut self,
+        dist: &Dist,
+        state: &TrainState,
+        name: &str,
+        prune: bool,
+    ) -> Result<PathBuf> {
         if self.background {
             // The previous background write must have succeeded, and every rank learns if not.
             let previous = self.wait();
             let failed = dist.sum_f64(&[previous.is_err() as u8 as f64])?[0] > 0.0;
             if failed {
-                return Err(previous.err().unwrap_or_else(|| Error::Checkpoint("rank 0 could not write the previous checkpoint".into())));
+                return Err(previous.err().unwrap_or_else(|| {
+                    Error::Checkpoint("rank 0 could not write the previous checkpoint".into())
+                }));
             }
         }
         let rng = Tensor::from_slice(&cpu_rng_state()?).to_device(dist.device());
         let m = state.epoch_metrics;
         let sums = dist.sum_f64(&[m.loss_sum, m.correct as f64, m.count as f64])?;
-        let global_metrics = RunningMetrics { loss_sum: sums[0], correct: sums[1].round() as u64, count: sums[2].round() as u64 };
-        let hex = |ts: Vec<Tensor>| ts.iter().map(|t| Vec::<u8>::try_from(t.to_device(Device::Cpu)).map(|b| manifest::to_hex(&b))).collect::<std::result::Result<Vec<String>, _>>();
+        let global_metrics = RunningMetrics {
+            loss_sum: sums[0],
+            correct: sums[1].round() as u64,
+            count: sums[2].round() as u64,
+        };
+        let hex = |ts: Vec<Tensor>| {
+            ts.iter()
+                .map(|t| {
+                    Vec::<u8>::try_from(t.to_device(Device::Cpu)).map(|b| manifest::to_hex(&b))
+                })
+                .collect::<std::result::Result<Vec<String>, _>>()
+        };
         let states = hex(dist.all_gather(&rng)?)?;
         // On GPUs, each rank's CUDA generator too (dropout masks drawn on the device).
         let device_states = match dist.device() {
-            Device::Cuda(_) => hex(dist.all_gather(&Tensor::from_slice(&rng_state(dist.device())?).to_device(dist.device()))?)?,
+            Device::Cuda(_) => hex(dist.all_gather(
+                &Tensor::from_slice(&rng_state(dist.device())?).to_device(dist.device()),
+            )?)?,
             _ => Vec::new(),
         };
         let dir = self.root.join(name);
@@ -239,7 +318,22 @@ impl Checkpointer {
         };
         // A snapshot on the host: the background thread must not see later updates. The
         // optimizer's export is already a copy; on the CPU only the model needs one.
-        let host = |ts: Vec<(String, Tensor)>, copy: bool| -> Vec<(String, Tensor)> { ts.into_iter().map(|(n, t)| (n, if t.device() != Device::Cpu { t.to_device(Device::Cpu) } else if copy { t.copy() } else { t })).collect() };
+        let host = |ts: Vec<(String, Tensor)>, copy: bool| -> Vec<(String, Tensor)> {
+            ts.into_iter()
+                .map(|(n, t)| {
+                    (
+                        n,
+                        if t.device() != Device::Cpu {
+                            t.to_device(Device::Cpu)
+                        } else if copy {
+                            t.copy()
+                        } else {
+                            t
+                        },
+                    )
+                })
+                .collect()
+        };
         let (model, opt_tensors) = (host(state_dict(state.vs), true), host(opt_tensors, false));
         let (root, name, keep_last) = (self.root.clone(), name.to_string(), self.policy.keep_last);
         let write = move || -> Result<PathBuf> {
@@ -248,14 +342,24 @@ impl Checkpointer {
                 (OPTIMIZER_FILE, Box::new(|p: &Path| save_tensors_file(&opt_tensors, p))),
             ];
             let dir = root.join(&name);
-            write_checkpoint(&root, &name, manifest, files).map_err(|e| Error::Checkpoint(format!("could not write checkpoint {} (the previous ones are untouched): {e}", dir.display())))?;
+            write_checkpoint(&root, &name, manifest, files).map_err(|e| {
+                Error::Checkpoint(format!(
+                    "could not write checkpoint {} (the previous ones are untouched): {e}",
+                    dir.display()
+                ))
+            })?;
             if prune {
                 prune_steps(&root, keep_last)?;
             }
             Ok(dir)
         };
         if self.background {
-            self.in_flight = Some(std::thread::Builder::new().name("checkpoint-writer".into()).spawn(write).map_err(|e| Error::io(&self.root, e))?);
+            self.in_flight = Some(
+                std::thread::Builder::new()
+                    .name("checkpoint-writer".into())
+                    .spawn(write)
+                    .map_err(|e| Error::io(&self.root, e))?,
+            );
             return Ok(dir);
         }
         let written = write();
@@ -286,7 +390,11 @@ fn prune_steps(root: &Path, keep_last: usize) -> Result<()> {
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
     let pid = std::process::id().to_string();
-    for stale in names.iter().filter(|n| n.starts_with('.') && [".tmp-", ".old-", ".deleting-"].iter().any(|t| n.contains(t)) && !n.ends_with(&pid)) {
+    for stale in names.iter().filter(|n| {
+        n.starts_with('.')
+            && [".tmp-", ".old-", ".deleting-"].iter().any(|t| n.contains(t))
+            && !n.ends_with(&pid)
+    }) {
         let _ = std::fs::remove_dir_all(root.join(stale));
     }
     names.retain(|n| n.starts_with(STEP_PREFIX));

@@ -40,7 +40,12 @@ pub type FileWriter<'a> = Box<dyn FnOnce(&Path) -> Result<()> + 'a>;
 /// Writes `files` (each by its writer) and the manifest as `root/name`, atomically: a reader
 /// sees either the whole checkpoint or none of it. An existing checkpoint of the same name is
 /// replaced.
-pub fn write_checkpoint(root: &Path, name: &str, mut manifest: Manifest, files: Vec<(&str, FileWriter<'_>)>) -> Result<Checkpoint> {
+pub fn write_checkpoint(
+    root: &Path,
+    name: &str,
+    mut manifest: Manifest,
+    files: Vec<(&str, FileWriter<'_>)>,
+) -> Result<Checkpoint> {
     std::fs::create_dir_all(root).map_err(io(root))?;
     let tmp = root.join(format!(".{name}.tmp-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
@@ -52,9 +57,13 @@ pub fn write_checkpoint(root: &Path, name: &str, mut manifest: Manifest, files: 
             write(&path)?;
             std::fs::File::open(&path).and_then(|f| f.sync_all()).map_err(io(&path))?;
             let bytes = map_file(&path).map_err(io(&path))?;
-            manifest.files.insert(file.to_string(), FileEntry { bytes: bytes.len() as u64, crc32: crc32fast::hash(&bytes) });
+            manifest.files.insert(
+                file.to_string(),
+                FileEntry { bytes: bytes.len() as u64, crc32: crc32fast::hash(&bytes) },
+            );
         }
-        let json = serde_json::to_vec_pretty(&manifest).map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        let json = serde_json::to_vec_pretty(&manifest)
+            .map_err(|e| Error::InvalidArgument(e.to_string()))?;
         write_synced(&tmp.join(MANIFEST), &json)?;
         sync_dir(&tmp)?;
         let dest = root.join(name);
@@ -93,16 +102,22 @@ pub fn open_checkpoint(dir: &Path) -> Result<Checkpoint> {
     let bad = |why: String| Error::Checkpoint(format!("checkpoint {}: {why}", dir.display()));
     let manifest_path = dir.join(MANIFEST);
     let text = std::fs::read(&manifest_path).map_err(|e| bad(format!("{MANIFEST}: {e}")))?;
-    let version: serde_json::Value = serde_json::from_slice(&text).map_err(|e| bad(format!("{MANIFEST} is not valid JSON ({e})")))?;
+    let version: serde_json::Value = serde_json::from_slice(&text)
+        .map_err(|e| bad(format!("{MANIFEST} is not valid JSON ({e})")))?;
     let found = version.get("format_version").and_then(|v| v.as_u64()).unwrap_or(0);
     if found > FORMAT_VERSION as u64 {
         return Err(bad(format!("format version {found} is newer than this trainbook supports ({FORMAT_VERSION}); upgrade trainbook")));
     }
-    let manifest: Manifest = serde_json::from_value(version).map_err(|e| bad(format!("{MANIFEST}: {e}")))?;
+    let manifest: Manifest =
+        serde_json::from_value(version).map_err(|e| bad(format!("{MANIFEST}: {e}")))?;
     for (file, entry) in &manifest.files {
         let bytes = map_file(&dir.join(file)).map_err(|e| bad(format!("{file}: {e}")))?;
         if bytes.len() as u64 != entry.bytes {
-            return Err(bad(format!("{file} has {} bytes, the manifest says {} (truncated?)", bytes.len(), entry.bytes)));
+            return Err(bad(format!(
+                "{file} has {} bytes, the manifest says {} (truncated?)",
+                bytes.len(),
+                entry.bytes
+            )));
         }
         if crc32fast::hash(&bytes) != entry.crc32 {
             return Err(bad(format!("{file} fails its CRC32 check (corrupted)")));
@@ -130,7 +145,9 @@ pub fn scan(root: &Path, prefix: &str) -> Result<ScanReport> {
             Err(e) => report.invalid.push((entry.path(), e.to_string())),
         }
     }
-    report.valid.sort_by(|a, b| (b.manifest.global_step, &b.dir).cmp(&(a.manifest.global_step, &a.dir)));
+    report
+        .valid
+        .sort_by(|a, b| (b.manifest.global_step, &b.dir).cmp(&(a.manifest.global_step, &a.dir)));
     report.invalid.sort();
     Ok(report)
 }

@@ -14,7 +14,9 @@ pub fn load_rgb(path: &Path) -> Result<Image> {
 
 /// Decodes image bytes (format sniffed from the content) into RGB.
 pub fn decode_rgb(bytes: &[u8]) -> std::result::Result<Image, String> {
-    let reader = image::ImageReader::new(std::io::Cursor::new(bytes)).with_guessed_format().map_err(|e| e.to_string())?;
+    let reader = image::ImageReader::new(std::io::Cursor::new(bytes))
+        .with_guessed_format()
+        .map_err(|e| e.to_string())?;
     if reader.format().is_none() {
         return Err("unrecognised image format".into());
     }

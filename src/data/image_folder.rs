@@ -10,7 +10,8 @@ use crate::transforms::{AugRng, Compose, TensorImage};
 use crate::{Error, Result};
 
 /// torchvision's `IMG_EXTENSIONS` (compared case-insensitively).
-pub const IMG_EXTENSIONS: [&str; 9] = [".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp"];
+pub const IMG_EXTENSIONS: [&str; 9] =
+    [".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp"];
 
 pub struct ImageFolder {
     root: PathBuf,
@@ -22,7 +23,13 @@ pub struct ImageFolder {
 
 impl std::fmt::Debug for ImageFolder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "ImageFolder({}: {} images, classes {:?})", self.root.display(), self.samples.len(), self.classes)
+        write!(
+            f,
+            "ImageFolder({}: {} images, classes {:?})",
+            self.root.display(),
+            self.samples.len(),
+            self.classes
+        )
     }
 }
 
@@ -60,7 +67,10 @@ impl ImageFolder {
             .collect();
         classes.sort();
         if classes.is_empty() {
-            return Err(Error::Dataset(format!("{}: no class folders (expected root/<class>/<image>)", root.display())));
+            return Err(Error::Dataset(format!(
+                "{}: no class folders (expected root/<class>/<image>)",
+                root.display()
+            )));
         }
         let mut samples = Vec::new();
         let mut empty = Vec::new();
@@ -108,7 +118,9 @@ impl ImageFolder {
                     s.spawn(move || {
                         part.iter()
                             .enumerate()
-                            .filter_map(|(i, (path, _))| load_rgb(path).err().map(|e| (c * chunk + i, e.to_string())))
+                            .filter_map(|(i, (path, _))| {
+                                load_rgb(path).err().map(|e| (c * chunk + i, e.to_string()))
+                            })
                             .collect::<Vec<_>>()
                     })
                 })
@@ -150,13 +162,17 @@ impl Dataset for ImageFolder {
     }
 
     fn get(&self, index: usize, rng: &mut AugRng) -> Result<(TensorImage, i64)> {
-        let (path, target) = self
-            .samples
-            .get(index)
-            .ok_or_else(|| Error::InvalidArgument(format!("ImageFolder index {index} out of range ({} samples)", self.samples.len())))?;
+        let (path, target) = self.samples.get(index).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "ImageFolder index {index} out of range ({} samples)",
+                self.samples.len()
+            ))
+        })?;
         let img = load_rgb(path)?;
         let tensor = match &self.transform {
-            Some(t) => t.apply_image(img, rng).map_err(|e| Error::Dataset(format!("{}: {e}", path.display())))?,
+            Some(t) => t
+                .apply_image(img, rng)
+                .map_err(|e| Error::Dataset(format!("{}: {e}", path.display())))?,
             None => TensorImage::from_image(&img),
         };
         Ok((tensor, *target))

@@ -72,7 +72,18 @@ impl<D: Dataset + 'static> DataLoader<D> {
     /// A loader over a data set shared with other loaders or code.
     pub fn from_arc(dataset: Arc<D>, batch_size: usize) -> DataLoader<D> {
         let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
-        DataLoader { dataset, batch_size: batch_size.max(1), drop_last: false, order: Order::Sequential, num_workers: workers, prefetch: 2, seed: 0, epoch: 0, device: Device::Cpu, skip: 0 }
+        DataLoader {
+            dataset,
+            batch_size: batch_size.max(1),
+            drop_last: false,
+            order: Order::Sequential,
+            num_workers: workers,
+            prefetch: 2,
+            seed: 0,
+            epoch: 0,
+            device: Device::Cpu,
+            skip: 0,
+        }
     }
 
     pub fn shuffle(mut self, shuffle: bool) -> Self {
@@ -141,8 +152,16 @@ impl<D: Dataset + 'static> DataLoader<D> {
     fn epoch_order(&self) -> Vec<(usize, bool)> {
         match &self.order {
             Order::Sequential => (0..self.dataset.len()).map(|i| (i, false)).collect(),
-            Order::Shuffle => randperm(self.dataset.len(), &mut TorchGenerator::new(self.seed.wrapping_add(self.epoch))).into_iter().map(|i| (i, false)).collect(),
-            Order::Distributed(s) => s.indices().into_iter().enumerate().map(|(k, i)| (i, s.is_padding(k))).collect(),
+            Order::Shuffle => randperm(
+                self.dataset.len(),
+                &mut TorchGenerator::new(self.seed.wrapping_add(self.epoch)),
+            )
+            .into_iter()
+            .map(|i| (i, false))
+            .collect(),
+            Order::Distributed(s) => {
+                s.indices().into_iter().enumerate().map(|(k, i)| (i, s.is_padding(k))).collect()
+            }
         }
     }
 
@@ -157,7 +176,11 @@ impl<D: Dataset + 'static> DataLoader<D> {
     /// Batches per epoch (`len(loader)`).
     pub fn len(&self) -> usize {
         let n = self.num_samples();
-        if self.drop_last { n / self.batch_size } else { n.div_ceil(self.batch_size) }
+        if self.drop_last {
+            n / self.batch_size
+        } else {
+            n.div_ceil(self.batch_size)
+        }
     }
     pub fn is_empty(&self) -> bool {
         self.len() == 0
@@ -166,25 +189,48 @@ impl<D: Dataset + 'static> DataLoader<D> {
     /// Iterates over this epoch's batches (after any [`skip_batches`](Self::skip_batches)).
     pub fn iter(&mut self) -> Batches {
         let order = self.epoch_order();
-        let mut plans: Vec<Vec<(usize, bool)>> = order.chunks(self.batch_size).map(<[_]>::to_vec).collect();
+        let mut plans: Vec<Vec<(usize, bool)>> =
+            order.chunks(self.batch_size).map(<[_]>::to_vec).collect();
         if self.drop_last && plans.last().is_some_and(|b| b.len() < self.batch_size) {
             plans.pop();
         }
         let skip = std::mem::take(&mut self.skip).min(plans.len());
         let plans: Arc<Vec<Vec<(usize, bool)>>> = Arc::new(plans);
-        let shared = Arc::new(Shared { next: AtomicUsize::new(skip), consumed: Mutex::new(skip), wake: Condvar::new(), stop: AtomicBool::new(false) });
+        let shared = Arc::new(Shared {
+            next: AtomicUsize::new(skip),
+            consumed: Mutex::new(skip),
+            wake: Condvar::new(),
+            stop: AtomicBool::new(false),
+        });
         let (tx, rx) = mpsc::channel();
         let mut workers = Vec::new();
         if self.num_workers > 0 {
             let ahead = self.num_workers * self.prefetch;
             for _ in 0..self.num_workers {
-                let (dataset, plans, shared, tx) = (self.dataset.clone(), plans.clone(), shared.clone(), tx.clone());
+                let (dataset, plans, shared, tx) =
+                    (self.dataset.clone(), plans.clone(), shared.clone(), tx.clone());
                 let (seed, epoch) = (self.seed, self.epoch);
-                workers.push(std::thread::spawn(move || worker(&*dataset, &plans, &shared, &tx, seed, epoch, ahead)));
+                workers.push(std::thread::spawn(move || {
+                    worker(&*dataset, &plans, &shared, &tx, seed, epoch, ahead)
+                }));
             }
         }
-        let inline = if self.num_workers == 0 { Some((self.dataset.clone() as Arc<dyn Dataset>, self.seed, self.epoch)) } else { None };
-        Batches { plans, next: skip, pending: BTreeMap::new(), rx, shared, workers, inline, device: self.device, failed: false }
+        let inline = if self.num_workers == 0 {
+            Some((self.dataset.clone() as Arc<dyn Dataset>, self.seed, self.epoch))
+        } else {
+            None
+        };
+        Batches {
+            plans,
+            next: skip,
+            pending: BTreeMap::new(),
+            rx,
+            shared,
+            workers,
+            inline,
+            device: self.device,
+            failed: false,
+        }
     }
 }
 
@@ -202,7 +248,12 @@ struct CpuBatch {
     labels: Vec<i64>,
 }
 
-fn load_batch(dataset: &dyn Dataset, plan: &[(usize, bool)], seed: u64, epoch: u64) -> Result<CpuBatch> {
+fn load_batch(
+    dataset: &dyn Dataset,
+    plan: &[(usize, bool)],
+    seed: u64,
+    epoch: u64,
+) -> Result<CpuBatch> {
     let mut images: Option<(Tensor, [usize; 3])> = None;
     let mut labels = Vec::with_capacity(plan.len());
     for (k, &(index, _)) in plan.iter().enumerate() {
@@ -210,7 +261,13 @@ fn load_batch(dataset: &dyn Dataset, plan: &[(usize, bool)], seed: u64, epoch: u
         let shape = img.shape();
         let (batch, batch_shape) = images.get_or_insert_with(|| {
             let [c, h, w] = shape;
-            (Tensor::empty([plan.len() as i64, c as i64, h as i64, w as i64], (Kind::Float, Device::Cpu)), shape)
+            (
+                Tensor::empty(
+                    [plan.len() as i64, c as i64, h as i64, w as i64],
+                    (Kind::Float, Device::Cpu),
+                ),
+                shape,
+            )
         });
         if shape != *batch_shape {
             return Err(Error::Dataset(format!(
@@ -220,15 +277,25 @@ fn load_batch(dataset: &dyn Dataset, plan: &[(usize, bool)], seed: u64, epoch: u
         let n = img.data.len();
         // SAFETY: `batch` is a contiguous float tensor of plan.len() * n elements that only this
         // thread holds; slot k is in bounds.
-        let slot = unsafe { std::slice::from_raw_parts_mut((batch.data_ptr() as *mut f32).add(k * n), n) };
+        let slot =
+            unsafe { std::slice::from_raw_parts_mut((batch.data_ptr() as *mut f32).add(k * n), n) };
         slot.copy_from_slice(&img.data);
         labels.push(label);
     }
-    let images = images.map(|(t, _)| t).unwrap_or_else(|| Tensor::empty([0], (Kind::Float, Device::Cpu)));
+    let images =
+        images.map(|(t, _)| t).unwrap_or_else(|| Tensor::empty([0], (Kind::Float, Device::Cpu)));
     Ok(CpuBatch { images, labels })
 }
 
-fn worker(dataset: &dyn Dataset, plans: &[Vec<(usize, bool)>], shared: &Shared, tx: &mpsc::Sender<(usize, Result<CpuBatch>)>, seed: u64, epoch: u64, ahead: usize) {
+fn worker(
+    dataset: &dyn Dataset,
+    plans: &[Vec<(usize, bool)>],
+    shared: &Shared,
+    tx: &mpsc::Sender<(usize, Result<CpuBatch>)>,
+    seed: u64,
+    epoch: u64,
+    ahead: usize,
+) {
     loop {
         let b = shared.next.fetch_add(1, Ordering::SeqCst);
         if b >= plans.len() || shared.stop.load(Ordering::SeqCst) {
@@ -243,8 +310,12 @@ fn worker(dataset: &dyn Dataset, plans: &[Vec<(usize, bool)>], shared: &Shared, 
         if shared.stop.load(Ordering::SeqCst) {
             return;
         }
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| load_batch(dataset, &plans[b], seed, epoch)))
-            .unwrap_or_else(|_| Err(Error::Dataset(format!("a loader thread panicked while loading batch {b}"))));
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            load_batch(dataset, &plans[b], seed, epoch)
+        }))
+        .unwrap_or_else(|_| {
+            Err(Error::Dataset(format!("a loader thread panicked while loading batch {b}")))
+        });
         if tx.send((b, result)).is_err() {
             return;
         }
@@ -270,10 +341,18 @@ impl Batches {
         let mut images = cpu.images;
         let mut labels = Tensor::from_slice(&cpu.labels);
         if self.device != Device::Cpu {
-            images = images.pin_memory(self.device).to_device_(self.device, Kind::Float, true, false);
-            labels = labels.pin_memory(self.device).to_device_(self.device, Kind::Int64, true, false);
+            images =
+                images.pin_memory(self.device).to_device_(self.device, Kind::Float, true, false);
+            labels =
+                labels.pin_memory(self.device).to_device_(self.device, Kind::Int64, true, false);
         }
-        Batch { images, labels, indices: plan.iter().map(|p| p.0).collect(), is_padding: plan.iter().map(|p| p.1).collect(), position: b }
+        Batch {
+            images,
+            labels,
+            indices: plan.iter().map(|p| p.0).collect(),
+            is_padding: plan.iter().map(|p| p.1).collect(),
+            position: b,
+        }
     }
 }
 
@@ -296,7 +375,9 @@ impl Iterator for Batches {
                     Ok((i, r)) => {
                         self.pending.insert(i, r);
                     }
-                    Err(_) => break Err(Error::Dataset("loader threads stopped unexpectedly".into())),
+                    Err(_) => {
+                        break Err(Error::Dataset("loader threads stopped unexpectedly".into()))
+                    }
                 }
             }
         };

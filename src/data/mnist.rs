@@ -8,8 +8,18 @@ use crate::transforms::{AugRng, Compose, Image, TensorImage};
 use crate::{Error, Result};
 
 /// torchvision's MNIST class names.
-pub const MNIST_CLASSES: [&str; 10] =
-    ["0 - zero", "1 - one", "2 - two", "3 - three", "4 - four", "5 - five", "6 - six", "7 - seven", "8 - eight", "9 - nine"];
+pub const MNIST_CLASSES: [&str; 10] = [
+    "0 - zero",
+    "1 - one",
+    "2 - two",
+    "3 - three",
+    "4 - four",
+    "5 - five",
+    "6 - six",
+    "7 - seven",
+    "8 - eight",
+    "9 - nine",
+];
 
 pub struct Mnist {
     images: Vec<u8>,
@@ -21,7 +31,14 @@ pub struct Mnist {
 
 impl std::fmt::Debug for Mnist {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Mnist({} images of {}x{}, transform: {:?})", self.labels.len(), self.rows, self.cols, self.transform)
+        write!(
+            f,
+            "Mnist({} images of {}x{}, transform: {:?})",
+            self.labels.len(),
+            self.rows,
+            self.cols,
+            self.transform
+        )
     }
 }
 
@@ -48,12 +65,15 @@ fn read_idx(path: &Path, magic: u32) -> Result<(Vec<usize>, Vec<u8>)> {
     let raw = std::fs::read(path).map_err(|e| Error::io(path, e))?;
     let bytes = if path.extension().is_some_and(|e| e == "gz") {
         let mut out = Vec::new();
-        flate2::read::GzDecoder::new(&raw[..]).read_to_end(&mut out).map_err(|e| Error::io(path, e))?;
+        flate2::read::GzDecoder::new(&raw[..])
+            .read_to_end(&mut out)
+            .map_err(|e| Error::io(path, e))?;
         out
     } else {
         raw
     };
-    let bad = |why: String| Error::Dataset(format!("{}: not an MNIST IDX file: {why}", path.display()));
+    let bad =
+        |why: String| Error::Dataset(format!("{}: not an MNIST IDX file: {why}", path.display()));
     if bytes.len() < 4 {
         return Err(bad("shorter than its header".into()));
     }
@@ -69,7 +89,10 @@ fn read_idx(path: &Path, magic: u32) -> Result<(Vec<usize>, Vec<u8>)> {
     let dims: Vec<usize> = (0..ndim).map(|d| word(4 + 4 * d) as usize).collect();
     let expected: usize = dims.iter().product();
     if bytes.len() - header != expected {
-        return Err(bad(format!("{} data bytes for dimensions {dims:?} ({expected} expected)", bytes.len() - header)));
+        return Err(bad(format!(
+            "{} data bytes for dimensions {dims:?} ({expected} expected)",
+            bytes.len() - header
+        )));
     }
     Ok((dims, bytes[header..].to_vec()))
 }
@@ -79,10 +102,15 @@ impl Mnist {
     pub fn new(root: impl AsRef<Path>, train: bool) -> Result<Mnist> {
         let root = root.as_ref();
         let prefix = if train { "train" } else { "t10k" };
-        let (dims, images) = read_idx(&find(root, &format!("{prefix}-images-idx3-ubyte"))?, 0x0000_0803)?;
-        let (label_dims, labels) = read_idx(&find(root, &format!("{prefix}-labels-idx1-ubyte"))?, 0x0000_0801)?;
+        let (dims, images) =
+            read_idx(&find(root, &format!("{prefix}-images-idx3-ubyte"))?, 0x0000_0803)?;
+        let (label_dims, labels) =
+            read_idx(&find(root, &format!("{prefix}-labels-idx1-ubyte"))?, 0x0000_0801)?;
         if dims[0] != label_dims[0] {
-            return Err(Error::Dataset(format!("MNIST {prefix}: {} images but {} labels", dims[0], label_dims[0])));
+            return Err(Error::Dataset(format!(
+                "MNIST {prefix}: {} images but {} labels",
+                dims[0], label_dims[0]
+            )));
         }
         if let Some(bad) = labels.iter().find(|&&l| l > 9) {
             return Err(Error::Dataset(format!("MNIST {prefix}: label {bad} outside 0-9")));
@@ -99,14 +127,23 @@ impl Mnist {
     /// The grey image of sample `index`.
     pub fn image(&self, index: usize) -> Image {
         let n = self.rows * self.cols;
-        Image::from_raw(self.cols as u32, self.rows as u32, 1, self.images[index * n..(index + 1) * n].to_vec()).expect("sizes checked when reading")
+        Image::from_raw(
+            self.cols as u32,
+            self.rows as u32,
+            1,
+            self.images[index * n..(index + 1) * n].to_vec(),
+        )
+        .expect("sizes checked when reading")
     }
 
     /// The whole set as tensors: images `[N, 1, H, W]` in [0, 1] and labels `[N]` (int64),
     /// for training directly from memory without a loader.
     pub fn to_tensors(&self) -> (tch::Tensor, tch::Tensor) {
         let n = self.labels.len() as i64;
-        let images = tch::Tensor::from_slice(&self.images).view([n, 1, self.rows as i64, self.cols as i64]).to_kind(tch::Kind::Float) / 255.0;
+        let images = tch::Tensor::from_slice(&self.images)
+            .view([n, 1, self.rows as i64, self.cols as i64])
+            .to_kind(tch::Kind::Float)
+            / 255.0;
         let labels = tch::Tensor::from_slice(&self.labels).to_kind(tch::Kind::Int64);
         (images, labels)
     }
@@ -119,7 +156,10 @@ impl Dataset for Mnist {
 
     fn get(&self, index: usize, rng: &mut AugRng) -> Result<(TensorImage, i64)> {
         if index >= self.labels.len() {
-            return Err(Error::InvalidArgument(format!("MNIST index {index} out of range ({} samples)", self.labels.len())));
+            return Err(Error::InvalidArgument(format!(
+                "MNIST index {index} out of range ({} samples)",
+                self.labels.len()
+            )));
         }
         let img = self.image(index);
         let tensor = match &self.transform {

@@ -25,7 +25,15 @@ impl DistributedSampler {
                 "DistributedSampler: rank {rank} must be in [0, {num_replicas}) and num_replicas > 0"
             )));
         }
-        Ok(DistributedSampler { dataset_len, num_replicas, rank, shuffle: true, seed: 0, drop_last: false, epoch: 0 })
+        Ok(DistributedSampler {
+            dataset_len,
+            num_replicas,
+            rank,
+            shuffle: true,
+            seed: 0,
+            drop_last: false,
+            epoch: 0,
+        })
     }
 
     pub fn shuffle(mut self, shuffle: bool) -> Self {
@@ -114,13 +122,15 @@ mod tests {
     #[test]
     fn ranks_partition_the_padded_epoch() {
         let n = 10;
-        let samplers: Vec<_> = (0..3).map(|r| DistributedSampler::new(n, 3, r).unwrap().seed(7)).collect();
+        let samplers: Vec<_> =
+            (0..3).map(|r| DistributedSampler::new(n, 3, r).unwrap().seed(7)).collect();
         assert!(samplers.iter().all(|s| s.len() == 4 && s.total_size() == 12));
         let mut all: Vec<usize> = samplers.iter().flat_map(|s| s.indices()).collect();
         all.sort_unstable();
         all.dedup();
         assert_eq!(all, (0..n).collect::<Vec<_>>());
-        let padded: usize = samplers.iter().map(|s| (0..s.len()).filter(|&k| s.is_padding(k)).count()).sum();
+        let padded: usize =
+            samplers.iter().map(|s| (0..s.len()).filter(|&k| s.is_padding(k)).count()).sum();
         assert_eq!(padded, 2);
     }
 

@@ -18,11 +18,21 @@ impl TensorDataset {
     pub fn new(images: &Tensor, labels: &Tensor, classes: Vec<String>) -> Result<TensorDataset> {
         let size = images.size();
         if size.len() != 4 || labels.size() != [size[0]] {
-            return Err(Error::InvalidArgument(format!("TensorDataset: images {size:?} and labels {:?} (expected [N,C,H,W] and [N])", labels.size())));
+            return Err(Error::InvalidArgument(format!(
+                "TensorDataset: images {size:?} and labels {:?} (expected [N,C,H,W] and [N])",
+                labels.size()
+            )));
         }
-        let images: Vec<f32> = Vec::try_from(images.to_device(Device::Cpu).to_kind(Kind::Float).contiguous().view([-1]))?;
+        let images: Vec<f32> = Vec::try_from(
+            images.to_device(Device::Cpu).to_kind(Kind::Float).contiguous().view([-1]),
+        )?;
         let labels: Vec<i64> = Vec::try_from(labels.to_device(Device::Cpu).to_kind(Kind::Int64))?;
-        Ok(TensorDataset { images, shape: [size[1] as usize, size[2] as usize, size[3] as usize], labels, classes })
+        Ok(TensorDataset {
+            images,
+            shape: [size[1] as usize, size[2] as usize, size[3] as usize],
+            labels,
+            classes,
+        })
     }
 }
 
@@ -32,7 +42,9 @@ impl Dataset for TensorDataset {
     }
     fn get(&self, index: usize, _rng: &mut AugRng) -> Result<(TensorImage, i64)> {
         let n: usize = self.shape.iter().product();
-        let data = self.images.get(index * n..(index + 1) * n).ok_or_else(|| Error::InvalidArgument(format!("TensorDataset index {index} out of range")))?;
+        let data = self.images.get(index * n..(index + 1) * n).ok_or_else(|| {
+            Error::InvalidArgument(format!("TensorDataset index {index} out of range"))
+        })?;
         let [channels, height, width] = self.shape;
         Ok((TensorImage { channels, height, width, data: data.to_vec() }, self.labels[index]))
     }

@@ -50,7 +50,14 @@ pub struct DdpOptions {
 
 impl Default for DdpOptions {
     fn default() -> Self {
-        DdpOptions { find_unused_parameters: false, gradient_as_bucket_view: false, bucket_cap_mb: None, broadcast_buffers: true, static_graph: false, comm_hook: CommHook::AllReduce }
+        DdpOptions {
+            find_unused_parameters: false,
+            gradient_as_bucket_view: false,
+            bucket_cap_mb: None,
+            broadcast_buffers: true,
+            static_graph: false,
+            comm_hook: CommHook::AllReduce,
+        }
     }
 }
 
@@ -105,8 +112,11 @@ fn buffers_in_module_order(vs: &VarStore, params: &[(String, Tensor)]) -> Vec<(S
             order.push(m);
         }
     }
-    let mut buffers: Vec<(String, Tensor)> = vs.variables().into_iter().filter(|(n, _)| !params.iter().any(|(p, _)| p == n)).collect();
-    buffers.sort_by_key(|(n, _)| (order.iter().position(|m| *m == module(n)).unwrap_or(usize::MAX), n.clone()));
+    let mut buffers: Vec<(String, Tensor)> =
+        vs.variables().into_iter().filter(|(n, _)| !params.iter().any(|(p, _)| p == n)).collect();
+    buffers.sort_by_key(|(n, _)| {
+        (order.iter().position(|m| *m == module(n)).unwrap_or(usize::MAX), n.clone())
+    });
     buffers
 }
 
@@ -120,15 +130,23 @@ impl<'a> Ddp<'a> {
     /// [`Ddp::wrap`] with explicit options.
     pub fn wrap_with(vs: &VarStore, dist: &'a Dist, opts: DdpOptions) -> Result<Ddp<'a>> {
         if let Some(mb) = opts.bucket_cap_mb.filter(|mb| !(*mb > 0.0 && mb.is_finite())) {
-            return Err(Error::InvalidArgument(format!("DdpOptions::bucket_cap_mb must be a positive number of MiB, not {mb}")));
+            return Err(Error::InvalidArgument(format!(
+                "DdpOptions::bucket_cap_mb must be a positive number of MiB, not {mb}"
+            )));
         }
         let all_params = named_parameters(vs);
         let buffers = buffers_in_module_order(vs, &all_params);
-        let trainable: Vec<(String, Tensor)> = all_params.iter().filter(|(_, t)| t.requires_grad()).map(|(n, t)| (n.clone(), t.shallow_clone())).collect();
+        let trainable: Vec<(String, Tensor)> = all_params
+            .iter()
+            .filter(|(_, t)| t.requires_grad())
+            .map(|(n, t)| (n.clone(), t.shallow_clone()))
+            .collect();
         let mut reducer = None;
         if let Some(pg) = dist.process_group().filter(|_| dist.world_size() > 1) {
             if trainable.is_empty() {
-                return Err(Error::InvalidArgument("Ddp::wrap: the model has no parameter that requires a gradient".into()));
+                return Err(Error::InvalidArgument(
+                    "Ddp::wrap: the model has no parameter that requires a gradient".into(),
+                ));
             }
             let tensors: Vec<Tensor> = all_params.iter().map(|(_, t)| t.shallow_clone()).collect();
             pg.verify_params_across_processes(&tensors)?;
@@ -151,7 +169,16 @@ impl<'a> Ddp<'a> {
             };
             reducer = Some(Reducer::new(pg, &trainable, &cfg)?);
         }
-        Ok(Ddp { dist, opts, buffers, reducer, sync: Cell::new(true), forward_sync: Cell::new(true), armed: Cell::new(false), static_graph_recorded: Cell::new(false) })
+        Ok(Ddp {
+            dist,
+            opts,
+            buffers,
+            reducer,
+            sync: Cell::new(true),
+            forward_sync: Cell::new(true),
+            armed: Cell::new(false),
+            static_graph_recorded: Cell::new(false),
+        })
     }
 
     /// The group this model is trained over.
@@ -168,7 +195,10 @@ impl<'a> Ddp<'a> {
     /// world of one). One bucket at first; rebuilt after the first iteration.
     pub fn bucket_names(&self) -> Result<Vec<Vec<String>>> {
         let Some(r) = &self.reducer else { return Ok(Vec::new()) };
-        Ok(r.buckets()?.into_iter().map(|b| b.into_iter().map(|i| r.names()[i].clone()).collect()).collect())
+        Ok(r.buckets()?
+            .into_iter()
+            .map(|b| b.into_iter().map(|i| r.names()[i].clone()).collect())
+            .collect())
     }
 
     /// What runs before the forward pass (torch's `DDP._pre_forward`): starts the iteration,
@@ -178,9 +208,15 @@ impl<'a> Ddp<'a> {
         if let Some(r) = &self.reducer {
             r.prepare_for_forward(sync)?;
         }
-        if self.reducer.is_some() && self.opts.broadcast_buffers && self.forward_sync.get() && !self.buffers.is_empty() {
+        if self.reducer.is_some()
+            && self.opts.broadcast_buffers
+            && self.forward_sync.get()
+            && !self.buffers.is_empty()
+        {
             let buffers: Vec<Tensor> = self.buffers.iter().map(|(_, t)| t.detach()).collect();
-            self.dist.process_group().map_or(Ok(()), |pg| pg.broadcast_coalesced(&buffers, BROADCAST_BUCKET_BYTES, 0))?;
+            self.dist
+                .process_group()
+                .map_or(Ok(()), |pg| pg.broadcast_coalesced(&buffers, BROADCAST_BUCKET_BYTES, 0))?;
         }
         self.armed.set(true);
         Ok(())
@@ -191,7 +227,9 @@ impl<'a> Ddp<'a> {
     /// a timeout) is an error naming the all-reduce.
     pub fn backward(&self, loss: &Tensor) -> Result<()> {
         if !self.armed.replace(false) {
-            return Err(Error::InvalidArgument("Ddp::backward without Ddp::before_forward before the forward pass".into()));
+            return Err(Error::InvalidArgument(
+                "Ddp::backward without Ddp::before_forward before the forward pass".into(),
+            ));
         }
         let sync = self.sync.get();
         if let (Some(r), true) = (&self.reducer, sync) {
@@ -201,11 +239,17 @@ impl<'a> Ddp<'a> {
         }
         self.forward_sync.set(sync);
         loss.f_backward().map_err(|e| match e {
-            tch::TchError::Torch(message) if self.reducer.is_some() => Error::Dist { op: "allreduce (DDP backward)".into(), message },
+            tch::TchError::Torch(message) if self.reducer.is_some() => {
+                Error::Dist { op: "allreduce (DDP backward)".into(), message }
+            }
             other => Error::Torch(other),
         })?;
         match &self.reducer {
-            Some(r) if sync && self.opts.static_graph && !self.static_graph_recorded.replace(true) => r.delay_all_reduce(),
+            Some(r)
+                if sync && self.opts.static_graph && !self.static_graph_recorded.replace(true) =>
+            {
+                r.delay_all_reduce()
+            }
             _ => Ok(()),
         }
     }
@@ -233,7 +277,11 @@ impl StepHooks for Ddp<'_> {
     }
     fn reduce_metrics(&self, m: RunningMetrics) -> Result<RunningMetrics> {
         let s = self.dist.sum_f64(&[m.loss_sum, m.correct as f64, m.count as f64])?;
-        Ok(RunningMetrics { loss_sum: s[0], correct: s[1].round() as u64, count: s[2].round() as u64 })
+        Ok(RunningMetrics {
+            loss_sum: s[0],
+            correct: s[1].round() as u64,
+            count: s[2].round() as u64,
+        })
     }
     fn gather_labels(&self, predicted: Tensor, labels: Tensor) -> Result<(Tensor, Tensor)> {
         let p = self.dist.all_gather_varlen(&predicted.to_kind(Kind::Int64))?;

@@ -77,8 +77,10 @@ impl Vars<'_> {
 
     /// A required non-negative integer; `hint` says who normally sets it.
     pub fn number(&self, name: &str, hint: &str) -> Result<usize> {
-        let raw = self.get(name).ok_or_else(|| Error::DistEnv(format!("{name} is not set ({hint})")))?;
-        raw.parse().map_err(|_| Error::DistEnv(format!("{name}={raw:?} is not a non-negative integer")))
+        let raw =
+            self.get(name).ok_or_else(|| Error::DistEnv(format!("{name} is not set ({hint})")))?;
+        raw.parse()
+            .map_err(|_| Error::DistEnv(format!("{name}={raw:?} is not a non-negative integer")))
     }
 
     /// An optional non-negative integer (absent: `None`; present but malformed: an error).
@@ -93,18 +95,20 @@ impl Vars<'_> {
     pub fn port_or(&self, default: Option<u16>) -> Result<u16> {
         match self.get("MASTER_PORT") {
             None => default.ok_or_else(|| Error::DistEnv("MASTER_PORT is not set".into())),
-            Some(raw) => raw
-                .parse::<u16>()
-                .ok()
-                .filter(|p| *p != 0)
-                .ok_or_else(|| Error::DistEnv(format!("MASTER_PORT={raw:?} is not a port number"))),
+            Some(raw) => {
+                raw.parse::<u16>().ok().filter(|p| *p != 0).ok_or_else(|| {
+                    Error::DistEnv(format!("MASTER_PORT={raw:?} is not a port number"))
+                })
+            }
         }
     }
 
     pub fn restart_count(&self) -> Result<u32> {
         for name in ["TORCHELASTIC_RESTART_COUNT", "TRAINBOOK_RESTART_COUNT"] {
             if let Some(raw) = self.get(name) {
-                return raw.parse().map_err(|_| Error::DistEnv(format!("{name}={raw:?} is not an integer")));
+                return raw
+                    .parse()
+                    .map_err(|_| Error::DistEnv(format!("{name}={raw:?} is not an integer")));
             }
         }
         Ok(0)
@@ -115,10 +119,16 @@ impl Vars<'_> {
 pub(super) fn check_ranks(e: &LaunchEnv, names: [&str; 4]) -> Result<()> {
     let [rank, world, local_rank, local_world] = names;
     if e.world_size == 0 || e.rank >= e.world_size {
-        return Err(Error::DistEnv(format!("{rank}={} must be below {world}={}", e.rank, e.world_size)));
+        return Err(Error::DistEnv(format!(
+            "{rank}={} must be below {world}={}",
+            e.rank, e.world_size
+        )));
     }
     if e.local_world_size == 0 || e.local_rank >= e.local_world_size {
-        return Err(Error::DistEnv(format!("{local_rank}={} must be below {local_world}={}", e.local_rank, e.local_world_size)));
+        return Err(Error::DistEnv(format!(
+            "{local_rank}={} must be below {local_world}={}",
+            e.local_rank, e.local_world_size
+        )));
     }
     Ok(())
 }
@@ -160,9 +170,12 @@ impl LaunchEnv {
         let world_size = v.number("WORLD_SIZE", hint)?;
         let local_rank = v.optional_number("LOCAL_RANK")?.unwrap_or(rank);
         let local_world_size = v.optional_number("LOCAL_WORLD_SIZE")?.unwrap_or(world_size);
-        let master_addr = v.get("MASTER_ADDR").ok_or_else(|| Error::DistEnv("MASTER_ADDR is not set".into()))?;
+        let master_addr =
+            v.get("MASTER_ADDR").ok_or_else(|| Error::DistEnv("MASTER_ADDR is not set".into()))?;
         let master_port = v.port_or(None)?;
-        let agent_store = v.get("TORCHELASTIC_USE_AGENT_STORE").is_some_and(|x| x.eq_ignore_ascii_case("true") || x == "1");
+        let agent_store = v
+            .get("TORCHELASTIC_USE_AGENT_STORE")
+            .is_some_and(|x| x.eq_ignore_ascii_case("true") || x == "1");
         let launcher = match v.get("TRAINBOOK_LAUNCHER").as_deref() {
             Some("ray") => Launcher::Ray,
             Some("dask") => Launcher::Dask,
@@ -189,7 +202,9 @@ impl LaunchEnv {
     pub fn single_process() -> Result<LaunchEnv> {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
-            .map_err(|e| Error::DistEnv(format!("no free local port for a single-process store: {e}")))?
+            .map_err(|e| {
+                Error::DistEnv(format!("no free local port for a single-process store: {e}"))
+            })?
             .port();
         Ok(LaunchEnv {
             launcher: Launcher::Env,
@@ -210,7 +225,6 @@ impl LaunchEnv {
         self.rank == 0 && !self.agent_store
     }
 
-
     /// The store key scope of a restarted attempt (`None` for the first attempt, whose keys are
     /// exactly PyTorch's). torchrun's agent keeps one store across restarts, so the keys of a
     /// dead attempt would still be there: a new rank would read a peer's old address and fail
@@ -223,7 +237,13 @@ impl LaunchEnv {
     pub fn describe(&self) -> String {
         format!(
             "rank {}/{} (local {}/{}) via {}, store at {}:{}",
-            self.rank, self.world_size, self.local_rank, self.local_world_size, self.launcher, self.master_addr, self.master_port
+            self.rank,
+            self.world_size,
+            self.local_rank,
+            self.local_world_size,
+            self.launcher,
+            self.master_addr,
+            self.master_port
         )
     }
 }
@@ -263,9 +283,14 @@ mod tests {
 
     #[test]
     fn rank_zero_hosts_without_agent() {
-        let e = LaunchEnv::from_map(&env(&[("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "1234")]))
-            .unwrap()
-            .unwrap();
+        let e = LaunchEnv::from_map(&env(&[
+            ("RANK", "0"),
+            ("WORLD_SIZE", "2"),
+            ("MASTER_ADDR", "127.0.0.1"),
+            ("MASTER_PORT", "1234"),
+        ]))
+        .unwrap()
+        .unwrap();
         assert!(e.hosts_store());
         assert_eq!((e.local_rank, e.local_world_size, e.restart_count), (0, 2, 0));
         assert_eq!(e.restart_scope(), None, "a first attempt uses exactly PyTorch's keys");
@@ -285,7 +310,10 @@ mod tests {
             ]))
             .unwrap()
             .unwrap();
-            assert_eq!((e.launcher, e.rank, e.restart_count, e.agent_store), (launcher, 1, 2, false));
+            assert_eq!(
+                (e.launcher, e.rank, e.restart_count, e.agent_store),
+                (launcher, 1, 2, false)
+            );
             assert!(e.describe().contains(&format!("via {name}")), "{}", e.describe());
         }
     }
@@ -313,12 +341,41 @@ mod tests {
     fn bad_values_name_the_variable() {
         let cases = [
             (env(&[("RANK", "0")]), "WORLD_SIZE"),
-            (env(&[("RANK", "3"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "h"), ("MASTER_PORT", "1")]), "RANK=3"),
+            (
+                env(&[
+                    ("RANK", "3"),
+                    ("WORLD_SIZE", "2"),
+                    ("MASTER_ADDR", "h"),
+                    ("MASTER_PORT", "1"),
+                ]),
+                "RANK=3",
+            ),
             (env(&[("RANK", "x"), ("WORLD_SIZE", "2")]), "RANK=\"x\""),
             (env(&[("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_PORT", "1")]), "MASTER_ADDR"),
-            (env(&[("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "h"), ("MASTER_PORT", "70000")]), "MASTER_PORT"),
-            (env(&[("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "h")]), "MASTER_PORT is not set"),
-            (env(&[("RANK", "1"), ("LOCAL_RANK", "2"), ("LOCAL_WORLD_SIZE", "2"), ("WORLD_SIZE", "4"), ("MASTER_ADDR", "h"), ("MASTER_PORT", "1")]), "LOCAL_RANK=2"),
+            (
+                env(&[
+                    ("RANK", "0"),
+                    ("WORLD_SIZE", "2"),
+                    ("MASTER_ADDR", "h"),
+                    ("MASTER_PORT", "70000"),
+                ]),
+                "MASTER_PORT",
+            ),
+            (
+                env(&[("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "h")]),
+                "MASTER_PORT is not set",
+            ),
+            (
+                env(&[
+                    ("RANK", "1"),
+                    ("LOCAL_RANK", "2"),
+                    ("LOCAL_WORLD_SIZE", "2"),
+                    ("WORLD_SIZE", "4"),
+                    ("MASTER_ADDR", "h"),
+                    ("MASTER_PORT", "1"),
+                ]),
+                "LOCAL_RANK=2",
+            ),
         ];
         for (vars, needle) in cases {
             let err = LaunchEnv::from_map(&vars).unwrap_err().to_string();

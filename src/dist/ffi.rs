@@ -30,8 +30,18 @@ extern "C" {
     pub fn tb_bytes_free(b: *mut u8);
     pub fn tb_torch_version() -> *const c_char;
     pub fn tb_has_nccl() -> c_int;
-    pub fn tb_rng_get_state(device_type: c_int, index: c_int, out: *mut *mut u8, len: *mut usize) -> *mut c_char;
-    pub fn tb_rng_set_state(device_type: c_int, index: c_int, state: *const u8, len: usize) -> *mut c_char;
+    pub fn tb_rng_get_state(
+        device_type: c_int,
+        index: c_int,
+        out: *mut *mut u8,
+        len: *mut usize,
+    ) -> *mut c_char;
+    pub fn tb_rng_set_state(
+        device_type: c_int,
+        index: c_int,
+        state: *const u8,
+        len: usize,
+    ) -> *mut c_char;
 
     pub fn tb_tcp_store_new(
         host: *const c_char,
@@ -42,10 +52,29 @@ extern "C" {
         timeout_ms: i64,
         out: *mut *mut TbStore,
     ) -> *mut c_char;
-    pub fn tb_prefix_store_new(prefix: *const c_char, base: *const TbStore, out: *mut *mut TbStore) -> *mut c_char;
-    pub fn tb_store_set(s: *mut TbStore, key: *const c_char, value: *const u8, len: usize) -> *mut c_char;
-    pub fn tb_store_get(s: *mut TbStore, key: *const c_char, value: *mut *mut u8, len: *mut usize) -> *mut c_char;
-    pub fn tb_store_add(s: *mut TbStore, key: *const c_char, delta: i64, out: *mut i64) -> *mut c_char;
+    pub fn tb_prefix_store_new(
+        prefix: *const c_char,
+        base: *const TbStore,
+        out: *mut *mut TbStore,
+    ) -> *mut c_char;
+    pub fn tb_store_set(
+        s: *mut TbStore,
+        key: *const c_char,
+        value: *const u8,
+        len: usize,
+    ) -> *mut c_char;
+    pub fn tb_store_get(
+        s: *mut TbStore,
+        key: *const c_char,
+        value: *mut *mut u8,
+        len: *mut usize,
+    ) -> *mut c_char;
+    pub fn tb_store_add(
+        s: *mut TbStore,
+        key: *const c_char,
+        delta: i64,
+        out: *mut i64,
+    ) -> *mut c_char;
     pub fn tb_store_free(s: *mut TbStore);
 
     pub fn tb_pg_new(
@@ -57,8 +86,17 @@ extern "C" {
         out: *mut *mut TbPg,
     ) -> *mut c_char;
     pub fn tb_pg_free(pg: *mut TbPg);
-    pub fn tb_pg_allreduce_sum(pg: *mut TbPg, tensor: *const c_void, out: *mut *mut TbWork) -> *mut c_char;
-    pub fn tb_pg_broadcast(pg: *mut TbPg, tensor: *const c_void, root: c_int, out: *mut *mut TbWork) -> *mut c_char;
+    pub fn tb_pg_allreduce_sum(
+        pg: *mut TbPg,
+        tensor: *const c_void,
+        out: *mut *mut TbWork,
+    ) -> *mut c_char;
+    pub fn tb_pg_broadcast(
+        pg: *mut TbPg,
+        tensor: *const c_void,
+        root: c_int,
+        out: *mut *mut TbWork,
+    ) -> *mut c_char;
     pub fn tb_pg_all_gather(
         pg: *mut TbPg,
         input: *const c_void,
@@ -67,8 +105,18 @@ extern "C" {
         out: *mut *mut TbWork,
     ) -> *mut c_char;
     pub fn tb_pg_barrier(pg: *mut TbPg, out: *mut *mut TbWork) -> *mut c_char;
-    pub fn tb_pg_broadcast_coalesced(pg: *mut TbPg, tensors: *const *const c_void, n: usize, buffer_bytes: i64, root: c_int) -> *mut c_char;
-    pub fn tb_pg_verify_params(pg: *mut TbPg, params: *const *const c_void, n: usize) -> *mut c_char;
+    pub fn tb_pg_broadcast_coalesced(
+        pg: *mut TbPg,
+        tensors: *const *const c_void,
+        n: usize,
+        buffer_bytes: i64,
+        root: c_int,
+    ) -> *mut c_char;
+    pub fn tb_pg_verify_params(
+        pg: *mut TbPg,
+        params: *const *const c_void,
+        n: usize,
+    ) -> *mut c_char;
 
     #[allow(clippy::too_many_arguments)]
     pub fn tb_reducer_new(
@@ -84,10 +132,25 @@ extern "C" {
         comm_hook: c_int,
         out: *mut *mut TbReducer,
     ) -> *mut c_char;
-    pub fn tb_reducer_prepare_for_forward(r: *mut TbReducer, prepare: c_int, rebuilt: *mut c_int) -> *mut c_char;
-    pub fn tb_reducer_prepare_for_backward(r: *mut TbReducer, outputs: *const *const c_void, n: usize) -> *mut c_char;
+    pub fn tb_reducer_prepare_for_forward(
+        r: *mut TbReducer,
+        prepare: c_int,
+        rebuilt: *mut c_int,
+    ) -> *mut c_char;
+    pub fn tb_reducer_prepare_for_backward(
+        r: *mut TbReducer,
+        outputs: *const *const c_void,
+        n: usize,
+    ) -> *mut c_char;
     pub fn tb_reducer_delay_all_reduce(r: *mut TbReducer) -> *mut c_char;
-    pub fn tb_reducer_buckets(r: *mut TbReducer, indices: *mut i64, cap: usize, counts: *mut i64, counts_cap: usize, buckets: *mut usize) -> *mut c_char;
+    pub fn tb_reducer_buckets(
+        r: *mut TbReducer,
+        indices: *mut i64,
+        cap: usize,
+        counts: *mut i64,
+        counts_cap: usize,
+        buckets: *mut usize,
+    ) -> *mut c_char;
     pub fn tb_reducer_free(r: *mut TbReducer);
 
     pub fn tb_work_wait(w: *mut TbWork, timeout_ms: i64) -> *mut c_char;
@@ -110,5 +173,6 @@ pub(crate) fn take_message(err: *mut c_char) -> Option<String> {
 
 /// Turns the shim's error convention into a `Result` for a c10d operation.
 pub fn check(op: &str, err: *mut c_char) -> crate::Result<()> {
-    take_message(err).map_or(Ok(()), |message| Err(crate::Error::Dist { op: op.to_string(), message }))
+    take_message(err)
+        .map_or(Ok(()), |message| Err(crate::Error::Dist { op: op.to_string(), message }))
 }

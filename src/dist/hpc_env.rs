@@ -8,7 +8,7 @@
 //! | Slurm    | SLURM_PROCID / SLURM_NTASKS / SLURM_LOCALID                | first host of the step's node list, then SLURM_LAUNCH_NODE_IPADDR | 29500 + SLURM_JOB_ID % 1000 |
 //! | Open MPI | OMPI_COMM_WORLD_RANK / _SIZE / _LOCAL_RANK                 | 127.0.0.1 when all ranks share a node | 29500                       |
 //! | PMI      | PMI_RANK / PMI_SIZE / MPI_LOCALRANKID (or MV2_…_LOCAL_RANK) | 127.0.0.1 when all ranks share a node | 29500                       |
-use super::env::{check_ranks, Launcher, LaunchEnv, Vars};
+use super::env::{check_ranks, LaunchEnv, Launcher, Vars};
 use crate::{Error, Result};
 
 /// torchrun's default port, used where the launcher gives no better choice.
@@ -21,7 +21,9 @@ pub(super) fn slurm(v: &Vars) -> Result<LaunchEnv> {
     let rank = v.number("SLURM_PROCID", hint)?;
     let world_size = match v.optional_number("SLURM_NTASKS")? {
         Some(n) => n,
-        None => v.number("SLURM_STEP_NUM_TASKS", "srun sets SLURM_NTASKS or SLURM_STEP_NUM_TASKS")?,
+        None => {
+            v.number("SLURM_STEP_NUM_TASKS", "srun sets SLURM_NTASKS or SLURM_STEP_NUM_TASKS")?
+        }
     };
     let local_rank = v.number("SLURM_LOCALID", hint)?;
     let local_world_size = slurm_tasks_on_this_node(v)?.unwrap_or(world_size);
@@ -35,7 +37,10 @@ pub(super) fn slurm(v: &Vars) -> Result<LaunchEnv> {
                 Error::DistEnv("MASTER_ADDR is not set and neither is SLURM_JOB_NODELIST nor SLURM_LAUNCH_NODE_IPADDR".into())
             })?,
     };
-    let job_port = v.optional_number("SLURM_JOB_ID")?.or(v.optional_number("SLURM_JOBID")?).map(|id| DEFAULT_MASTER_PORT + (id % 1000) as u16);
+    let job_port = v
+        .optional_number("SLURM_JOB_ID")?
+        .or(v.optional_number("SLURM_JOBID")?)
+        .map(|id| DEFAULT_MASTER_PORT + (id % 1000) as u16);
     let master_port = v.port_or(Some(job_port.unwrap_or(DEFAULT_MASTER_PORT)))?;
     let mut warnings = Vec::new();
     if world_size > 1 && !v.has("SLURM_STEP_ID") && !v.has("SLURM_STEPID") {
@@ -67,9 +72,9 @@ fn slurm_tasks_on_this_node(v: &Vars) -> Result<Option<usize>> {
     let node = v.optional_number("SLURM_NODEID")?;
     for name in ["SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"] {
         if let (Some(spec), Some(node)) = (v.get(name), node) {
-            return tasks_on_node(&spec, node)
-                .map(Some)
-                .ok_or_else(|| Error::DistEnv(format!("{name}={spec:?} has no entry for SLURM_NODEID={node}")));
+            return tasks_on_node(&spec, node).map(Some).ok_or_else(|| {
+                Error::DistEnv(format!("{name}={spec:?} has no entry for SLURM_NODEID={node}"))
+            });
         }
     }
     v.optional_number("SLURM_NTASKS_PER_NODE")
@@ -80,7 +85,9 @@ fn tasks_on_node(spec: &str, node: usize) -> Option<usize> {
     let mut seen = 0;
     for item in spec.split(',') {
         let (count, repeat) = match item.split_once("(x") {
-            Some((c, r)) => (c.trim().parse().ok()?, r.trim_end_matches(')').parse::<usize>().ok()?),
+            Some((c, r)) => {
+                (c.trim().parse().ok()?, r.trim_end_matches(')').parse::<usize>().ok()?)
+            }
             None => (item.trim().parse().ok()?, 1),
         };
         if node < seen + repeat {
@@ -121,8 +128,22 @@ pub(super) fn open_mpi(v: &Vars) -> Result<LaunchEnv> {
     let world_size = v.number("OMPI_COMM_WORLD_SIZE", hint)?;
     let local_rank = v.number("OMPI_COMM_WORLD_LOCAL_RANK", hint)?;
     let local_world_size = v.optional_number("OMPI_COMM_WORLD_LOCAL_SIZE")?;
-    let names = ["OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"];
-    mpi_env(v, Launcher::OpenMpi, names, rank, world_size, Some(local_rank), local_world_size, "mpirun -x MASTER_ADDR=$(hostname) -x MASTER_PORT=29500")
+    let names = [
+        "OMPI_COMM_WORLD_RANK",
+        "OMPI_COMM_WORLD_SIZE",
+        "OMPI_COMM_WORLD_LOCAL_RANK",
+        "OMPI_COMM_WORLD_LOCAL_SIZE",
+    ];
+    mpi_env(
+        v,
+        Launcher::OpenMpi,
+        names,
+        rank,
+        world_size,
+        Some(local_rank),
+        local_world_size,
+        "mpirun -x MASTER_ADDR=$(hostname) -x MASTER_PORT=29500",
+    )
 }
 
 /// MPICH-family process managers (Hydra `mpiexec`, Intel MPI, MVAPICH, `ibrun`) through PMI.
@@ -130,10 +151,21 @@ pub(super) fn pmi(v: &Vars) -> Result<LaunchEnv> {
     let hint = "the MPI process manager sets it";
     let rank = v.number("PMI_RANK", hint)?;
     let world_size = v.number("PMI_SIZE", hint)?;
-    let local_rank = first_number(v, &["MPI_LOCALRANKID", "MV2_COMM_WORLD_LOCAL_RANK", "PMI_LOCAL_RANK"])?;
-    let local_world_size = first_number(v, &["MPI_LOCALNRANKS", "MV2_COMM_WORLD_LOCAL_SIZE", "PMI_LOCAL_SIZE"])?;
+    let local_rank =
+        first_number(v, &["MPI_LOCALRANKID", "MV2_COMM_WORLD_LOCAL_RANK", "PMI_LOCAL_RANK"])?;
+    let local_world_size =
+        first_number(v, &["MPI_LOCALNRANKS", "MV2_COMM_WORLD_LOCAL_SIZE", "PMI_LOCAL_SIZE"])?;
     let names = ["PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"];
-    mpi_env(v, Launcher::Pmi, names, rank, world_size, local_rank, local_world_size, "mpiexec -genv MASTER_ADDR $(hostname) -genv MASTER_PORT 29500")
+    mpi_env(
+        v,
+        Launcher::Pmi,
+        names,
+        rank,
+        world_size,
+        local_rank,
+        local_world_size,
+        "mpiexec -genv MASTER_ADDR $(hostname) -genv MASTER_PORT 29500",
+    )
 }
 
 fn first_number(v: &Vars, names: &[&str]) -> Result<Option<usize>> {
@@ -193,7 +225,8 @@ mod tests {
     use super::*;
 
     fn layout(pairs: &[(&str, &str)]) -> Result<Option<LaunchEnv>> {
-        let vars: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let vars: HashMap<String, String> =
+            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         LaunchEnv::from_map(&vars)
     }
 
@@ -240,8 +273,15 @@ mod tests {
 
     #[test]
     fn srun_step_node_list_and_explicit_master() {
-        let base = [("SLURM_PROCID", "0"), ("SLURM_LOCALID", "0"), ("SLURM_NTASKS", "2"), ("SLURM_STEP_ID", "1")];
-        let step = [&base[..], &[("SLURM_JOB_NODELIST", "n[1-8]"), ("SLURM_STEP_NODELIST", "n[5-6]")]].concat();
+        let base = [
+            ("SLURM_PROCID", "0"),
+            ("SLURM_LOCALID", "0"),
+            ("SLURM_NTASKS", "2"),
+            ("SLURM_STEP_ID", "1"),
+        ];
+        let step =
+            [&base[..], &[("SLURM_JOB_NODELIST", "n[1-8]"), ("SLURM_STEP_NODELIST", "n[5-6]")]]
+                .concat();
         let e = layout(&step).unwrap().unwrap();
         assert_eq!((e.master_addr.as_str(), e.master_port, e.local_world_size), ("n5", 29500, 2));
         assert!(e.hosts_store());
@@ -256,9 +296,14 @@ mod tests {
 
     #[test]
     fn slurm_batch_script_is_warned_about() {
-        let e = layout(&[("SLURM_PROCID", "0"), ("SLURM_LOCALID", "0"), ("SLURM_NTASKS", "4"), ("SLURM_JOB_NODELIST", "n1")])
-            .unwrap()
-            .unwrap();
+        let e = layout(&[
+            ("SLURM_PROCID", "0"),
+            ("SLURM_LOCALID", "0"),
+            ("SLURM_NTASKS", "4"),
+            ("SLURM_JOB_NODELIST", "n1"),
+        ])
+        .unwrap()
+        .unwrap();
         assert!(e.warnings.iter().any(|w| w.contains("srun")), "{:?}", e.warnings);
     }
 
@@ -266,9 +311,30 @@ mod tests {
     fn slurm_errors_name_the_variable() {
         for (vars, needle) in [
             (vec![("SLURM_PROCID", "0"), ("SLURM_LOCALID", "0")], "SLURM_STEP_NUM_TASKS"),
-            (vec![("SLURM_PROCID", "0"), ("SLURM_NTASKS", "2"), ("SLURM_JOB_NODELIST", "n1")], "SLURM_LOCALID"),
-            (vec![("SLURM_PROCID", "2"), ("SLURM_LOCALID", "0"), ("SLURM_NTASKS", "2"), ("SLURM_JOB_NODELIST", "n1")], "SLURM_PROCID=2"),
-            (vec![("SLURM_PROCID", "0"), ("SLURM_LOCALID", "0"), ("SLURM_NTASKS", "2"), ("SLURM_JOB_NODELIST", "n1"), ("SLURM_NODEID", "5"), ("SLURM_TASKS_PER_NODE", "2")], "SLURM_NODEID=5"),
+            (
+                vec![("SLURM_PROCID", "0"), ("SLURM_NTASKS", "2"), ("SLURM_JOB_NODELIST", "n1")],
+                "SLURM_LOCALID",
+            ),
+            (
+                vec![
+                    ("SLURM_PROCID", "2"),
+                    ("SLURM_LOCALID", "0"),
+                    ("SLURM_NTASKS", "2"),
+                    ("SLURM_JOB_NODELIST", "n1"),
+                ],
+                "SLURM_PROCID=2",
+            ),
+            (
+                vec![
+                    ("SLURM_PROCID", "0"),
+                    ("SLURM_LOCALID", "0"),
+                    ("SLURM_NTASKS", "2"),
+                    ("SLURM_JOB_NODELIST", "n1"),
+                    ("SLURM_NODEID", "5"),
+                    ("SLURM_TASKS_PER_NODE", "2"),
+                ],
+                "SLURM_NODEID=5",
+            ),
         ] {
             let err = layout(&vars).unwrap_err().to_string();
             assert!(err.contains(needle), "{err:?} should mention {needle}");
@@ -302,26 +368,47 @@ mod tests {
         ];
         let err = layout(&vars).unwrap_err().to_string();
         assert!(err.contains("MASTER_ADDR") && err.contains("mpirun -x MASTER_ADDR"), "{err}");
-        let e = layout(&[&vars[..], &[("MASTER_ADDR", "node1"), ("MASTER_PORT", "31000")]].concat()).unwrap().unwrap();
+        let e =
+            layout(&[&vars[..], &[("MASTER_ADDR", "node1"), ("MASTER_PORT", "31000")]].concat())
+                .unwrap()
+                .unwrap();
         assert_eq!((e.master_addr.as_str(), e.master_port, e.local_rank), ("node1", 31000, 0));
     }
 
     #[test]
     fn pmi_layouts() {
-        let e = layout(&[("PMI_RANK", "1"), ("PMI_SIZE", "2"), ("MPI_LOCALRANKID", "1"), ("MPI_LOCALNRANKS", "2"), ("SLURM_PROCID", "0"), ("SLURM_NTASKS", "1")])
-            .unwrap()
-            .unwrap();
+        let e = layout(&[
+            ("PMI_RANK", "1"),
+            ("PMI_SIZE", "2"),
+            ("MPI_LOCALRANKID", "1"),
+            ("MPI_LOCALNRANKS", "2"),
+            ("SLURM_PROCID", "0"),
+            ("SLURM_NTASKS", "1"),
+        ])
+        .unwrap()
+        .unwrap();
         assert_eq!(e.launcher, Launcher::Pmi);
-        assert_eq!((e.rank, e.local_rank, e.world_size, e.master_addr.as_str()), (1, 1, 2, "127.0.0.1"));
-        let e = layout(&[("PMI_RANK", "5"), ("PMI_SIZE", "8"), ("MV2_COMM_WORLD_LOCAL_RANK", "1"), ("MV2_COMM_WORLD_LOCAL_SIZE", "4"), ("MASTER_ADDR", "c1")])
-            .unwrap()
-            .unwrap();
+        assert_eq!(
+            (e.rank, e.local_rank, e.world_size, e.master_addr.as_str()),
+            (1, 1, 2, "127.0.0.1")
+        );
+        let e = layout(&[
+            ("PMI_RANK", "5"),
+            ("PMI_SIZE", "8"),
+            ("MV2_COMM_WORLD_LOCAL_RANK", "1"),
+            ("MV2_COMM_WORLD_LOCAL_SIZE", "4"),
+            ("MASTER_ADDR", "c1"),
+        ])
+        .unwrap()
+        .unwrap();
         assert_eq!((e.local_rank, e.local_world_size, e.master_addr.as_str()), (1, 4, "c1"));
         let err = layout(&[("PMI_RANK", "0"), ("PMI_SIZE", "2")]).unwrap_err().to_string();
         assert!(err.contains("MASTER_ADDR") && err.contains("mpiexec"), "{err}");
         let err = layout(&[("PMI_RANK", "0")]).unwrap_err().to_string();
         assert!(err.contains("PMI_SIZE"), "{err}");
-        let err = layout(&[("PMI_RANK", "0"), ("PMI_SIZE", "1"), ("MASTER_PORT", "0")]).unwrap_err().to_string();
+        let err = layout(&[("PMI_RANK", "0"), ("PMI_SIZE", "1"), ("MASTER_PORT", "0")])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("MASTER_PORT=\"0\""), "{err}");
     }
 }

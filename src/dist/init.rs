@@ -28,7 +28,11 @@ impl DistOptions {
             "auto" => None,
             "cpu" => Some(Device::Cpu),
             "cuda" => Some(Device::Cuda(0)),
-            other => return Err(Error::InvalidArgument(format!("device {other:?}: expected auto, cpu or cuda"))),
+            other => {
+                return Err(Error::InvalidArgument(format!(
+                    "device {other:?}: expected auto, cpu or cuda"
+                )))
+            }
         };
         Ok(self)
     }
@@ -36,7 +40,10 @@ impl DistOptions {
 
 impl Default for DistOptions {
     fn default() -> Self {
-        let secs = std::env::var("TRAINBOOK_DIST_TIMEOUT").ok().and_then(|v| v.parse().ok()).unwrap_or(120);
+        let secs = std::env::var("TRAINBOOK_DIST_TIMEOUT")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(120);
         DistOptions { device: None, backend: None, timeout: Duration::from_secs(secs) }
     }
 }
@@ -60,17 +67,26 @@ impl Dist {
         }
         let local_rank = env.as_ref().map_or(0, |e| e.local_rank);
         let device = match opts.device {
-            Some(Device::Cuda(_)) | None if tch::Cuda::is_available() => Device::Cuda(local_rank % tch::Cuda::device_count().max(1) as usize),
-            Some(Device::Cuda(_)) => return Err(Error::DistEnv("a CUDA device was requested but CUDA is not available".into())),
+            Some(Device::Cuda(_)) | None if tch::Cuda::is_available() => {
+                Device::Cuda(local_rank % tch::Cuda::device_count().max(1) as usize)
+            }
+            Some(Device::Cuda(_)) => {
+                return Err(Error::DistEnv(
+                    "a CUDA device was requested but CUDA is not available".into(),
+                ))
+            }
             Some(d) => d,
             None => Device::Cpu,
         };
         let Some(env) = env.filter(|e| e.world_size > 1) else {
             return Ok(Dist { env: None, pg: None, device });
         };
-        let backend = opts.backend.unwrap_or(if device.is_cuda() { Backend::Nccl } else { Backend::Gloo });
+        let backend =
+            opts.backend.unwrap_or(if device.is_cuda() { Backend::Nccl } else { Backend::Gloo });
         if !backend.is_available() {
-            return Err(Error::DistEnv(format!("the {backend} backend needs trainbook built with the `cuda` feature")));
+            return Err(Error::DistEnv(format!(
+                "the {backend} backend needs trainbook built with the `cuda` feature"
+            )));
         }
         let pg = connect(&env, backend, opts.timeout)?;
         Ok(Dist { env: Some(env), pg: Some(pg), device })
@@ -161,7 +177,8 @@ impl Dist {
             padded.narrow(0, 0, local.size()[0]).copy_(&local);
         }
         let parts = self.all_gather(&padded)?;
-        let pieces: Vec<Tensor> = parts.iter().zip(&lens).map(|(p, &n)| p.narrow(0, 0, n)).collect();
+        let pieces: Vec<Tensor> =
+            parts.iter().zip(&lens).map(|(p, &n)| p.narrow(0, 0, n)).collect();
         Ok(Tensor::cat(&pieces, 0))
     }
 

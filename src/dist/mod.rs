@@ -16,12 +16,12 @@ use tch::Device;
 
 pub use ddp::{Ddp, DdpOptions};
 pub use env::{LaunchEnv, Launcher};
+pub(crate) use ffi::take_message as take_shim_message;
 pub use hpc_env::{first_host, DEFAULT_MASTER_PORT};
 pub use init::{Dist, DistOptions};
 pub use process_group::{Backend, ProcessGroup, Work};
 pub use reducer::CommHook;
 pub use store::Store;
-pub(crate) use ffi::take_message as take_shim_message;
 
 use crate::Result;
 
@@ -45,7 +45,9 @@ fn rng_device(device: Device) -> Result<(i32, i32)> {
     match device {
         Device::Cpu => Ok((0, 0)),
         Device::Cuda(i) => Ok((1, i as i32)),
-        other => Err(crate::Error::InvalidArgument(format!("no default random generator to save for {other:?}"))),
+        other => Err(crate::Error::InvalidArgument(format!(
+            "no default random generator to save for {other:?}"
+        ))),
     }
 }
 
@@ -56,7 +58,9 @@ pub fn rng_state(device: Device) -> Result<Vec<u8>> {
     let (kind, index) = rng_device(device)?;
     let (mut ptr, mut len) = (std::ptr::null_mut(), 0usize);
     // SAFETY: out-pointers are valid; on success `ptr` owns `len` bytes, freed below.
-    ffi::check(&format!("get {device:?} RNG state"), unsafe { ffi::tb_rng_get_state(kind, index, &mut ptr, &mut len) })?;
+    ffi::check(&format!("get {device:?} RNG state"), unsafe {
+        ffi::tb_rng_get_state(kind, index, &mut ptr, &mut len)
+    })?;
     let bytes = unsafe { std::slice::from_raw_parts(ptr, len).to_vec() };
     unsafe { ffi::tb_bytes_free(ptr) };
     Ok(bytes)
@@ -66,7 +70,9 @@ pub fn rng_state(device: Device) -> Result<Vec<u8>> {
 pub fn set_rng_state(device: Device, state: &[u8]) -> Result<()> {
     let (kind, index) = rng_device(device)?;
     // SAFETY: the slice is valid for the call.
-    ffi::check(&format!("set {device:?} RNG state"), unsafe { ffi::tb_rng_set_state(kind, index, state.as_ptr(), state.len()) })
+    ffi::check(&format!("set {device:?} RNG state"), unsafe {
+        ffi::tb_rng_set_state(kind, index, state.as_ptr(), state.len())
+    })
 }
 
 /// Joins the process group described by `env`: connects to (or hosts) the TCPStore at
@@ -78,7 +84,13 @@ pub fn set_rng_state(device: Device, state: &[u8]) -> Result<()> {
 /// A restarted attempt (TORCHELASTIC_RESTART_COUNT > 0) scopes its keys further
 /// ([`LaunchEnv::restart_scope`]), so that it never reads the keys of the attempt that died.
 pub fn connect(env: &LaunchEnv, backend: Backend, timeout: Duration) -> Result<ProcessGroup> {
-    let mut base = Store::tcp(&env.master_addr, env.master_port, env.hosts_store(), Some(env.world_size), timeout)?;
+    let mut base = Store::tcp(
+        &env.master_addr,
+        env.master_port,
+        env.hosts_store(),
+        Some(env.world_size),
+        timeout,
+    )?;
     if let Some(scope) = env.restart_scope() {
         base = base.with_prefix(&scope)?;
     }

@@ -36,7 +36,9 @@ impl FromStr for Backend {
         match s.to_ascii_lowercase().as_str() {
             "gloo" => Ok(Backend::Gloo),
             "nccl" => Ok(Backend::Nccl),
-            other => Err(Error::InvalidArgument(format!("unknown backend {other:?} (expected gloo or nccl)"))),
+            other => Err(Error::InvalidArgument(format!(
+                "unknown backend {other:?} (expected gloo or nccl)"
+            ))),
         }
     }
 }
@@ -95,9 +97,17 @@ impl Drop for Work {
 
 impl ProcessGroup {
     /// Creates the group; blocks until all `size` ranks joined through `store` (or `timeout`).
-    pub fn new(store: Store, backend: Backend, rank: usize, size: usize, timeout: Duration) -> Result<ProcessGroup> {
+    pub fn new(
+        store: Store,
+        backend: Backend,
+        rank: usize,
+        size: usize,
+        timeout: Duration,
+    ) -> Result<ProcessGroup> {
         if rank >= size {
-            return Err(Error::InvalidArgument(format!("rank {rank} is not below world size {size}")));
+            return Err(Error::InvalidArgument(format!(
+                "rank {rank} is not below world size {size}"
+            )));
         }
         let id = match backend {
             Backend::Gloo => ffi::BACKEND_GLOO,
@@ -105,8 +115,23 @@ impl ProcessGroup {
         };
         let mut raw = std::ptr::null_mut();
         // SAFETY: the store handle is live; on success `raw` is an owned process-group handle.
-        let err = unsafe { ffi::tb_pg_new(store.raw(), id, rank as i32, size as i32, duration_ms(timeout), &mut raw) };
-        ffi::check(&format!("create {backend} process group (rank {rank} of {size}) via {}", store.description()), err)?;
+        let err = unsafe {
+            ffi::tb_pg_new(
+                store.raw(),
+                id,
+                rank as i32,
+                size as i32,
+                duration_ms(timeout),
+                &mut raw,
+            )
+        };
+        ffi::check(
+            &format!(
+                "create {backend} process group (rank {rank} of {size}) via {}",
+                store.description()
+            ),
+            err,
+        )?;
         Ok(ProcessGroup { raw, rank, size, backend, timeout, _store: store })
     }
 
@@ -123,7 +148,12 @@ impl ProcessGroup {
         self.timeout
     }
 
-    fn start(&self, op: &'static str, tensors: Vec<Tensor>, call: impl FnOnce(*mut *mut ffi::TbWork) -> *mut std::os::raw::c_char) -> Result<Work> {
+    fn start(
+        &self,
+        op: &'static str,
+        tensors: Vec<Tensor>,
+        call: impl FnOnce(*mut *mut ffi::TbWork) -> *mut std::os::raw::c_char,
+    ) -> Result<Work> {
         let mut raw = std::ptr::null_mut();
         ffi::check(op, call(&mut raw))?;
         Ok(Work { raw, op, _tensors: tensors })
@@ -133,7 +163,9 @@ impl ProcessGroup {
     pub fn all_reduce_sum_async(&self, tensor: &Tensor) -> Result<Work> {
         let keep = tensor.shallow_clone();
         // SAFETY: the tensor pointer is valid while `keep` lives, which the Work owns.
-        self.start("allreduce", vec![keep], |out| unsafe { ffi::tb_pg_allreduce_sum(self.raw, tensor.as_ptr() as *const c_void, out) })
+        self.start("allreduce", vec![keep], |out| unsafe {
+            ffi::tb_pg_allreduce_sum(self.raw, tensor.as_ptr() as *const c_void, out)
+        })
     }
 
     /// In-place sum of `tensor` over all ranks.
@@ -146,7 +178,9 @@ impl ProcessGroup {
         self.check_rank(root)?;
         let keep = tensor.shallow_clone();
         // SAFETY: as in all_reduce_sum_async.
-        self.start("broadcast", vec![keep], |out| unsafe { ffi::tb_pg_broadcast(self.raw, tensor.as_ptr() as *const c_void, root as i32, out) })
+        self.start("broadcast", vec![keep], |out| unsafe {
+            ffi::tb_pg_broadcast(self.raw, tensor.as_ptr() as *const c_void, root as i32, out)
+        })
     }
 
     /// Overwrites `tensor` on every rank with `root`'s copy.
@@ -157,12 +191,19 @@ impl ProcessGroup {
     /// Returns every rank's `tensor`, in rank order (same shape and kind on all ranks).
     pub fn all_gather(&self, tensor: &Tensor) -> Result<Vec<Tensor>> {
         let outputs: Vec<Tensor> = (0..self.size).map(|_| tensor.empty_like()).collect();
-        let ptrs: Vec<*const c_void> = outputs.iter().map(|t| t.as_ptr() as *const c_void).collect();
+        let ptrs: Vec<*const c_void> =
+            outputs.iter().map(|t| t.as_ptr() as *const c_void).collect();
         let mut keep: Vec<Tensor> = outputs.iter().map(Tensor::shallow_clone).collect();
         keep.push(tensor.shallow_clone());
         // SAFETY: every pointer refers to a tensor kept alive by `keep` for the Work's lifetime.
         let work = self.start("allgather", keep, |out| unsafe {
-            ffi::tb_pg_all_gather(self.raw, tensor.as_ptr() as *const c_void, ptrs.as_ptr(), ptrs.len(), out)
+            ffi::tb_pg_all_gather(
+                self.raw,
+                tensor.as_ptr() as *const c_void,
+                ptrs.as_ptr(),
+                ptrs.len(),
+                out,
+            )
         })?;
         work.wait()?;
         Ok(outputs)
@@ -171,16 +212,30 @@ impl ProcessGroup {
     /// Blocks until every rank reached the barrier.
     pub fn barrier(&self) -> Result<()> {
         // SAFETY: the group handle is live for the call.
-        self.start("barrier", Vec::new(), |out| unsafe { ffi::tb_pg_barrier(self.raw, out) })?.wait()
+        self.start("barrier", Vec::new(), |out| unsafe { ffi::tb_pg_barrier(self.raw, out) })?
+            .wait()
     }
 
     /// Overwrites `tensors` on every rank with `root`'s copies, flattened into collectives of at
     /// most `buffer_bytes` each (c10d's `broadcast_coalesced`, as torch DDP syncs module states).
-    pub fn broadcast_coalesced(&self, tensors: &[Tensor], buffer_bytes: usize, root: usize) -> Result<()> {
+    pub fn broadcast_coalesced(
+        &self,
+        tensors: &[Tensor],
+        buffer_bytes: usize,
+        root: usize,
+    ) -> Result<()> {
         self.check_rank(root)?;
         let ptrs = tensor_ptrs(tensors);
         // SAFETY: the pointers refer to `tensors`, alive for the (blocking) call.
-        let err = unsafe { ffi::tb_pg_broadcast_coalesced(self.raw, ptrs.as_ptr(), ptrs.len(), buffer_bytes as i64, root as i32) };
+        let err = unsafe {
+            ffi::tb_pg_broadcast_coalesced(
+                self.raw,
+                ptrs.as_ptr(),
+                ptrs.len(),
+                buffer_bytes as i64,
+                root as i32,
+            )
+        };
         ffi::check("broadcast_coalesced", err)
     }
 
@@ -201,7 +256,10 @@ impl ProcessGroup {
         if rank < self.size {
             Ok(())
         } else {
-            Err(Error::InvalidArgument(format!("rank {rank} is not below world size {}", self.size)))
+            Err(Error::InvalidArgument(format!(
+                "rank {rank} is not below world size {}",
+                self.size
+            )))
         }
     }
 }

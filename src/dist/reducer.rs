@@ -44,12 +44,20 @@ pub(super) struct Reducer {
 
 impl Reducer {
     /// Hooks `params` (leaves that require grad, in model order) for reduction over `pg`.
-    pub fn new(pg: &ProcessGroup, params: &[(String, Tensor)], cfg: &ReducerConfig) -> Result<Reducer> {
+    pub fn new(
+        pg: &ProcessGroup,
+        params: &[(String, Tensor)],
+        cfg: &ReducerConfig,
+    ) -> Result<Reducer> {
         let tensors: Vec<Tensor> = params.iter().map(|(_, t)| t.shallow_clone()).collect();
         let names: Vec<String> = params.iter().map(|(n, _)| n.clone()).collect();
         let c_names = names
             .iter()
-            .map(|n| CString::new(n.as_str()).map_err(|_| Error::InvalidArgument(format!("parameter name {n:?} contains a NUL byte"))))
+            .map(|n| {
+                CString::new(n.as_str()).map_err(|_| {
+                    Error::InvalidArgument(format!("parameter name {n:?} contains a NUL byte"))
+                })
+            })
             .collect::<Result<Vec<_>>>()?;
         let name_ptrs: Vec<_> = c_names.iter().map(|c| c.as_ptr()).collect();
         let ptrs = tensor_ptrs(&tensors);
@@ -85,7 +93,9 @@ impl Reducer {
     pub fn prepare_for_forward(&self, prepare: bool) -> Result<bool> {
         let mut rebuilt: c_int = 0;
         // SAFETY: live handle; `rebuilt` is a valid out-pointer.
-        let err = unsafe { ffi::tb_reducer_prepare_for_forward(self.raw, prepare as c_int, &mut rebuilt) };
+        let err = unsafe {
+            ffi::tb_reducer_prepare_for_forward(self.raw, prepare as c_int, &mut rebuilt)
+        };
         ffi::check("DDP forward", err).map_err(|e| self.name_unused(e))?;
         Ok(rebuilt != 0)
     }
@@ -94,7 +104,8 @@ impl Reducer {
     pub fn prepare_for_backward(&self, outputs: &[Tensor]) -> Result<()> {
         let ptrs = tensor_ptrs(outputs);
         // SAFETY: the pointers refer to `outputs`, alive for the call.
-        let err = unsafe { ffi::tb_reducer_prepare_for_backward(self.raw, ptrs.as_ptr(), ptrs.len()) };
+        let err =
+            unsafe { ffi::tb_reducer_prepare_for_backward(self.raw, ptrs.as_ptr(), ptrs.len()) };
         ffi::check("DDP backward", err)
     }
 
@@ -109,9 +120,19 @@ impl Reducer {
     /// Parameter indices per bucket, in the order the buckets are reduced.
     pub fn buckets(&self) -> Result<Vec<Vec<usize>>> {
         let n = self.names.len();
-        let (mut indices, mut counts, mut buckets) = (vec![0i64; n.max(1)], vec![0i64; n.max(1)], 0usize);
+        let (mut indices, mut counts, mut buckets) =
+            (vec![0i64; n.max(1)], vec![0i64; n.max(1)], 0usize);
         // SAFETY: buffers of the stated capacities; the shim checks them.
-        let err = unsafe { ffi::tb_reducer_buckets(self.raw, indices.as_mut_ptr(), indices.len(), counts.as_mut_ptr(), counts.len(), &mut buckets) };
+        let err = unsafe {
+            ffi::tb_reducer_buckets(
+                self.raw,
+                indices.as_mut_ptr(),
+                indices.len(),
+                counts.as_mut_ptr(),
+                counts.len(),
+                &mut buckets,
+            )
+        };
         ffi::check("DDP bucket assignment", err)?;
         let mut out = Vec::with_capacity(buckets);
         let mut at = 0;
@@ -130,7 +151,9 @@ impl Reducer {
     fn name_unused(&self, e: Error) -> Error {
         let Error::Dist { op, message } = e else { return e };
         let marker = "did not receive grad for rank";
-        let Some(line) = message.lines().find(|l| l.contains(marker)) else { return Error::Dist { op, message } };
+        let Some(line) = message.lines().find(|l| l.contains(marker)) else {
+            return Error::Dist { op, message };
+        };
         let names: Vec<&str> = line
             .rsplit(':')
             .next()

@@ -16,14 +16,21 @@ unsafe impl Send for Store {}
 unsafe impl Sync for Store {}
 
 fn c_string(what: &str, value: &str) -> Result<CString> {
-    CString::new(value).map_err(|_| Error::InvalidArgument(format!("{what} contains a NUL byte: {value:?}")))
+    CString::new(value)
+        .map_err(|_| Error::InvalidArgument(format!("{what} contains a NUL byte: {value:?}")))
 }
 
 impl Store {
     /// Connects to (or, with `is_server`, hosts) a `TCPStore` at `host:port`.
     /// With `num_workers` (the world size, given on every rank as torch does) each client
     /// announces itself and the server waits until all have joined.
-    pub fn tcp(host: &str, port: u16, is_server: bool, num_workers: Option<usize>, timeout: Duration) -> Result<Store> {
+    pub fn tcp(
+        host: &str,
+        port: u16,
+        is_server: bool,
+        num_workers: Option<usize>,
+        timeout: Duration,
+    ) -> Result<Store> {
         let c_host = c_string("host", host)?;
         let mut raw = std::ptr::null_mut();
         let workers = num_workers.map(|n| n as i64).unwrap_or(-1);
@@ -57,7 +64,8 @@ impl Store {
     pub fn set(&self, key: &str, value: &[u8]) -> Result<()> {
         let c_key = c_string("key", key)?;
         // SAFETY: key and value are valid for the call.
-        let err = unsafe { ffi::tb_store_set(self.raw, c_key.as_ptr(), value.as_ptr(), value.len()) };
+        let err =
+            unsafe { ffi::tb_store_set(self.raw, c_key.as_ptr(), value.as_ptr(), value.len()) };
         ffi::check(&format!("store set {key:?} on {}", self.description), err)
     }
 

@@ -1,9 +1,9 @@
 //! The course's MNIST CNN (PyTorch's MNIST example): two 3x3 convolutions, max-pooling,
 //! dropout, two linear layers; returns logits for 10 classes. Parameter names match PyTorch
 //! (`conv1.weight`, ..., `fc2.bias`).
+use super::layers::{conv2d, linear};
 use tch::nn::{self, ModuleT};
 use tch::Tensor;
-use super::layers::{conv2d, linear};
 
 #[derive(Debug)]
 pub struct MnistNet {

@@ -10,4 +10,7 @@ pub use layers::{conv2d, linear};
 pub use memory_format::{channels_last, is_channels_last, to_channels_last};
 pub use mnist_net::MnistNet;
 pub use resnet::{freeze_backbone, resnet34, resnet34_classifier, Head, HeadKind, ResNet};
-pub use weights::{from_safetensors_bytes, load_safetensors, load_state_dict, save_safetensors, save_tensors_file, state_dict, tensor_from_view, to_safetensors_bytes, LoadReport};
+pub use weights::{
+    from_safetensors_bytes, load_safetensors, load_state_dict, save_safetensors, save_tensors_file,
+    state_dict, tensor_from_view, to_safetensors_bytes, LoadReport,
+};

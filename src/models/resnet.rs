@@ -1,15 +1,25 @@
 //! ResNet34 with torchvision's parameter and buffer names (`conv1`, `bn1`, `layer1.0.conv1`,
 //! `layer2.0.downsample.0`, ...) and a replaceable head. The course's head is
 //! `fc = Sequential(Linear(512, 512), ReLU, Linear(512, classes))`, i.e. `fc.0.*` and `fc.2.*`.
+use super::layers::linear;
 use tch::nn::init::{FanInOut, NonLinearity, NormalOrUniform};
 use tch::nn::{self, ConvConfig, Init, ModuleT};
 use tch::Tensor;
-use super::layers::linear;
 
 /// torchvision's conv initialisation: kaiming normal, fan_out, ReLU.
 fn conv(p: nn::Path, c_in: i64, c_out: i64, k: i64, stride: i64, padding: i64) -> nn::Conv2D {
-    let ws_init = Init::Kaiming { dist: NormalOrUniform::Normal, fan: FanInOut::FanOut, non_linearity: NonLinearity::ReLU };
-    nn::conv2d(p, c_in, c_out, k, ConvConfig { stride, padding, bias: false, ws_init, ..Default::default() })
+    let ws_init = Init::Kaiming {
+        dist: NormalOrUniform::Normal,
+        fan: FanInOut::FanOut,
+        non_linearity: NonLinearity::ReLU,
+    };
+    nn::conv2d(
+        p,
+        c_in,
+        c_out,
+        k,
+        ConvConfig { stride, padding, bias: false, ws_init, ..Default::default() },
+    )
 }
 
 fn bn(p: nn::Path, c: i64) -> nn::BatchNorm {
@@ -31,14 +41,24 @@ impl BasicBlock {
         // parameter order, which DDP's buckets follow, is torch's.
         let (conv1, bn1) = (conv(p / "conv1", c_in, c_out, 3, stride, 1), bn(p / "bn1", c_out));
         let (conv2, bn2) = (conv(p / "conv2", c_out, c_out, 3, 1, 1), bn(p / "bn2", c_out));
-        let downsample = (stride != 1 || c_in != c_out).then(|| (conv(p / "downsample" / "0", c_in, c_out, 1, stride, 0), bn(p / "downsample" / "1", c_out)));
+        let downsample = (stride != 1 || c_in != c_out).then(|| {
+            (
+                conv(p / "downsample" / "0", c_in, c_out, 1, stride, 0),
+                bn(p / "downsample" / "1", c_out),
+            )
+        });
         BasicBlock { conv1, bn1, conv2, bn2, downsample }
     }
 }
 
 impl ModuleT for BasicBlock {
     fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
-        let out = xs.apply(&self.conv1).apply_t(&self.bn1, train).relu().apply(&self.conv2).apply_t(&self.bn2, train);
+        let out = xs
+            .apply(&self.conv1)
+            .apply_t(&self.bn1, train)
+            .relu()
+            .apply(&self.conv2)
+            .apply_t(&self.bn2, train);
         let identity = match &self.downsample {
             Some((c, b)) => xs.apply(c).apply_t(b, train),
             None => xs.shallow_clone(),
@@ -80,14 +100,25 @@ pub fn resnet34(path: &nn::Path, classes: i64, head: HeadKind) -> ResNet {
     for (i, (&blocks, &c_out)) in [3i64, 4, 6, 3].iter().zip(&[64i64, 128, 256, 512]).enumerate() {
         let p = path / format!("layer{}", i + 1);
         let stride = if i == 0 { 1 } else { 2 };
-        let layer = (0..blocks).map(|b| BasicBlock::new(&(&p / b), if b == 0 { c_in } else { c_out }, c_out, if b == 0 { stride } else { 1 })).collect();
+        let layer = (0..blocks)
+            .map(|b| {
+                BasicBlock::new(
+                    &(&p / b),
+                    if b == 0 { c_in } else { c_out },
+                    c_out,
+                    if b == 0 { stride } else { 1 },
+                )
+            })
+            .collect();
         layers.push(layer);
         c_in = c_out;
     }
     let fc = path / "fc";
     let head = match head {
         HeadKind::Linear => Head::Linear(linear(&fc, 512, classes)),
-        HeadKind::Mlp => Head::Mlp(linear(&(&fc / "0"), 512, 512), linear(&(&fc / "2"), 512, classes)),
+        HeadKind::Mlp => {
+            Head::Mlp(linear(&(&fc / "0"), 512, 512), linear(&(&fc / "2"), 512, classes))
+        }
     };
     ResNet { conv1, bn1, layers, head }
 }
@@ -100,7 +131,13 @@ pub fn resnet34_classifier(path: &nn::Path, classes: i64) -> ResNet {
 impl ResNet {
     /// The 512-dimensional pooled features (everything but the head).
     pub fn features(&self, xs: &Tensor, train: bool) -> Tensor {
-        let mut x = xs.apply(&self.conv1).apply_t(&self.bn1, train).relu().max_pool2d([3, 3], [2, 2], [1, 1], [1, 1], false);
+        let mut x = xs.apply(&self.conv1).apply_t(&self.bn1, train).relu().max_pool2d(
+            [3, 3],
+            [2, 2],
+            [1, 1],
+            [1, 1],
+            false,
+        );
         for layer in &self.layers {
             for block in layer {
                 x = block.forward_t(&x, train);
@@ -124,7 +161,10 @@ impl ModuleT for ResNet {
 /// so the optimizer leaves them alone. (The course's `require_grad = False` typo froze nothing.)
 pub fn freeze_backbone(vs: &nn::VarStore, freeze: bool) {
     for (name, t) in vs.variables() {
-        if name.starts_with("fc.") || name.ends_with("running_mean") || name.ends_with("running_var") {
+        if name.starts_with("fc.")
+            || name.ends_with("running_mean")
+            || name.ends_with("running_var")
+        {
             continue;
         }
         let _ = t.set_requires_grad(!freeze);

@@ -29,7 +29,9 @@ pub fn tensor_from_view(name: &str, view: &TensorView<'_>) -> Result<Tensor> {
         Dtype::I64 => Kind::Int64,
         Dtype::I32 => Kind::Int,
         Dtype::U8 => Kind::Uint8,
-        other => return Err(Error::InvalidArgument(format!("{name}: unsupported dtype {other:?}"))),
+        other => {
+            return Err(Error::InvalidArgument(format!("{name}: unsupported dtype {other:?}")))
+        }
     };
     let shape: Vec<i64> = view.shape().iter().map(|&d| d as i64).collect();
     Ok(Tensor::f_from_data_size(view.data(), &shape, kind)?)
@@ -44,7 +46,9 @@ fn dtype_of(kind: Kind) -> Result<Dtype> {
         Kind::Int64 => Dtype::I64,
         Kind::Int => Dtype::I32,
         Kind::Uint8 => Dtype::U8,
-        other => return Err(Error::InvalidArgument(format!("cannot store {other:?} in safetensors"))),
+        other => {
+            return Err(Error::InvalidArgument(format!("cannot store {other:?} in safetensors")))
+        }
     })
 }
 
@@ -71,21 +75,42 @@ impl safetensors::View for TensorBytes<'_> {
 }
 
 /// Runs `f` on zero-copy safetensors views of the tensors (moved to contiguous CPU memory).
-fn with_views<T>(tensors: &[(String, Tensor)], f: impl FnOnce(Vec<(String, TensorBytes<'_>)>) -> Result<T>) -> Result<T> {
-    let cpu: Vec<(String, Tensor)> = tensors.iter().map(|(n, t)| (n.clone(), t.to_device(Device::Cpu).contiguous())).collect();
+fn with_views<T>(
+    tensors: &[(String, Tensor)],
+    f: impl FnOnce(Vec<(String, TensorBytes<'_>)>) -> Result<T>,
+) -> Result<T> {
+    let cpu: Vec<(String, Tensor)> =
+        tensors.iter().map(|(n, t)| (n.clone(), t.to_device(Device::Cpu).contiguous())).collect();
     let mut views = Vec::with_capacity(cpu.len());
     for (name, t) in &cpu {
         let len = t.numel() * t.kind().elt_size_in_bytes();
         // SAFETY: `t` is a contiguous CPU tensor kept alive by `cpu` while the views are used.
-        let data = if len == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(t.data_ptr() as *const u8, len) } };
-        views.push((name.clone(), TensorBytes { dtype: dtype_of(t.kind())?, shape: t.size().iter().map(|&d| d as usize).collect(), data }));
+        let data = if len == 0 {
+            &[][..]
+        } else {
+            unsafe { std::slice::from_raw_parts(t.data_ptr() as *const u8, len) }
+        };
+        views.push((
+            name.clone(),
+            TensorBytes {
+                dtype: dtype_of(t.kind())?,
+                shape: t.size().iter().map(|&d| d as usize).collect(),
+                data,
+            },
+        ));
     }
     f(views)
 }
 
 /// Serialises named tensors (any device) to safetensors bytes.
-pub fn to_safetensors_bytes(tensors: &[(String, Tensor)], metadata: Option<std::collections::HashMap<String, String>>) -> Result<Vec<u8>> {
-    with_views(tensors, |views| safetensors::serialize(views, metadata).map_err(|e| Error::InvalidArgument(format!("safetensors: {e}"))))
+pub fn to_safetensors_bytes(
+    tensors: &[(String, Tensor)],
+    metadata: Option<std::collections::HashMap<String, String>>,
+) -> Result<Vec<u8>> {
+    with_views(tensors, |views| {
+        safetensors::serialize(views, metadata)
+            .map_err(|e| Error::InvalidArgument(format!("safetensors: {e}")))
+    })
 }
 
 /// Writes named tensors to a safetensors file, streaming each tensor's memory to disk (no
@@ -101,15 +126,21 @@ pub fn save_tensors_file(tensors: &[(String, Tensor)], path: &Path) -> Result<()
 
 /// Reads every tensor of a safetensors buffer (CPU), in file order.
 pub fn from_safetensors_bytes(bytes: &[u8], origin: &Path) -> Result<Vec<(String, Tensor)>> {
-    let st = SafeTensors::deserialize(bytes).map_err(|e| Error::Dataset(format!("{}: not a valid safetensors file: {e}", origin.display())))?;
-    st.tensors().iter().map(|(name, view)| Ok((name.clone(), tensor_from_view(name, view)?))).collect()
+    let st = SafeTensors::deserialize(bytes).map_err(|e| {
+        Error::Dataset(format!("{}: not a valid safetensors file: {e}", origin.display()))
+    })?;
+    st.tensors()
+        .iter()
+        .map(|(name, view)| Ok((name.clone(), tensor_from_view(name, view)?)))
+        .collect()
 }
 
 /// The model's state dict: every variable (parameters and BatchNorm running statistics) with
 /// PyTorch's names, plus the `num_batches_tracked` counters PyTorch's BatchNorm expects.
 pub fn state_dict(vs: &VarStore) -> Vec<(String, Tensor)> {
     let vars: BTreeMap<String, Tensor> = vs.variables().into_iter().collect();
-    let mut out: Vec<(String, Tensor)> = vars.iter().map(|(n, t)| (n.clone(), t.shallow_clone())).collect();
+    let mut out: Vec<(String, Tensor)> =
+        vars.iter().map(|(n, t)| (n.clone(), t.shallow_clone())).collect();
     for name in vars.keys().filter_map(|n| n.strip_suffix(".running_mean")) {
         out.push((format!("{name}.num_batches_tracked"), Tensor::from(0i64)));
     }
@@ -128,7 +159,11 @@ pub fn save_safetensors(vs: &VarStore, path: &Path) -> Result<()> {
 /// Copies named tensors into the model's variables. `num_batches_tracked` is ignored. A shape
 /// mismatch is always an error (listing every mismatched tensor); with `strict`, so are
 /// missing and unexpected names.
-pub fn load_state_dict(vs: &mut VarStore, tensors: &[(String, Tensor)], strict: bool) -> Result<LoadReport> {
+pub fn load_state_dict(
+    vs: &mut VarStore,
+    tensors: &[(String, Tensor)],
+    strict: bool,
+) -> Result<LoadReport> {
     let vars: BTreeMap<String, Tensor> = vs.variables().into_iter().collect();
     let mut report = LoadReport::default();
     let mut mismatched = Vec::new();
@@ -139,7 +174,9 @@ pub fn load_state_dict(vs: &mut VarStore, tensors: &[(String, Tensor)], strict: 
         }
         match vars.get(name) {
             None => report.unexpected.push(name.clone()),
-            Some(var) if var.size() != t.size() => mismatched.push(format!("{name}: file {:?}, model {:?}", t.size(), var.size())),
+            Some(var) if var.size() != t.size() => {
+                mismatched.push(format!("{name}: file {:?}, model {:?}", t.size(), var.size()))
+            }
             Some(_) => {
                 seen.insert(name.clone());
             }
@@ -147,10 +184,17 @@ pub fn load_state_dict(vs: &mut VarStore, tensors: &[(String, Tensor)], strict: 
     }
     report.missing = vars.keys().filter(|n| !seen.contains(*n)).cloned().collect();
     if !mismatched.is_empty() {
-        return Err(Error::InvalidArgument(format!("shape mismatch for {} tensor(s):\n  {}", mismatched.len(), mismatched.join("\n  "))));
+        return Err(Error::InvalidArgument(format!(
+            "shape mismatch for {} tensor(s):\n  {}",
+            mismatched.len(),
+            mismatched.join("\n  ")
+        )));
     }
     if strict && (!report.missing.is_empty() || !report.unexpected.is_empty()) {
-        return Err(Error::InvalidArgument(format!("state dict does not match the model: missing {:?}, unexpected {:?}", report.missing, report.unexpected)));
+        return Err(Error::InvalidArgument(format!(
+            "state dict does not match the model: missing {:?}, unexpected {:?}",
+            report.missing, report.unexpected
+        )));
     }
     tch::no_grad(|| -> Result<()> {
         for (name, t) in tensors {

@@ -32,7 +32,9 @@ pub fn in_notebook() -> bool {
 pub fn write_content(out: &mut impl Write, mime: Mime, bytes: &[u8]) -> std::io::Result<()> {
     writeln!(out, "EVCXR_BEGIN_CONTENT {}", mime.as_str())?;
     match mime {
-        Mime::Png => out.write_all(base64::engine::general_purpose::STANDARD.encode(bytes).as_bytes())?,
+        Mime::Png => {
+            out.write_all(base64::engine::general_purpose::STANDARD.encode(bytes).as_bytes())?
+        }
         Mime::Svg | Mime::Html => out.write_all(bytes)?,
     }
     writeln!(out)?;
@@ -60,13 +62,19 @@ mod tests {
     fn png_block_is_framed_and_base64() {
         let mut out = Vec::new();
         write_content(&mut out, Mime::Png, &[0x89, b'P', b'N', b'G']).unwrap();
-        assert_eq!(String::from_utf8(out).unwrap(), "EVCXR_BEGIN_CONTENT image/png\niVBORw==\nEVCXR_END_CONTENT\n");
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "EVCXR_BEGIN_CONTENT image/png\niVBORw==\nEVCXR_END_CONTENT\n"
+        );
     }
 
     #[test]
     fn svg_block_is_verbatim() {
         let mut out = Vec::new();
         write_content(&mut out, Mime::Svg, b"<svg/>").unwrap();
-        assert_eq!(String::from_utf8(out).unwrap(), "EVCXR_BEGIN_CONTENT image/svg+xml\n<svg/>\nEVCXR_END_CONTENT\n");
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "EVCXR_BEGIN_CONTENT image/svg+xml\n<svg/>\nEVCXR_END_CONTENT\n"
+        );
     }
 }

@@ -14,18 +14,30 @@ use crate::{Error, Result};
 pub fn image_grid(images: &Tensor, titles: &[String], columns: usize) -> Result<Figure> {
     let size = images.size();
     let &[n, c, h, w] = size.as_slice() else {
-        return Err(Error::InvalidArgument(format!("image_grid: images must be [N, C, H, W], got {size:?}")));
+        return Err(Error::InvalidArgument(format!(
+            "image_grid: images must be [N, C, H, W], got {size:?}"
+        )));
     };
     if n <= 0 || h <= 0 || w <= 0 || !(c == 1 || c == 3) {
-        return Err(Error::InvalidArgument(format!("image_grid: need N > 0 images of 1 or 3 channels, got {size:?}")));
+        return Err(Error::InvalidArgument(format!(
+            "image_grid: need N > 0 images of 1 or 3 channels, got {size:?}"
+        )));
     }
     if titles.len() != n as usize || columns == 0 {
-        let msg = format!("{} titles for {n} images, {columns} columns (need one title each)", titles.len());
+        let msg = format!(
+            "{} titles for {n} images, {columns} columns (need one title each)",
+            titles.len()
+        );
         return Err(Error::InvalidArgument(format!("image_grid: {msg}")));
     }
     let (n, c, h, w) = (n as usize, c as usize, h as usize, w as usize);
     let pixels: Vec<u8> = Vec::try_from(
-        (images.to_device(tch::Device::Cpu).to_kind(Kind::Float).nan_to_num(0.0, 1.0, 0.0).clamp(0.0, 1.0) * 255.0)
+        (images
+            .to_device(tch::Device::Cpu)
+            .to_kind(Kind::Float)
+            .nan_to_num(0.0, 1.0, 0.0)
+            .clamp(0.0, 1.0)
+            * 255.0)
             .round()
             .to_kind(Kind::Uint8)
             .contiguous()
@@ -35,14 +47,20 @@ pub fn image_grid(images: &Tensor, titles: &[String], columns: usize) -> Result<
     let scale = 96usize.div_ceil(h.max(w)).max(1);
     let (iw, ih) = (w * scale, h * scale);
     let font = FontDesc::new(FontFamily::SansSerif, 14.0, FontStyle::Normal);
-    let title_w = titles.iter().map(|t| font.box_size(t).map(|b| b.0 as usize).unwrap_or(0)).max().unwrap_or(0);
+    let title_w = titles
+        .iter()
+        .map(|t| font.box_size(t).map(|b| b.0 as usize).unwrap_or(0))
+        .max()
+        .unwrap_or(0);
     let cell_w = iw.max(title_w.min(240) + 4);
     let (pad, title_h) = (8usize, 22usize);
     let columns = columns.min(n);
     let rows = n.div_ceil(columns);
     let width = columns * (cell_w + pad) + pad;
     let height = rows * (title_h + ih + pad) + pad;
-    let origin = |k: usize| (pad + (k % columns) * (cell_w + pad), pad + (k / columns) * (title_h + ih + pad));
+    let origin = |k: usize| {
+        (pad + (k % columns) * (cell_w + pad), pad + (k / columns) * (title_h + ih + pad))
+    };
     let blit = |img: &mut image::RgbImage| {
         let plane = h * w;
         for k in 0..n {
@@ -51,20 +69,33 @@ pub fn image_grid(images: &Tensor, titles: &[String], columns: usize) -> Result<
             for (py, px) in (0..ih).flat_map(|py| (0..iw).map(move |px| (py, px))) {
                 let src = (py / scale) * w + px / scale;
                 let ch = |i: usize| pixels[base + i.min(c - 1) * plane + src];
-                img.put_pixel((x + px) as u32, (y + title_h + py) as u32, image::Rgb([ch(0), ch(1), ch(2)]));
+                img.put_pixel(
+                    (x + px) as u32,
+                    (y + title_h + py) as u32,
+                    image::Rgb([ch(0), ch(1), ch(2)]),
+                );
             }
         }
     };
-    render(width as u32, height as u32, |root| {
-        let style = TextStyle::from(font.clone()).pos(Pos::new(HPos::Center, VPos::Center));
-        for (k, title) in titles.iter().enumerate() {
-            let (x, y) = origin(k);
-            let text = fit_text(title, &font, cell_w as u32);
-            root.draw(&Text::new(text, ((x + cell_w / 2) as i32, (y + title_h / 2) as i32), style.clone()))
+    render(
+        width as u32,
+        height as u32,
+        |root| {
+            let style = TextStyle::from(font.clone()).pos(Pos::new(HPos::Center, VPos::Center));
+            for (k, title) in titles.iter().enumerate() {
+                let (x, y) = origin(k);
+                let text = fit_text(title, &font, cell_w as u32);
+                root.draw(&Text::new(
+                    text,
+                    ((x + cell_w / 2) as i32, (y + title_h / 2) as i32),
+                    style.clone(),
+                ))
                 .map_err(plot_err)?;
-        }
-        Ok(())
-    }, blit)
+            }
+            Ok(())
+        },
+        blit,
+    )
 }
 
 #[cfg(test)]
@@ -75,7 +106,8 @@ mod tests {
     #[test]
     fn image_grid_renders() {
         let gray = Tensor::rand([5, 1, 28, 28], (Kind::Float, tch::Device::Cpu)) * 1.4 - 0.2;
-        let titles: Vec<String> = (0..5).map(|i| format!("label {i} / pred {}", (i * 3) % 5)).collect();
+        let titles: Vec<String> =
+            (0..5).map(|i| format!("label {i} / pred {}", (i * 3) % 5)).collect();
         let fig = image_grid(&gray, &titles, 3).unwrap();
         keep(&fig, "grid_gray.png");
         // 28 px enlarged 4x = 112 px images, 3 columns and 2 rows.
@@ -87,6 +119,11 @@ mod tests {
         assert!(colors(&fig) > 1000);
         assert!(image_grid(&rgb, &titles[..1], 2).is_err());
         assert!(image_grid(&rgb.narrow(0, 0, 0), &[], 2).is_err());
-        assert!(image_grid(&Tensor::zeros([2, 2, 8, 8], (Kind::Float, tch::Device::Cpu)), &titles[..2], 2).is_err());
+        assert!(image_grid(
+            &Tensor::zeros([2, 2, 8, 8], (Kind::Float, tch::Device::Cpu)),
+            &titles[..2],
+            2
+        )
+        .is_err());
     }
 }

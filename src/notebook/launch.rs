@@ -17,13 +17,21 @@ pub fn repo_dir() -> PathBuf {
 /// The compiled example `name` (newest of target/release and target/debug); builds it in
 /// release mode first if neither exists.
 pub fn example_binary(name: &str) -> Result<PathBuf> {
-    let candidates = ["release", "debug"].map(|p| repo_dir().join("target").join(p).join("examples").join(name));
-    let newest = candidates.iter().filter(|p| p.exists()).max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok());
+    let candidates =
+        ["release", "debug"].map(|p| repo_dir().join("target").join(p).join("examples").join(name));
+    let newest = candidates
+        .iter()
+        .filter(|p| p.exists())
+        .max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok());
     if let Some(p) = newest {
         return Ok(p.clone());
     }
     println!("building examples/{name}.rs (release) ...");
-    let status = Command::new("cargo").args(["build", "--release", "--example", name]).current_dir(repo_dir()).status().map_err(|e| Error::io("cargo", e))?;
+    let status = Command::new("cargo")
+        .args(["build", "--release", "--example", name])
+        .current_dir(repo_dir())
+        .status()
+        .map_err(|e| Error::io("cargo", e))?;
     if !status.success() {
         return Err(Error::InvalidArgument(format!("cargo build --example {name} failed")));
     }
@@ -33,19 +41,30 @@ pub fn example_binary(name: &str) -> Result<PathBuf> {
 /// `torchrun --standalone --nproc-per-node=N [--max-restarts=R] --no-python PROGRAM ARGS...`,
 /// using the project's venv (`TRAINBOOK_VENV`) when set.
 pub fn torchrun(nproc: usize, max_restarts: u32, program: &Path, args: &[&str]) -> Command {
-    let torchrun = std::env::var("TRAINBOOK_VENV").map(|v| Path::new(&v).join("bin/torchrun")).unwrap_or_else(|_| PathBuf::from("torchrun"));
+    let torchrun = std::env::var("TRAINBOOK_VENV")
+        .map(|v| Path::new(&v).join("bin/torchrun"))
+        .unwrap_or_else(|_| PathBuf::from("torchrun"));
     let mut cmd = Command::new(torchrun);
-    cmd.args(["--standalone", &format!("--nproc-per-node={nproc}"), &format!("--max-restarts={max_restarts}"), "--no-python"]).arg(program).args(args);
+    cmd.args([
+        "--standalone",
+        &format!("--nproc-per-node={nproc}"),
+        &format!("--max-restarts={max_restarts}"),
+        "--no-python",
+    ])
+    .arg(program)
+    .args(args);
     cmd
 }
 
 /// The pid of the child of `launcher` (torchrun's agent) whose environment has `RANK=rank`
 /// (Linux: read from /proc).
 pub fn worker_pid(launcher: u32, rank: usize) -> Option<u32> {
-    let children = std::fs::read_to_string(format!("/proc/{launcher}/task/{launcher}/children")).ok()?;
+    let children =
+        std::fs::read_to_string(format!("/proc/{launcher}/task/{launcher}/children")).ok()?;
     let needle = format!("RANK={rank}");
     children.split_whitespace().filter_map(|p| p.parse().ok()).find(|p: &u32| {
-        std::fs::read(format!("/proc/{p}/environ")).is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()))
+        std::fs::read(format!("/proc/{p}/environ"))
+            .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()))
     })
 }
 
@@ -60,7 +79,10 @@ fn echo<R: Read + Send + 'static>(stream: R) -> JoinHandle<String> {
         let mut all = String::new();
         for line in BufReader::new(stream).lines().map_while(|l| l.ok()) {
             // torchrun's start-up banner about OMP_NUM_THREADS is noise in a notebook.
-            if !line.contains("OMP_NUM_THREADS") && !line.starts_with("W1") && !line.contains("*****") {
+            if !line.contains("OMP_NUM_THREADS")
+                && !line.starts_with("W1")
+                && !line.contains("*****")
+            {
                 println!("{line}");
             }
             all.push_str(&line);
@@ -72,8 +94,15 @@ fn echo<R: Read + Send + 'static>(stream: R) -> JoinHandle<String> {
 
 impl Job {
     pub fn spawn(mut cmd: Command) -> Result<Job> {
-        let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().map_err(|e| Error::io(format!("{cmd:?}"), e))?;
-        let echo = vec![echo(child.stdout.take().expect("piped")), echo(child.stderr.take().expect("piped"))];
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| Error::io(format!("{cmd:?}"), e))?;
+        let echo = vec![
+            echo(child.stdout.take().expect("piped")),
+            echo(child.stderr.take().expect("piped")),
+        ];
         Ok(Job { child, echo })
     }
 
@@ -83,7 +112,12 @@ impl Job {
     }
 
     /// Waits until `ready()` holds, then SIGKILLs the worker of `rank` (like a crashed GPU node).
-    pub fn kill_rank_when(&mut self, rank: usize, timeout: Duration, ready: impl Fn() -> bool) -> Result<u32> {
+    pub fn kill_rank_when(
+        &mut self,
+        rank: usize,
+        timeout: Duration,
+        ready: impl Fn() -> bool,
+    ) -> Result<u32> {
         let start = Instant::now();
         while start.elapsed() < timeout {
             if self.child.try_wait().map_err(|e| Error::io("launcher", e))?.is_some() {
@@ -91,7 +125,10 @@ impl Job {
             }
             if ready() {
                 if let Some(pid) = self.worker_pid(rank) {
-                    let ok = Command::new("kill").args(["-9", &pid.to_string()]).status().map_err(|e| Error::io("kill", e))?;
+                    let ok = Command::new("kill")
+                        .args(["-9", &pid.to_string()])
+                        .status()
+                        .map_err(|e| Error::io("kill", e))?;
                     if ok.success() {
                         println!(">>> killed rank {rank} (pid {pid}) with SIGKILL");
                         return Ok(pid);
@@ -106,7 +143,8 @@ impl Job {
     /// Waits for the launcher to finish; returns its status and everything it printed.
     pub fn wait(mut self) -> Result<(ExitStatus, String)> {
         let status = self.child.wait().map_err(|e| Error::io("launcher", e))?;
-        let text = self.echo.drain(..).map(|h| h.join().unwrap_or_default()).collect::<Vec<_>>().join("");
+        let text =
+            self.echo.drain(..).map(|h| h.join().unwrap_or_default()).collect::<Vec<_>>().join("");
         Ok((status, text))
     }
 }

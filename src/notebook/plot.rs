@@ -71,14 +71,16 @@ pub(super) fn plot_err<E: std::fmt::Display>(e: E) -> Error {
 /// Failures are not remembered, so installing the font or setting `TRAINBOOK_FONT` and retrying works.
 pub(super) fn ensure_font() -> Result<()> {
     static REGISTERED: Mutex<bool> = Mutex::new(false);
-    let mut done = REGISTERED.lock().map_err(|_| Error::Plot("font registry lock poisoned".into()))?;
+    let mut done =
+        REGISTERED.lock().map_err(|_| Error::Plot("font registry lock poisoned".into()))?;
     if *done {
         return Ok(());
     }
     let (path, bytes) = match std::env::var_os("TRAINBOOK_FONT") {
         Some(p) => {
-            let bytes = std::fs::read(&p)
-                .map_err(|e| Error::Plot(format!("TRAINBOOK_FONT={}: {e}", Path::new(&p).display())))?;
+            let bytes = std::fs::read(&p).map_err(|e| {
+                Error::Plot(format!("TRAINBOOK_FONT={}: {e}", Path::new(&p).display()))
+            })?;
             (Path::new(&p).to_path_buf(), bytes)
         }
         None => FONT_PATHS
@@ -96,8 +98,9 @@ pub(super) fn ensure_font() -> Result<()> {
     // plotters keeps `&'static` font data: leak the bytes, once per process.
     let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
     for family in ["sans-serif", "serif", "monospace"] {
-        plotters::style::register_font(family, FontStyle::Normal, bytes)
-            .map_err(|_| Error::Plot(format!("{}: not a usable TrueType/OpenType font", path.display())))?;
+        plotters::style::register_font(family, FontStyle::Normal, bytes).map_err(|_| {
+            Error::Plot(format!("{}: not a usable TrueType/OpenType font", path.display()))
+        })?;
     }
     *done = true;
     Ok(())
@@ -118,7 +121,8 @@ pub(super) fn render(
         draw(&root)?;
         root.present().map_err(plot_err)?;
     }
-    let mut img = image::RgbImage::from_raw(width, height, buf).ok_or_else(|| Error::Plot("bad pixel buffer".into()))?;
+    let mut img = image::RgbImage::from_raw(width, height, buf)
+        .ok_or_else(|| Error::Plot("bad pixel buffer".into()))?;
     post(&mut img);
     let mut png = Cursor::new(Vec::new());
     img.write_to(&mut png, image::ImageFormat::Png).map_err(plot_err)?;
@@ -152,57 +156,86 @@ pub fn loss_accuracy_curves(history: &[EpochRecord]) -> Result<Figure> {
         let points = history.iter().filter_map(|r| value(r).map(|v| (r.epoch as i64, v * scale)));
         points.filter(|p| p.1.is_finite()).collect()
     };
-    let series = |train: fn(&EpochRecord) -> f64, val: fn(&EpochRecord) -> Option<f64>, scale: f64| {
-        (points(&|r| Some(train(r)), scale), points(&val, scale))
-    };
+    let series =
+        |train: fn(&EpochRecord) -> f64, val: fn(&EpochRecord) -> Option<f64>, scale: f64| {
+            (points(&|r| Some(train(r)), scale), points(&val, scale))
+        };
     let loss = series(|r| r.train_loss, |r| r.val_loss, 1.0);
     let acc = series(|r| r.train_acc, |r| r.val_acc, 100.0);
-    let title = format!("Training history ({} epoch{})", history.len(), if history.len() == 1 { "" } else { "s" });
-    render(1000, 400, |root| {
-        let root = root.titled(&title, ("sans-serif", 22)).map_err(plot_err)?;
-        let panels = root.split_evenly((1, 2));
-        let specs = [("Loss", "loss", &loss, false), ("Accuracy", "accuracy (%)", &acc, true)];
-        for (area, (caption, ylabel, (train, val), is_acc)) in panels.iter().zip(specs) {
-            let (mut y0, mut y1) = value_range(train.iter().chain(val.iter()).map(|p| p.1));
-            if is_acc {
-                (y0, y1) = if y1.min(100.0) > y0.max(0.0) { (y0.max(0.0), y1.min(100.0)) } else { (0.0, 100.0) };
-            }
-            let mut chart = ChartBuilder::on(area)
-                .caption(caption, ("sans-serif", 18))
-                .margin(10)
-                .x_label_area_size(40)
-                .y_label_area_size(60)
-                .build_cartesian_2d(x0..x1, y0..y1)
-                .map_err(plot_err)?;
-            chart
-                .configure_mesh()
-                .x_desc("epoch")
-                .y_desc(ylabel)
-                .x_labels(10.min((x1 - x0 + 1) as usize))
-                .y_label_formatter(&|v| if is_acc { format!("{v:.1}") } else { format!("{v:.3}") })
-                .draw()
-                .map_err(plot_err)?;
-            for (points, name, color) in [(train, "train", BLUE), (val, "validation", RED)] {
-                if points.is_empty() {
-                    continue;
+    let title = format!(
+        "Training history ({} epoch{})",
+        history.len(),
+        if history.len() == 1 { "" } else { "s" }
+    );
+    render(
+        1000,
+        400,
+        |root| {
+            let root = root.titled(&title, ("sans-serif", 22)).map_err(plot_err)?;
+            let panels = root.split_evenly((1, 2));
+            let specs = [("Loss", "loss", &loss, false), ("Accuracy", "accuracy (%)", &acc, true)];
+            for (area, (caption, ylabel, (train, val), is_acc)) in panels.iter().zip(specs) {
+                let (mut y0, mut y1) = value_range(train.iter().chain(val.iter()).map(|p| p.1));
+                if is_acc {
+                    (y0, y1) = if y1.min(100.0) > y0.max(0.0) {
+                        (y0.max(0.0), y1.min(100.0))
+                    } else {
+                        (0.0, 100.0)
+                    };
+                }
+                let mut chart = ChartBuilder::on(area)
+                    .caption(caption, ("sans-serif", 18))
+                    .margin(10)
+                    .x_label_area_size(40)
+                    .y_label_area_size(60)
+                    .build_cartesian_2d(x0..x1, y0..y1)
+                    .map_err(plot_err)?;
+                chart
+                    .configure_mesh()
+                    .x_desc("epoch")
+                    .y_desc(ylabel)
+                    .x_labels(10.min((x1 - x0 + 1) as usize))
+                    .y_label_formatter(&|v| {
+                        if is_acc {
+                            format!("{v:.1}")
+                        } else {
+                            format!("{v:.3}")
+                        }
+                    })
+                    .draw()
+                    .map_err(plot_err)?;
+                for (points, name, color) in [(train, "train", BLUE), (val, "validation", RED)] {
+                    if points.is_empty() {
+                        continue;
+                    }
+                    chart
+                        .draw_series(
+                            LineSeries::new(points.iter().copied(), color.stroke_width(2))
+                                .point_size(3),
+                        )
+                        .map_err(plot_err)?
+                        .label(name)
+                        .legend(move |(x, y)| {
+                            PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                        });
                 }
                 chart
-                    .draw_series(LineSeries::new(points.iter().copied(), color.stroke_width(2)).point_size(3))
-                    .map_err(plot_err)?
-                    .label(name)
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+                    .configure_series_labels()
+                    .position(if is_acc {
+                        SeriesLabelPosition::LowerRight
+                    } else {
+                        SeriesLabelPosition::UpperRight
+                    })
+                    .background_style(WHITE.mix(0.85))
+                    .border_style(BLACK)
+                    .label_font(("sans-serif", 14))
+                    .draw()
+                    .map_err(plot_err)?;
             }
-            chart
-                .configure_series_labels()
-                .position(if is_acc { SeriesLabelPosition::LowerRight } else { SeriesLabelPosition::UpperRight })
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK)
-                .label_font(("sans-serif", 14))
-                .draw()
-                .map_err(plot_err)?;
-        }
-        Ok(())
-    }, |_| {})
+            Ok(())
+        },
+        |_| {},
+    )
 }
 
 /// Colour of a row-normalised fraction: white to dark blue.
@@ -216,7 +249,13 @@ fn heat_color(f: f64) -> RGBColor {
 pub(super) fn fit_text(text: &str, font: &FontDesc<'_>, max_px: u32) -> String {
     let fits = |s: &String| font.box_size(s).map(|(w, _)| w <= max_px).unwrap_or(true);
     let chars: Vec<char> = text.chars().collect();
-    let cut = |k: usize| if k == chars.len() { text.to_string() } else { chars[..k].iter().collect::<String>() + "…" };
+    let cut = |k: usize| {
+        if k == chars.len() {
+            text.to_string()
+        } else {
+            chars[..k].iter().collect::<String>() + "…"
+        }
+    };
     (0..=chars.len()).rev().map(cut).find(fits).unwrap_or_default()
 }
 
@@ -225,57 +264,98 @@ pub(super) fn fit_text(text: &str, font: &FontDesc<'_>, max_px: u32) -> String {
 pub fn confusion_matrix_plot(matrix: &ConfusionMatrix, class_names: &[String]) -> Result<Figure> {
     let n = matrix.classes();
     if n == 0 || matrix.counts.iter().any(|row| row.len() != n) || class_names.len() != n {
-        let msg = format!("need a square matrix and one name per class, got {n} rows and {} names", class_names.len());
+        let msg = format!(
+            "need a square matrix and one name per class, got {n} rows and {} names",
+            class_names.len()
+        );
         return Err(Error::InvalidArgument(format!("confusion_matrix_plot: {msg}")));
     }
     ensure_font()?;
     // About 120 px per class, smaller cells for many classes.
     let cell: i32 = if n <= 10 { 120 } else { (1200 / n as i32).max(28) };
-    let name_font = FontDesc::new(FontFamily::SansSerif, (cell as f64 * 0.14).clamp(10.0, 16.0), FontStyle::Normal);
-    let name_w = class_names.iter().map(|s| name_font.box_size(s).map(|b| b.0).unwrap_or(0)).max().unwrap_or(0);
+    let name_font = FontDesc::new(
+        FontFamily::SansSerif,
+        (cell as f64 * 0.14).clamp(10.0, 16.0),
+        FontStyle::Normal,
+    );
+    let name_w = class_names
+        .iter()
+        .map(|s| name_font.box_size(s).map(|b| b.0).unwrap_or(0))
+        .max()
+        .unwrap_or(0);
     let (left, top, right, bottom) = (40 + (name_w as i32 + 10).min(200), 100, 110, 30);
     let grid = n as i32 * cell;
     let width = (left + grid + right).max(400) as u32;
     let height = (top + grid + bottom).max(400) as u32;
     let accs = matrix.per_class_accuracy();
-    let title = format!("Confusion matrix: accuracy {:.2}% of {}", 100.0 * matrix.accuracy(), matrix.total());
-    render(width, height, |root| {
-        let centered = |size: f64| {
-            TextStyle::from(("sans-serif", size).into_font()).pos(Pos::new(HPos::Center, VPos::Center))
-        };
-        let right_aligned = TextStyle::from(name_font.clone()).pos(Pos::new(HPos::Right, VPos::Center));
-        let draw = |e: Text<'_, (i32, i32), String>| root.draw(&e).map_err(plot_err);
-        draw(Text::new(title.clone(), (width as i32 / 2, 28), centered(20.0)))?;
-        draw(Text::new("predicted".into(), (left + grid / 2, top - 50), centered(16.0)))?;
-        draw(Text::new("accuracy".into(), (left + grid + right / 2, top - 15), centered(14.0)))?;
-        let rotated = centered(16.0).transform(FontTransform::Rotate270);
-        draw(Text::new("true".into(), (15, top + grid / 2), rotated))?;
-        let count_size = (cell as f64 * 0.22).clamp(8.0, 24.0);
-        for (i, row) in matrix.counts.iter().enumerate() {
-            let row_total: u64 = row.iter().sum();
-            let y = top + i as i32 * cell;
-            for (j, &count) in row.iter().enumerate() {
-                let x = left + j as i32 * cell;
-                let f = if row_total == 0 { 0.0 } else { count as f64 / row_total as f64 };
-                root.draw(&Rectangle::new([(x, y), (x + cell, y + cell)], heat_color(f).filled()))
+    let title = format!(
+        "Confusion matrix: accuracy {:.2}% of {}",
+        100.0 * matrix.accuracy(),
+        matrix.total()
+    );
+    render(
+        width,
+        height,
+        |root| {
+            let centered = |size: f64| {
+                TextStyle::from(("sans-serif", size).into_font())
+                    .pos(Pos::new(HPos::Center, VPos::Center))
+            };
+            let right_aligned =
+                TextStyle::from(name_font.clone()).pos(Pos::new(HPos::Right, VPos::Center));
+            let draw = |e: Text<'_, (i32, i32), String>| root.draw(&e).map_err(plot_err);
+            draw(Text::new(title.clone(), (width as i32 / 2, 28), centered(20.0)))?;
+            draw(Text::new("predicted".into(), (left + grid / 2, top - 50), centered(16.0)))?;
+            draw(Text::new(
+                "accuracy".into(),
+                (left + grid + right / 2, top - 15),
+                centered(14.0),
+            ))?;
+            let rotated = centered(16.0).transform(FontTransform::Rotate270);
+            draw(Text::new("true".into(), (15, top + grid / 2), rotated))?;
+            let count_size = (cell as f64 * 0.22).clamp(8.0, 24.0);
+            for (i, row) in matrix.counts.iter().enumerate() {
+                let row_total: u64 = row.iter().sum();
+                let y = top + i as i32 * cell;
+                for (j, &count) in row.iter().enumerate() {
+                    let x = left + j as i32 * cell;
+                    let f = if row_total == 0 { 0.0 } else { count as f64 / row_total as f64 };
+                    root.draw(&Rectangle::new(
+                        [(x, y), (x + cell, y + cell)],
+                        heat_color(f).filled(),
+                    ))
                     .map_err(plot_err)?;
-                let ink = if f > 0.5 { WHITE } else { BLACK };
-                draw(Text::new(count.to_string(), (x + cell / 2, y + cell / 2), centered(count_size).color(&ink)))?;
+                    let ink = if f > 0.5 { WHITE } else { BLACK };
+                    draw(Text::new(
+                        count.to_string(),
+                        (x + cell / 2, y + cell / 2),
+                        centered(count_size).color(&ink),
+                    ))?;
+                }
+                let name = fit_text(&class_names[i], &name_font, 200);
+                draw(Text::new(name, (left - 8, y + cell / 2), right_aligned.clone()))?;
+                let acc = if accs[i].is_finite() {
+                    format!("{:.1}%", 100.0 * accs[i])
+                } else {
+                    "n/a".into()
+                };
+                draw(Text::new(acc, (left + grid + right / 2, y + cell / 2), centered(14.0)))?;
             }
-            let name = fit_text(&class_names[i], &name_font, 200);
-            draw(Text::new(name, (left - 8, y + cell / 2), right_aligned.clone()))?;
-            let acc = if accs[i].is_finite() { format!("{:.1}%", 100.0 * accs[i]) } else { "n/a".into() };
-            draw(Text::new(acc, (left + grid + right / 2, y + cell / 2), centered(14.0)))?;
-        }
-        for (j, name) in class_names.iter().enumerate() {
-            let name = fit_text(name, &name_font, cell as u32 - 4);
-            let style = TextStyle::from(name_font.clone()).pos(Pos::new(HPos::Center, VPos::Bottom));
-            draw(Text::new(name, (left + j as i32 * cell + cell / 2, top - 6), style))?;
-        }
-        root.draw(&Rectangle::new([(left, top), (left + grid, top + grid)], BLACK.stroke_width(1)))
+            for (j, name) in class_names.iter().enumerate() {
+                let name = fit_text(name, &name_font, cell as u32 - 4);
+                let style =
+                    TextStyle::from(name_font.clone()).pos(Pos::new(HPos::Center, VPos::Bottom));
+                draw(Text::new(name, (left + j as i32 * cell + cell / 2, top - 6), style))?;
+            }
+            root.draw(&Rectangle::new(
+                [(left, top), (left + grid, top + grid)],
+                BLACK.stroke_width(1),
+            ))
             .map_err(plot_err)?;
-        Ok(())
-    }, |_| {})
+            Ok(())
+        },
+        |_| {},
+    )
 }
 
 #[cfg(test)]
@@ -328,7 +408,8 @@ pub(super) mod tests {
     #[test]
     fn confusion_matrix_renders_and_saves() {
         let m = ConfusionMatrix { counts: vec![vec![50, 2, 0], vec![5, 40, 5], vec![0, 0, 0]] };
-        let names: Vec<String> = ["cat", "dog", "a rather long class name"].iter().map(|s| s.to_string()).collect();
+        let names: Vec<String> =
+            ["cat", "dog", "a rather long class name"].iter().map(|s| s.to_string()).collect();
         let fig = confusion_matrix_plot(&m, &names).unwrap();
         keep(&fig, "confusion.png");
         assert!(fig.width() >= 400 && fig.height() >= 400 && fig.width() >= 3 * 120);

@@ -8,7 +8,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use super::in_notebook;
 
-const BAR_TEMPLATE: &str = "{prefix:>6} [{bar:30}] {pos:>4}/{len:4} {elapsed_precise}<{eta_precise}  {msg}";
+const BAR_TEMPLATE: &str =
+    "{prefix:>6} [{bar:30}] {pos:>4}/{len:4} {elapsed_precise}<{eta_precise}  {msg}";
 
 /// Batch-by-batch progress of one epoch; see [`Progress::new`].
 pub struct Progress {
@@ -59,7 +60,12 @@ impl Progress {
     }
 
     /// Plain-line progress written to `out`, whatever the environment (logs, tests).
-    pub fn plain(label: &str, total_batches: usize, enabled: bool, out: Box<dyn Write + Send>) -> Progress {
+    pub fn plain(
+        label: &str,
+        total_batches: usize,
+        enabled: bool,
+        out: Box<dyn Write + Send>,
+    ) -> Progress {
         if !enabled {
             return Progress::with_mode(label, total_batches, Mode::Off);
         }
@@ -135,7 +141,8 @@ impl Progress {
         }
         self.finished = true;
         let status = self.status();
-        let summary = if summary.is_empty() { format!("done  {status}") } else { summary.to_string() };
+        let summary =
+            if summary.is_empty() { format!("done  {status}") } else { summary.to_string() };
         match &mut self.mode {
             Mode::Off => {}
             Mode::Bar(bar) => bar.finish_with_message(format!("{status}  | {summary}")),
@@ -170,7 +177,11 @@ impl Progress {
     /// Samples per second since the progress was created.
     pub fn samples_per_second(&self) -> f64 {
         let secs = self.start.elapsed().as_secs_f64();
-        if secs > 0.0 { self.samples as f64 / secs } else { 0.0 }
+        if secs > 0.0 {
+            self.samples as f64 / secs
+        } else {
+            0.0
+        }
     }
 
     fn status(&self) -> String {
@@ -239,7 +250,8 @@ mod tests {
         p.finish("again"); // no-op
         let lines = out.lines();
         // every = 25 / 10 = 2: batches 2, 4, ..., 24, then 25 (the last one).
-        let expected: Vec<String> = (2..=24).step_by(2).chain([25]).map(|b| format!("train  [{b:>2}/25]")).collect();
+        let expected: Vec<String> =
+            (2..=24).step_by(2).chain([25]).map(|b| format!("train  [{b:>2}/25]")).collect();
         assert_eq!(lines.len(), expected.len() + 1, "{lines:#?}");
         for (line, prefix) in lines.iter().zip(&expected) {
             assert!(line.starts_with(prefix.as_str()), "{line:?} vs {prefix:?}");

@@ -77,7 +77,11 @@ impl DeviceMetrics {
     /// The sums as host values: one (counted) read from the device.
     pub fn read(&self) -> RunningMetrics {
         HOST_READS.fetch_add(1, Ordering::Relaxed);
-        RunningMetrics { loss_sum: self.loss_sum.double_value(&[]), correct: self.correct.int64_value(&[]) as u64, count: self.count }
+        RunningMetrics {
+            loss_sum: self.loss_sum.double_value(&[]),
+            correct: self.correct.int64_value(&[]) as u64,
+            count: self.count,
+        }
     }
 }
 
@@ -105,7 +109,10 @@ mod tests {
         // A read hidden elsewhere in the loop would escape the count that tests rely on.
         for (name, source) in [("epoch.rs", include_str!("epoch.rs"))] {
             for token in ["double_value", "int64_value", "f64_value", "Vec::try_from", ".item("] {
-                assert!(!source.contains(token), "{name} reads the device with {token}; go through DeviceMetrics::read");
+                assert!(
+                    !source.contains(token),
+                    "{name} reads the device with {token}; go through DeviceMetrics::read"
+                );
             }
         }
     }

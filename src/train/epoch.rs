@@ -10,9 +10,9 @@ use std::time::Instant;
 use tch::nn::ModuleT;
 use tch::{Device, Kind, Tensor};
 
-use super::loss::CrossEntropyLoss;
 use super::device_metrics::DeviceMetrics;
 use super::grad_scaler::GradScaler;
+use super::loss::CrossEntropyLoss;
 use super::metrics::{ConfusionMatrix, RunningMetrics};
 use super::optim::Optimizer;
 use super::precision::Precision;
@@ -100,7 +100,17 @@ pub struct EpochOptions<'a> {
 
 impl Default for EpochOptions<'_> {
     fn default() -> Self {
-        EpochOptions { device: Device::Cpu, progress: true, hooks: &SingleProcess, on_step: None, start_metrics: RunningMetrics::default(), accumulate: 1, precision: Precision::F32, grad_scaler: None, channels_last: false }
+        EpochOptions {
+            device: Device::Cpu,
+            progress: true,
+            hooks: &SingleProcess,
+            on_step: None,
+            start_metrics: RunningMetrics::default(),
+            accumulate: 1,
+            precision: Precision::F32,
+            grad_scaler: None,
+            channels_last: false,
+        }
     }
 }
 
@@ -154,7 +164,11 @@ impl EpochOptions<'_> {
     /// A batch's images on the device, in the layout the options ask for.
     fn batch_images(&self, images: &Tensor) -> Tensor {
         let x = images.to_device(self.device);
-        if self.channels_last { crate::models::channels_last(&x) } else { x }
+        if self.channels_last {
+            crate::models::channels_last(&x)
+        } else {
+            x
+        }
     }
 }
 
@@ -174,7 +188,15 @@ pub struct EpochSummary {
 
 impl std::fmt::Display for EpochSummary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "loss {:.4}  acc {:.2}%  {} samples  {:.1} s  {:.1} img/s", self.loss, self.accuracy * 100.0, self.samples, self.seconds, self.img_per_s)?;
+        write!(
+            f,
+            "loss {:.4}  acc {:.2}%  {} samples  {:.1} s  {:.1} img/s",
+            self.loss,
+            self.accuracy * 100.0,
+            self.samples,
+            self.seconds,
+            self.img_per_s
+        )?;
         let note = data_wait_note(&self.data_wait_s, self.seconds);
         if !note.is_empty() {
             write!(f, "  {note}")?;
@@ -183,18 +205,39 @@ impl std::fmt::Display for EpochSummary {
     }
 }
 
-fn summary(m: RunningMetrics, seconds: f64, data_wait_s: Vec<f64>, confusion: Option<ConfusionMatrix>) -> EpochSummary {
-    EpochSummary { loss: m.loss(), accuracy: m.accuracy(), samples: m.count, seconds, img_per_s: m.count as f64 / seconds.max(1e-9), data_wait_s, confusion }
+fn summary(
+    m: RunningMetrics,
+    seconds: f64,
+    data_wait_s: Vec<f64>,
+    confusion: Option<ConfusionMatrix>,
+) -> EpochSummary {
+    EpochSummary {
+        loss: m.loss(),
+        accuracy: m.accuracy(),
+        samples: m.count,
+        seconds,
+        img_per_s: m.count as f64 / seconds.max(1e-9),
+        data_wait_s,
+        confusion,
+    }
 }
 
 /// Trains `model` for one pass over `loader` (which the caller positions with `set_epoch`).
-pub fn train_epoch<D: Dataset + 'static>(model: &dyn ModuleT, loader: &mut DataLoader<D>, optimizer: &mut Optimizer, loss_fn: &CrossEntropyLoss, opts: &EpochOptions) -> Result<EpochSummary> {
+pub fn train_epoch<D: Dataset + 'static>(
+    model: &dyn ModuleT,
+    loader: &mut DataLoader<D>,
+    optimizer: &mut Optimizer,
+    loss_fn: &CrossEntropyLoss,
+    opts: &EpochOptions,
+) -> Result<EpochSummary> {
     let start = Instant::now();
     let mut progress = Progress::new("train", loader.len(), opts.progress && opts.hooks.is_main());
     let mut running = DeviceMetrics::new(opts.device, opts.start_metrics);
     let k = opts.accumulate;
     if k == 0 {
-        return Err(crate::Error::InvalidArgument("EpochOptions::accumulate must be at least 1".into()));
+        return Err(crate::Error::InvalidArgument(
+            "EpochOptions::accumulate must be at least 1".into(),
+        ));
     }
     let total_batches = loader.len();
     let mut batches = Timed::new(loader.iter());
@@ -242,7 +285,12 @@ pub fn train_epoch<D: Dataset + 'static>(model: &dyn ModuleT, loader: &mut DataL
 
 /// Evaluates `model` (eval mode, no gradients) over `loader`: exact loss and accuracy over the
 /// real samples (padding repeats of a `DistributedSampler` are excluded) and the confusion matrix.
-pub fn evaluate<D: Dataset + 'static>(model: &dyn ModuleT, loader: &mut DataLoader<D>, loss_fn: &CrossEntropyLoss, opts: &EpochOptions) -> Result<EpochSummary> {
+pub fn evaluate<D: Dataset + 'static>(
+    model: &dyn ModuleT,
+    loader: &mut DataLoader<D>,
+    loss_fn: &CrossEntropyLoss,
+    opts: &EpochOptions,
+) -> Result<EpochSummary> {
     let start = Instant::now();
     let classes = loader.dataset().classes().len();
     let mut progress = Progress::new("eval", loader.len(), opts.progress && opts.hooks.is_main());
@@ -251,7 +299,8 @@ pub fn evaluate<D: Dataset + 'static>(model: &dyn ModuleT, loader: &mut DataLoad
     let mut batches = Timed::new(loader.iter());
     for batch in &mut batches {
         let batch = batch?;
-        let keep: Vec<i64> = (0..batch.len() as i64).filter(|&k| !batch.is_padding[k as usize]).collect();
+        let keep: Vec<i64> =
+            (0..batch.len() as i64).filter(|&k| !batch.is_padding[k as usize]).collect();
         let keep = Tensor::from_slice(&keep).to_device(opts.device);
         let (x, y) = (opts.batch_images(&batch.images), batch.labels.to_device(opts.device));
         let (logits, losses) = opts.precision.run(opts.device, || {
@@ -272,7 +321,11 @@ pub fn evaluate<D: Dataset + 'static>(model: &dyn ModuleT, loader: &mut DataLoad
     let to_cpu = |t: Tensor| t.to_device(Device::Cpu);
     let total = opts.hooks.reduce_metrics(local)?;
     let empty = || Tensor::zeros([0], (Kind::Int64, Device::Cpu));
-    let (p, t) = if preds.is_empty() { (empty(), empty()) } else { (to_cpu(Tensor::cat(&preds, 0)), to_cpu(Tensor::cat(&truths, 0))) };
+    let (p, t) = if preds.is_empty() {
+        (empty(), empty())
+    } else {
+        (to_cpu(Tensor::cat(&preds, 0)), to_cpu(Tensor::cat(&truths, 0)))
+    };
     let (p, t) = opts.hooks.gather_labels(p, t)?;
     let mut confusion = ConfusionMatrix::new(classes);
     confusion.add(&p, &t);

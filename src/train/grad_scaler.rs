@@ -27,7 +27,12 @@ impl Default for GradScalerConfig {
     /// `torch.amp.GradScaler()`: initial scale 2^16, x2 after 2000 finite steps, x0.5 after an
     /// inf/nan.
     fn default() -> Self {
-        GradScalerConfig { init_scale: 65536.0, growth_factor: 2.0, backoff_factor: 0.5, growth_interval: 2000 }
+        GradScalerConfig {
+            init_scale: 65536.0,
+            growth_factor: 2.0,
+            backoff_factor: 0.5,
+            growth_interval: 2000,
+        }
     }
 }
 
@@ -91,12 +96,24 @@ impl GradScaler {
                 optimizer.step()?;
             }
         }
-        let _ = self.scale.internal_amp_update_scale_(&self.growth_tracker, &found_inf, self.config.growth_factor, self.config.backoff_factor, self.config.growth_interval);
+        let _ = self.scale.internal_amp_update_scale_(
+            &self.growth_tracker,
+            &found_inf,
+            self.config.growth_factor,
+            self.config.backoff_factor,
+            self.config.growth_interval,
+        );
         Ok(found_inf)
     }
 
-    fn check_grads(&self, optimizer: &Optimizer, found_inf: &Tensor, inv_scale: &Tensor) -> Result<()> {
-        let grads: Vec<Tensor> = optimizer.parameters().iter().map(|(_, p)| p.grad()).filter(Tensor::defined).collect();
+    fn check_grads(
+        &self,
+        optimizer: &Optimizer,
+        found_inf: &Tensor,
+        inv_scale: &Tensor,
+    ) -> Result<()> {
+        let grads: Vec<Tensor> =
+            optimizer.parameters().iter().map(|(_, p)| p.grad()).filter(Tensor::defined).collect();
         let refs: Vec<&Tensor> = grads.iter().collect();
         tch::no_grad(|| amp_unscale(&refs, found_inf, inv_scale))
     }
@@ -108,7 +125,11 @@ impl GradScaler {
 
     /// Settings and current scale, for a checkpoint (reads the device).
     pub fn state(&self) -> GradScalerState {
-        GradScalerState { config: self.config, scale: self.current_scale(), growth_tracker: self.growth_tracker.int64_value(&[]) }
+        GradScalerState {
+            config: self.config,
+            scale: self.current_scale(),
+            growth_tracker: self.growth_tracker.int64_value(&[]),
+        }
     }
 
     /// Restores what [`state`](Self::state) returned.

@@ -36,13 +36,25 @@ extern "C" {
         nesterov: c_int,
         weight_decay: f64,
     ) -> *mut c_char;
-    fn tb_amp_unscale(grads: *const *const c_void, n: usize, found_inf: *const c_void, inv_scale: *const c_void) -> *mut c_char;
-    fn tb_autocast_enter(device_type: c_int, enabled: c_int, dtype: c_int, prev_enabled: *mut c_int, prev_dtype: *mut c_int) -> *mut c_char;
+    fn tb_amp_unscale(
+        grads: *const *const c_void,
+        n: usize,
+        found_inf: *const c_void,
+        inv_scale: *const c_void,
+    ) -> *mut c_char;
+    fn tb_autocast_enter(
+        device_type: c_int,
+        enabled: c_int,
+        dtype: c_int,
+        prev_enabled: *mut c_int,
+        prev_dtype: *mut c_int,
+    ) -> *mut c_char;
     fn tb_autocast_exit(device_type: c_int, prev_enabled: c_int, prev_dtype: c_int) -> *mut c_char;
 }
 
 fn check(op: &str, err: *mut c_char) -> Result<()> {
-    crate::dist::take_shim_message(err).map_or(Ok(()), |message| Err(Error::Kernel { op: op.to_string(), message }))
+    crate::dist::take_shim_message(err)
+        .map_or(Ok(()), |message| Err(Error::Kernel { op: op.to_string(), message }))
 }
 
 fn ptrs(tensors: &[&Tensor]) -> Vec<*const c_void> {
@@ -75,16 +87,47 @@ pub(crate) struct AdamLists<'a> {
 }
 
 /// torch.optim.Adam/AdamW(fused=True)'s update of all parameters in one kernel call.
-pub(crate) fn fused_adam(lists: &AdamLists, args: AdamArgs, grad_scale: Option<&Tensor>, found_inf: Option<&Tensor>) -> Result<()> {
+pub(crate) fn fused_adam(
+    lists: &AdamLists,
+    args: AdamArgs,
+    grad_scale: Option<&Tensor>,
+    found_inf: Option<&Tensor>,
+) -> Result<()> {
     let n = lists.params.len();
-    if [lists.grads.len(), lists.exp_avgs.len(), lists.exp_avg_sqs.len(), lists.steps.len()].iter().any(|&l| l != n) {
-        return Err(Error::InvalidArgument("fused Adam: parameter, gradient and state lists differ in length".into()));
+    if [lists.grads.len(), lists.exp_avgs.len(), lists.exp_avg_sqs.len(), lists.steps.len()]
+        .iter()
+        .any(|&l| l != n)
+    {
+        return Err(Error::InvalidArgument(
+            "fused Adam: parameter, gradient and state lists differ in length".into(),
+        ));
     }
-    let (p, g, m, v, s) = (ptrs(&lists.params), ptrs(&lists.grads), ptrs(&lists.exp_avgs), ptrs(&lists.exp_avg_sqs), ptrs(&lists.steps));
+    let (p, g, m, v, s) = (
+        ptrs(&lists.params),
+        ptrs(&lists.grads),
+        ptrs(&lists.exp_avgs),
+        ptrs(&lists.exp_avg_sqs),
+        ptrs(&lists.steps),
+    );
     let op = if args.decoupled { "_fused_adamw_" } else { "_fused_adam_" };
     // SAFETY: every pointer is a live at::Tensor owned by the caller for the whole call.
     check(op, unsafe {
-        tb_fused_adam(p.as_ptr(), g.as_ptr(), m.as_ptr(), v.as_ptr(), s.as_ptr(), n, args.lr, args.beta1, args.beta2, args.weight_decay, args.eps, args.decoupled as c_int, optional_ptr(grad_scale), optional_ptr(found_inf))
+        tb_fused_adam(
+            p.as_ptr(),
+            g.as_ptr(),
+            m.as_ptr(),
+            v.as_ptr(),
+            s.as_ptr(),
+            n,
+            args.lr,
+            args.beta1,
+            args.beta2,
+            args.weight_decay,
+            args.eps,
+            args.decoupled as c_int,
+            optional_ptr(grad_scale),
+            optional_ptr(found_inf),
+        )
     })
 }
 
@@ -101,16 +144,36 @@ pub(crate) struct SgdArgs {
 /// torch.optim.SGD(foreach=True)'s update. `bufs[i]` is parameter i's momentum buffer; a
 /// `None` is filled with a new buffer (the first step's copy of the gradient) when momentum
 /// is on.
-pub(crate) fn foreach_sgd(params: &[&Tensor], grads: &[&Tensor], bufs: &mut [Option<Tensor>], args: SgdArgs) -> Result<()> {
+pub(crate) fn foreach_sgd(
+    params: &[&Tensor],
+    grads: &[&Tensor],
+    bufs: &mut [Option<Tensor>],
+    args: SgdArgs,
+) -> Result<()> {
     let n = params.len();
     if grads.len() != n || bufs.len() != n {
-        return Err(Error::InvalidArgument("foreach SGD: parameter, gradient and buffer lists differ in length".into()));
+        return Err(Error::InvalidArgument(
+            "foreach SGD: parameter, gradient and buffer lists differ in length".into(),
+        ));
     }
     let (p, g) = (ptrs(params), ptrs(grads));
-    let mut raw: Vec<*mut c_void> = bufs.iter().map(|b| b.as_ref().map_or(std::ptr::null_mut(), |t| t.as_ptr() as *mut c_void)).collect();
+    let mut raw: Vec<*mut c_void> = bufs
+        .iter()
+        .map(|b| b.as_ref().map_or(std::ptr::null_mut(), |t| t.as_ptr() as *mut c_void))
+        .collect();
     // SAFETY: live tensors for the whole call; the shim only writes into NULL entries of `raw`.
     let result = check("_foreach_* SGD", unsafe {
-        tb_foreach_sgd(p.as_ptr(), g.as_ptr(), raw.as_mut_ptr(), n, args.lr, args.momentum, args.dampening, args.nesterov as c_int, args.weight_decay)
+        tb_foreach_sgd(
+            p.as_ptr(),
+            g.as_ptr(),
+            raw.as_mut_ptr(),
+            n,
+            args.lr,
+            args.momentum,
+            args.dampening,
+            args.nesterov as c_int,
+            args.weight_decay,
+        )
     });
     for (slot, ptr) in bufs.iter_mut().zip(raw) {
         if slot.is_none() && !ptr.is_null() {
@@ -126,7 +189,14 @@ pub(crate) fn foreach_sgd(params: &[&Tensor], grads: &[&Tensor], bufs: &mut [Opt
 pub(crate) fn amp_unscale(grads: &[&Tensor], found_inf: &Tensor, inv_scale: &Tensor) -> Result<()> {
     let g = ptrs(grads);
     // SAFETY: live tensors for the whole call.
-    check("_amp_foreach_non_finite_check_and_unscale_", unsafe { tb_amp_unscale(g.as_ptr(), g.len(), found_inf.as_ptr() as *const c_void, inv_scale.as_ptr() as *const c_void) })
+    check("_amp_foreach_non_finite_check_and_unscale_", unsafe {
+        tb_amp_unscale(
+            g.as_ptr(),
+            g.len(),
+            found_inf.as_ptr() as *const c_void,
+            inv_scale.as_ptr() as *const c_void,
+        )
+    })
 }
 
 /// An active `torch.autocast(device_type, dtype)` region; dropping it leaves the region and
@@ -142,7 +212,9 @@ fn scalar_type_code(kind: Kind) -> Result<c_int> {
     match kind {
         Kind::Half => Ok(5),
         Kind::BFloat16 => Ok(15),
-        other => Err(Error::InvalidArgument(format!("autocast runs in float16 or bfloat16, not {other:?}"))),
+        other => Err(Error::InvalidArgument(format!(
+            "autocast runs in float16 or bfloat16, not {other:?}"
+        ))),
     }
 }
 
@@ -152,12 +224,18 @@ impl AutocastGuard {
         let device_type = match device {
             tch::Device::Cpu => 0,
             tch::Device::Cuda(_) => 1,
-            other => return Err(Error::InvalidArgument(format!("autocast supports CPU and CUDA devices, not {other:?}"))),
+            other => {
+                return Err(Error::InvalidArgument(format!(
+                    "autocast supports CPU and CUDA devices, not {other:?}"
+                )))
+            }
         };
         let dtype = scalar_type_code(kind)?;
         let (mut prev_enabled, mut prev_dtype) = (0, 0);
         // SAFETY: plain values and two out-pointers to locals.
-        check("autocast enter", unsafe { tb_autocast_enter(device_type, 1, dtype, &mut prev_enabled, &mut prev_dtype) })?;
+        check("autocast enter", unsafe {
+            tb_autocast_enter(device_type, 1, dtype, &mut prev_enabled, &mut prev_dtype)
+        })?;
         Ok(AutocastGuard { device_type, prev_enabled, prev_dtype })
     }
 }
@@ -166,6 +244,8 @@ impl Drop for AutocastGuard {
     fn drop(&mut self) {
         // SAFETY: plain values. Restoring the saved state cannot fail for a device type that
         // `enter` accepted; an error here would only leave autocast as it was inside.
-        let _ = check("autocast exit", unsafe { tb_autocast_exit(self.device_type, self.prev_enabled, self.prev_dtype) });
+        let _ = check("autocast exit", unsafe {
+            tb_autocast_exit(self.device_type, self.prev_enabled, self.prev_dtype)
+        });
     }
 }

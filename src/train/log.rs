@@ -35,7 +35,12 @@ impl EpochRecord {
     /// let record = EpochRecord::from_summaries(3, &t, Some(&v), opt.lr());
     /// # }
     /// ```
-    pub fn from_summaries(epoch: u64, train: &EpochSummary, val: Option<&EpochSummary>, lr: f64) -> EpochRecord {
+    pub fn from_summaries(
+        epoch: u64,
+        train: &EpochSummary,
+        val: Option<&EpochSummary>,
+        lr: f64,
+    ) -> EpochRecord {
         EpochRecord {
             epoch,
             train_loss: train.loss,
@@ -56,9 +61,14 @@ pub fn append_record(path: &Path, record: &EpochRecord) -> Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     }
-    let mut line = serde_json::to_string(record).map_err(|e| Error::InvalidArgument(e.to_string()))?;
+    let mut line =
+        serde_json::to_string(record).map_err(|e| Error::InvalidArgument(e.to_string()))?;
     line.push('\n');
-    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(|e| Error::io(path, e))?;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| Error::io(path, e))?;
     f.write_all(line.as_bytes()).map_err(|e| Error::io(path, e))
 }
 
@@ -68,6 +78,9 @@ pub fn read_records(path: &Path) -> Result<Vec<EpochRecord>> {
     text.lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| serde_json::from_str(l).map_err(|e| Error::Dataset(format!("{}:{}: {e}", path.display(), i + 1))))
+        .map(|(i, l)| {
+            serde_json::from_str(l)
+                .map_err(|e| Error::Dataset(format!("{}:{}: {e}", path.display(), i + 1)))
+        })
         .collect()
 }

@@ -16,10 +16,22 @@ impl CrossEntropyLoss {
     }
     /// Mean loss over the batch (what backward uses).
     pub fn mean(&self, logits: &Tensor, labels: &Tensor) -> Tensor {
-        logits.cross_entropy_loss::<Tensor>(labels, None, Reduction::Mean, -100, self.label_smoothing)
+        logits.cross_entropy_loss::<Tensor>(
+            labels,
+            None,
+            Reduction::Mean,
+            -100,
+            self.label_smoothing,
+        )
     }
     /// Per-sample losses (for exact sums and for excluding padding samples).
     pub fn per_sample(&self, logits: &Tensor, labels: &Tensor) -> Tensor {
-        logits.cross_entropy_loss::<Tensor>(labels, None, Reduction::None, -100, self.label_smoothing)
+        logits.cross_entropy_loss::<Tensor>(
+            labels,
+            None,
+            Reduction::None,
+            -100,
+            self.label_smoothing,
+        )
     }
 }

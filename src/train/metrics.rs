@@ -27,10 +27,18 @@ impl RunningMetrics {
         self.count += other.count;
     }
     pub fn loss(&self) -> f64 {
-        if self.count == 0 { f64::NAN } else { self.loss_sum / self.count as f64 }
+        if self.count == 0 {
+            f64::NAN
+        } else {
+            self.loss_sum / self.count as f64
+        }
     }
     pub fn accuracy(&self) -> f64 {
-        if self.count == 0 { f64::NAN } else { self.correct as f64 / self.count as f64 }
+        if self.count == 0 {
+            f64::NAN
+        } else {
+            self.correct as f64 / self.count as f64
+        }
     }
 }
 
@@ -49,8 +57,10 @@ impl ConfusionMatrix {
     }
     /// Adds predicted and true labels (int64 tensors of equal length, on any device).
     pub fn add(&mut self, predicted: &Tensor, labels: &Tensor) {
-        let p: Vec<i64> = Vec::try_from(predicted.to_device(tch::Device::Cpu).to_kind(Kind::Int64)).unwrap_or_default();
-        let t: Vec<i64> = Vec::try_from(labels.to_device(tch::Device::Cpu).to_kind(Kind::Int64)).unwrap_or_default();
+        let p: Vec<i64> = Vec::try_from(predicted.to_device(tch::Device::Cpu).to_kind(Kind::Int64))
+            .unwrap_or_default();
+        let t: Vec<i64> = Vec::try_from(labels.to_device(tch::Device::Cpu).to_kind(Kind::Int64))
+            .unwrap_or_default();
         for (&pi, &ti) in p.iter().zip(&t) {
             if let (Ok(pi), Ok(ti)) = (usize::try_from(pi), usize::try_from(ti)) {
                 if pi < self.classes() && ti < self.classes() {
@@ -73,7 +83,11 @@ impl ConfusionMatrix {
             .enumerate()
             .map(|(i, row)| {
                 let n: u64 = row.iter().sum();
-                if n == 0 { f64::NAN } else { row[i] as f64 / n as f64 }
+                if n == 0 {
+                    f64::NAN
+                } else {
+                    row[i] as f64 / n as f64
+                }
             })
             .collect()
     }
@@ -86,8 +100,16 @@ mod tests {
     #[test]
     fn running_metrics_are_per_sample() {
         let mut m = RunningMetrics::default();
-        m.add_batch(3.0, &Tensor::from_slice(&[1.0f32, 0.0, 0.0, 1.0]).view([2, 2]), &Tensor::from_slice(&[0i64, 1]));
-        m.add_batch(1.0, &Tensor::from_slice(&[0.0f32, 1.0]).view([1, 2]), &Tensor::from_slice(&[1i64]));
+        m.add_batch(
+            3.0,
+            &Tensor::from_slice(&[1.0f32, 0.0, 0.0, 1.0]).view([2, 2]),
+            &Tensor::from_slice(&[0i64, 1]),
+        );
+        m.add_batch(
+            1.0,
+            &Tensor::from_slice(&[0.0f32, 1.0]).view([1, 2]),
+            &Tensor::from_slice(&[1i64]),
+        );
         assert_eq!((m.count, m.correct), (3, 3));
         assert!((m.loss() - 4.0 / 3.0).abs() < 1e-12);
         let mut c = ConfusionMatrix::new(3);

@@ -14,7 +14,9 @@ mod schedule;
 mod timing;
 
 pub use device_metrics::{host_reads, DeviceMetrics};
-pub use epoch::{evaluate, train_epoch, EpochOptions, EpochSummary, OnStep, SingleProcess, StepHooks, StepInfo};
+pub use epoch::{
+    evaluate, train_epoch, EpochOptions, EpochSummary, OnStep, SingleProcess, StepHooks, StepInfo,
+};
 pub use grad_scaler::{GradScaler, GradScalerConfig, GradScalerState};
 pub use log::{append_record, read_records, EpochRecord};
 pub use loss::CrossEntropyLoss;

@@ -85,7 +85,9 @@ pub fn named_parameters(vs: &VarStore) -> Vec<(String, Tensor)> {
     let by_ptr: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
     vs.trainable_variables()
         .into_iter()
-        .filter_map(|t| by_ptr.iter().find(|(_, v)| v.data_ptr() == t.data_ptr()).map(|(n, _)| (n.clone(), t)))
+        .filter_map(|t| {
+            by_ptr.iter().find(|(_, v)| v.data_ptr() == t.data_ptr()).map(|(n, _)| (n.clone(), t))
+        })
         .collect()
 }
 
@@ -93,10 +95,20 @@ impl Optimizer {
     /// An optimizer over all trainable variables of `vs` (frozen ones, whose gradient stays
     /// undefined, are skipped at each step like torch skips `grad is None`).
     pub fn new(vs: &VarStore, kind: OptimizerKind, lr: f64) -> Optimizer {
-        Optimizer { kind, lr, kernels: Kernels::default(), params: named_parameters(vs), state: BTreeMap::new() }
+        Optimizer {
+            kind,
+            lr,
+            kernels: Kernels::default(),
+            params: named_parameters(vs),
+            state: BTreeMap::new(),
+        }
     }
     pub fn sgd(vs: &VarStore, lr: f64, momentum: f64) -> Optimizer {
-        Optimizer::new(vs, OptimizerKind::Sgd { momentum, dampening: 0.0, nesterov: false, weight_decay: 0.0 }, lr)
+        Optimizer::new(
+            vs,
+            OptimizerKind::Sgd { momentum, dampening: 0.0, nesterov: false, weight_decay: 0.0 },
+            lr,
+        )
     }
     pub fn adam(vs: &VarStore, lr: f64) -> Optimizer {
         Optimizer::new(vs, OptimizerKind::adam(), lr)
@@ -173,29 +185,47 @@ impl Optimizer {
     /// Whether [`GradScaler`](super::GradScaler) can hand the scale and the inf flag to this
     /// optimizer's kernel (fused Adam/AdamW), which then unscales and skips by itself.
     pub fn fuses_loss_scaling(&self) -> bool {
-        self.kernels == Kernels::MultiTensor && matches!(self.kind, OptimizerKind::Adam { .. } | OptimizerKind::AdamW { .. })
+        self.kernels == Kernels::MultiTensor
+            && matches!(self.kind, OptimizerKind::Adam { .. } | OptimizerKind::AdamW { .. })
     }
 
     /// A fused step on gradients still multiplied by `grad_scale`; nothing changes (not even
     /// the step counts) when `found_inf` is 1. Only for [`fuses_loss_scaling`](Self::fuses_loss_scaling).
     pub fn step_scaled(&mut self, grad_scale: &Tensor, found_inf: &Tensor) -> Result<()> {
         if !self.fuses_loss_scaling() {
-            return Err(Error::InvalidArgument(format!("{:?} with {:?} kernels cannot take a loss scale; unscale the gradients first", self.kind, self.kernels)));
+            return Err(Error::InvalidArgument(format!(
+                "{:?} with {:?} kernels cannot take a loss scale; unscale the gradients first",
+                self.kind, self.kernels
+            )));
         }
         self.multi_tensor_step(Some((grad_scale, found_inf)))
     }
 
     fn multi_tensor_step(&mut self, scaled: Option<(&Tensor, &Tensor)>) -> Result<()> {
         let (kind, lr) = (self.kind, self.lr);
-        let with_grads: Vec<(String, Tensor, Tensor)> = self.params.iter().filter_map(|(n, p)| Some(p.grad()).filter(Tensor::defined).map(|g| (n.clone(), p.shallow_clone(), g))).collect();
+        let with_grads: Vec<(String, Tensor, Tensor)> = self
+            .params
+            .iter()
+            .filter_map(|(n, p)| {
+                Some(p.grad()).filter(Tensor::defined).map(|g| (n.clone(), p.shallow_clone(), g))
+            })
+            .collect();
         // libtorch's multi-tensor kernels take one device and dtype per call, as torch groups them.
         let mut groups: BTreeMap<String, Vec<(String, Tensor, Tensor)>> = BTreeMap::new();
         for entry in with_grads {
-            groups.entry(format!("{:?}/{:?}", entry.1.device(), entry.1.kind())).or_default().push(entry);
+            groups
+                .entry(format!("{:?}/{:?}", entry.1.device(), entry.1.kind()))
+                .or_default()
+                .push(entry);
         }
         for group in groups.values() {
-            let scaled = scaled.map(|(grad_scale, found_inf)| super::multi_tensor::ScaledStep { grad_scale, found_inf });
-            tch::no_grad(|| super::multi_tensor::step_group(kind, lr, group, &mut self.state, scaled))?;
+            let scaled = scaled.map(|(grad_scale, found_inf)| super::multi_tensor::ScaledStep {
+                grad_scale,
+                found_inf,
+            });
+            tch::no_grad(|| {
+                super::multi_tensor::step_group(kind, lr, group, &mut self.state, scaled)
+            })?;
         }
         Ok(())
     }
@@ -207,7 +237,11 @@ impl Optimizer {
         let mut steps = BTreeMap::new();
         for (name, st) in &self.state {
             steps.insert(name.clone(), st.current_step());
-            for (suffix, t) in [("exp_avg", &st.exp_avg), ("exp_avg_sq", &st.exp_avg_sq), ("momentum_buffer", &st.momentum_buffer)] {
+            for (suffix, t) in [
+                ("exp_avg", &st.exp_avg),
+                ("exp_avg_sq", &st.exp_avg_sq),
+                ("momentum_buffer", &st.momentum_buffer),
+            ] {
                 if let Some(t) = t {
                     tensors.push((format!("{name}.{suffix}"), t.copy()));
                 }
@@ -218,30 +252,54 @@ impl Optimizer {
 
     /// Restores what [`state_dict`](Self::state_dict) exported (copying the tensors); errors
     /// name unknown parameters and shape mismatches.
-    pub fn load_state_dict(&mut self, tensors: &[(String, Tensor)], meta: &OptimizerMeta) -> Result<()> {
-        self.load_state_dict_owned(tensors.iter().map(|(n, t)| (n.clone(), t.copy())).collect(), meta)
+    pub fn load_state_dict(
+        &mut self,
+        tensors: &[(String, Tensor)],
+        meta: &OptimizerMeta,
+    ) -> Result<()> {
+        self.load_state_dict_owned(
+            tensors.iter().map(|(n, t)| (n.clone(), t.copy())).collect(),
+            meta,
+        )
     }
 
     /// Like [`load_state_dict`](Self::load_state_dict), taking ownership of the tensors
     /// (no copy when they are already on the parameters' device).
-    pub fn load_state_dict_owned(&mut self, tensors: Vec<(String, Tensor)>, meta: &OptimizerMeta) -> Result<()> {
+    pub fn load_state_dict_owned(
+        &mut self,
+        tensors: Vec<(String, Tensor)>,
+        meta: &OptimizerMeta,
+    ) -> Result<()> {
         if let Some(kind) = meta.kind {
             if std::mem::discriminant(&kind) != std::mem::discriminant(&self.kind) {
-                return Err(Error::InvalidArgument(format!("optimizer state is for {kind:?}, this optimizer is {:?}", self.kind)));
+                return Err(Error::InvalidArgument(format!(
+                    "optimizer state is for {kind:?}, this optimizer is {:?}",
+                    self.kind
+                )));
             }
         }
         let mut state: BTreeMap<String, ParamState> = BTreeMap::new();
         for (name, step) in &meta.steps {
             if !self.params.iter().any(|(n, _)| n == name) {
-                return Err(Error::InvalidArgument(format!("optimizer state names unknown parameter {name}")));
+                return Err(Error::InvalidArgument(format!(
+                    "optimizer state names unknown parameter {name}"
+                )));
             }
             state.insert(name.clone(), ParamState { step: *step, ..Default::default() });
         }
         for (key, t) in &tensors {
-            let (name, suffix) = key.rsplit_once('.').ok_or_else(|| Error::InvalidArgument(format!("bad optimizer key {key}")))?;
-            let (_, p) = self.params.iter().find(|(n, _)| n == name).ok_or_else(|| Error::InvalidArgument(format!("optimizer state names unknown parameter {name}")))?;
+            let (name, suffix) = key
+                .rsplit_once('.')
+                .ok_or_else(|| Error::InvalidArgument(format!("bad optimizer key {key}")))?;
+            let (_, p) = self.params.iter().find(|(n, _)| n == name).ok_or_else(|| {
+                Error::InvalidArgument(format!("optimizer state names unknown parameter {name}"))
+            })?;
             if t.size() != p.size() {
-                return Err(Error::InvalidArgument(format!("optimizer state {key}: shape {:?}, parameter has {:?}", t.size(), p.size())));
+                return Err(Error::InvalidArgument(format!(
+                    "optimizer state {key}: shape {:?}, parameter has {:?}",
+                    t.size(),
+                    p.size()
+                )));
             }
             let st = state.entry(name.to_string()).or_default();
             let value = Some(t.to_device(p.device()));
@@ -249,7 +307,11 @@ impl Optimizer {
                 "exp_avg" => st.exp_avg = value,
                 "exp_avg_sq" => st.exp_avg_sq = value,
                 "momentum_buffer" => st.momentum_buffer = value,
-                other => return Err(Error::InvalidArgument(format!("unknown optimizer state {other} in {key}"))),
+                other => {
+                    return Err(Error::InvalidArgument(format!(
+                        "unknown optimizer state {other} in {key}"
+                    )))
+                }
             }
         }
         self.state = state;
@@ -277,7 +339,8 @@ impl ParamState {
 fn update(kind: OptimizerKind, lr: f64, p: &mut Tensor, grad: &Tensor, st: &mut ParamState) {
     match kind {
         OptimizerKind::Sgd { momentum, dampening, nesterov, weight_decay } => {
-            let mut d_p = if weight_decay != 0.0 { grad + &*p * weight_decay } else { grad.shallow_clone() };
+            let mut d_p =
+                if weight_decay != 0.0 { grad + &*p * weight_decay } else { grad.shallow_clone() };
             if momentum != 0.0 {
                 let buf = match st.momentum_buffer.take() {
                     None => d_p.detach().copy(),
@@ -293,7 +356,8 @@ fn update(kind: OptimizerKind, lr: f64, p: &mut Tensor, grad: &Tensor, st: &mut 
             st.step += 1;
             let _ = p.g_add_(&(d_p * -lr));
         }
-        OptimizerKind::Adam { beta1, beta2, eps, weight_decay } | OptimizerKind::AdamW { beta1, beta2, eps, weight_decay } => {
+        OptimizerKind::Adam { beta1, beta2, eps, weight_decay }
+        | OptimizerKind::AdamW { beta1, beta2, eps, weight_decay } => {
             st.step += 1;
             let decoupled = matches!(kind, OptimizerKind::AdamW { .. });
             let grad = if decoupled {

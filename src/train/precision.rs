@@ -58,7 +58,9 @@ impl FromStr for Precision {
             "f32" | "fp32" | "float32" => Ok(Precision::F32),
             "bf16" | "bfloat16" => Ok(Precision::Bf16),
             "f16" | "fp16" | "float16" | "half" => Ok(Precision::F16),
-            other => Err(Error::InvalidArgument(format!("precision {other:?}: expected f32, bf16 or f16"))),
+            other => Err(Error::InvalidArgument(format!(
+                "precision {other:?}: expected f32, bf16 or f16"
+            ))),
         }
     }
 }

@@ -29,7 +29,20 @@ pub struct ReduceLROnPlateau {
 impl ReduceLROnPlateau {
     /// torch's defaults: factor 0.1, patience 10, threshold 1e-4 (relative), cooldown 0, min_lr 0.
     pub fn new(mode: Mode) -> Self {
-        ReduceLROnPlateau { mode, factor: 0.1, patience: 10, threshold: 1e-4, relative_threshold: true, cooldown: 0, min_lr: 0.0, eps: 1e-8, best: None, num_bad_epochs: 0, cooldown_counter: 0, last_epoch: 0 }
+        ReduceLROnPlateau {
+            mode,
+            factor: 0.1,
+            patience: 10,
+            threshold: 1e-4,
+            relative_threshold: true,
+            cooldown: 0,
+            min_lr: 0.0,
+            eps: 1e-8,
+            best: None,
+            num_bad_epochs: 0,
+            cooldown_counter: 0,
+            last_epoch: 0,
+        }
     }
     pub fn factor(mut self, f: f64) -> Self {
         self.factor = f;
@@ -110,7 +123,11 @@ impl StepLR {
     /// Advances one epoch and returns the learning rate to use next.
     pub fn step(&mut self, lr: f64) -> f64 {
         self.last_epoch += 1;
-        if self.last_epoch % self.step_size == 0 { lr * self.gamma } else { lr }
+        if self.last_epoch % self.step_size == 0 {
+            lr * self.gamma
+        } else {
+            lr
+        }
     }
 }
 
@@ -135,7 +152,8 @@ impl CosineAnnealingLR {
         if (self.last_epoch as i64 - 1 - self.t_max as i64).rem_euclid(2 * self.t_max as i64) == 0 {
             lr + (self.base_lr - self.eta_min) * (1.0 - (PI / t).cos()) / 2.0
         } else {
-            (1.0 + (PI * e / t).cos()) / (1.0 + (PI * (e - 1.0) / t).cos()) * (lr - self.eta_min) + self.eta_min
+            (1.0 + (PI * e / t).cos()) / (1.0 + (PI * (e - 1.0) / t).cos()) * (lr - self.eta_min)
+                + self.eta_min
         }
     }
 }

@@ -49,9 +49,15 @@ pub fn data_wait_note(waited: &[f64], seconds: f64) -> String {
     let pct = |w: f64| 100.0 * w / seconds;
     let lo = waited.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = waited.iter().copied().fold(0.0, f64::max);
-    let mut note = if waited.len() == 1 || pct(hi).round() == pct(lo).round() { format!("data wait {:.0}%", pct(hi)) } else { format!("data wait {:.0}-{:.0}%", pct(lo), pct(hi)) };
+    let mut note = if waited.len() == 1 || pct(hi).round() == pct(lo).round() {
+        format!("data wait {:.0}%", pct(hi))
+    } else {
+        format!("data wait {:.0}-{:.0}%", pct(lo), pct(hi))
+    };
     if hi / seconds > LOADER_BOUND_FRACTION {
-        note.push_str(" (waiting for data: try more loader workers, num_workers(n), or lighter transforms)");
+        note.push_str(
+            " (waiting for data: try more loader workers, num_workers(n), or lighter transforms)",
+        );
     }
     note
 }
@@ -72,7 +78,11 @@ mod tests {
             std::thread::sleep(Duration::from_millis(30));
             outside += t.elapsed();
         }
-        assert!(it.waited_s() >= 0.06 && it.waited_s() < outside.as_secs_f64(), "{} s waited", it.waited_s());
+        assert!(
+            it.waited_s() >= 0.06 && it.waited_s() < outside.as_secs_f64(),
+            "{} s waited",
+            it.waited_s()
+        );
         assert_eq!(data_wait_note(&[2.0, 4.0], 10.0), "data wait 20-40% (waiting for data: try more loader workers, num_workers(n), or lighter transforms)");
         assert_eq!(data_wait_note(&[], 10.0), "");
     }

@@ -101,7 +101,8 @@ impl ImageTransform for AutoAugment {
         let mut img = img;
         for (i, &(op, p, bin)) in policy.iter().enumerate() {
             if probs[i] <= p {
-                let (mut m, signed) = bin.map_or((0.0, false), |b| magnitude(op, b, img.width(), img.height()));
+                let (mut m, signed) =
+                    bin.map_or((0.0, false), |b| magnitude(op, b, img.width(), img.height()));
                 if signed && negate[i] {
                     m = -m;
                 }

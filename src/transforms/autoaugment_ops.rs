@@ -28,17 +28,36 @@ impl AugmentOp {
         let m = magnitude as f64;
         let (w, h) = (img.width() as f64, img.height() as f64);
         match self {
-            AugmentOp::ShearX => affine(img, 0.0, (0.0, 0.0), (m.atan().to_degrees(), 0.0), (0.0, 0.0)),
-            AugmentOp::ShearY => affine(img, 0.0, (0.0, 0.0), (0.0, m.atan().to_degrees()), (0.0, 0.0)),
-            AugmentOp::TranslateX => affine(img, 0.0, (m.trunc(), 0.0), (0.0, 0.0), (w * 0.5, h * 0.5)),
-            AugmentOp::TranslateY => affine(img, 0.0, (0.0, m.trunc()), (0.0, 0.0), (w * 0.5, h * 0.5)),
+            AugmentOp::ShearX => {
+                affine(img, 0.0, (0.0, 0.0), (m.atan().to_degrees(), 0.0), (0.0, 0.0))
+            }
+            AugmentOp::ShearY => {
+                affine(img, 0.0, (0.0, 0.0), (0.0, m.atan().to_degrees()), (0.0, 0.0))
+            }
+            AugmentOp::TranslateX => {
+                affine(img, 0.0, (m.trunc(), 0.0), (0.0, 0.0), (w * 0.5, h * 0.5))
+            }
+            AugmentOp::TranslateY => {
+                affine(img, 0.0, (0.0, m.trunc()), (0.0, 0.0), (w * 0.5, h * 0.5))
+            }
             AugmentOp::Rotate => rotate(img, m),
-            AugmentOp::Brightness => blend(&Image::zeros(img.width(), img.height(), img.channels()), img, 1.0 + magnitude),
+            AugmentOp::Brightness => blend(
+                &Image::zeros(img.width(), img.height(), img.channels()),
+                img,
+                1.0 + magnitude,
+            ),
             AugmentOp::Color => blend(&grey_as_mode(img), img, 1.0 + magnitude),
             AugmentOp::Contrast => {
                 let grey = grey_levels(img);
-                let mean = (grey.iter().map(|&v| v as f64).sum::<f64>() / grey.len().max(1) as f64 + 0.5) as u8;
-                let flat = Image::from_raw(img.width(), img.height(), img.channels(), vec![mean; img.data().len()]).expect("same size");
+                let mean = (grey.iter().map(|&v| v as f64).sum::<f64>() / grey.len().max(1) as f64
+                    + 0.5) as u8;
+                let flat = Image::from_raw(
+                    img.width(),
+                    img.height(),
+                    img.channels(),
+                    vec![mean; img.data().len()],
+                )
+                .expect("same size");
                 blend(&flat, img, 1.0 + magnitude)
             }
             AugmentOp::Sharpness => blend(&smooth(img), img, 1.0 + magnitude),
@@ -47,7 +66,10 @@ impl AugmentOp {
                 let mask = !((1u16 << (8 - bits)) - 1) as u8;
                 map_lut(img, &std::array::from_fn(|i| i as u8 & mask))
             }
-            AugmentOp::Solarize => map_lut(img, &std::array::from_fn(|i| if (i as f64) < m { i as u8 } else { 255 - i as u8 })),
+            AugmentOp::Solarize => map_lut(
+                img,
+                &std::array::from_fn(|i| if (i as f64) < m { i as u8 } else { 255 - i as u8 }),
+            ),
             AugmentOp::AutoContrast => per_channel_lut(img, autocontrast_lut),
             AugmentOp::Equalize => per_channel_lut(img, equalize_lut),
             AugmentOp::Invert => map_lut(img, &std::array::from_fn(|i| 255 - i as u8)),
@@ -62,7 +84,9 @@ fn grey_levels(img: &Image) -> Vec<u8> {
     }
     img.data()
         .chunks_exact(3)
-        .map(|p| ((p[0] as u32 * 19595 + p[1] as u32 * 38470 + p[2] as u32 * 7471 + 0x8000) >> 16) as u8)
+        .map(|p| {
+            ((p[0] as u32 * 19595 + p[1] as u32 * 38470 + p[2] as u32 * 7471 + 0x8000) >> 16) as u8
+        })
         .collect()
 }
 
@@ -103,10 +127,16 @@ fn smooth(img: &Image) -> Image {
     let stride = w * c;
     let mut out = src.to_vec();
     for y in 1..h - 1 {
-        let (up, mid, down) = (&src[(y - 1) * stride..y * stride], &src[y * stride..(y + 1) * stride], &src[(y + 1) * stride..(y + 2) * stride]);
+        let (up, mid, down) = (
+            &src[(y - 1) * stride..y * stride],
+            &src[y * stride..(y + 1) * stride],
+            &src[(y + 1) * stride..(y + 2) * stride],
+        );
         let row_out = &mut out[y * stride..(y + 1) * stride];
         for i in c..stride - c {
-            let row = |r: &[u8], kc: f32| (r[i - c] as f32 * k1 + r[i] as f32 * kc) + r[i + c] as f32 * k1;
+            let row = |r: &[u8], kc: f32| {
+                (r[i - c] as f32 * k1 + r[i] as f32 * kc) + r[i + c] as f32 * k1
+            };
             let mut ss = 0.5f32;
             ss += row(down, k1);
             ss += row(mid, k5);
@@ -175,7 +205,13 @@ fn equalize_lut(hist: &[u64; 256]) -> [u8; 256] {
 
 /// torchvision's `F.affine` on a PIL image (scale 1): builds the inverse matrix and samples
 /// NEAREST with a black fill.
-fn affine(img: &Image, angle: f64, translate: (f64, f64), shear: (f64, f64), center: (f64, f64)) -> Image {
+fn affine(
+    img: &Image,
+    angle: f64,
+    translate: (f64, f64),
+    shear: (f64, f64),
+    center: (f64, f64),
+) -> Image {
     let (rot, sx, sy) = (angle.to_radians(), shear.0.to_radians(), shear.1.to_radians());
     let (cx, cy) = center;
     let (tx, ty) = translate;

@@ -156,7 +156,8 @@ mod tests {
             assert_eq!((t, l, h, w), rrc.params(640, 480, &mut aug_rng(1, 0, i)));
         }
         // An extreme image forces the fallback: the ratio clamps to 4/3.
-        let (t, l, h, w) = RandomResizedCrop::new(8).scale(1.0, 1.0).params(1000, 10, &mut aug_rng(0, 0, 0));
+        let (t, l, h, w) =
+            RandomResizedCrop::new(8).scale(1.0, 1.0).params(1000, 10, &mut aug_rng(0, 0, 0));
         assert_eq!((t, h, w, l), (0, 10, 13, (1000 - 13) / 2));
     }
 }

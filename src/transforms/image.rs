@@ -14,7 +14,9 @@ impl Image {
     /// Wraps `data` (`height * width * channels` bytes, rows top to bottom).
     pub fn from_raw(width: u32, height: u32, channels: u8, data: Vec<u8>) -> Result<Image> {
         if channels != 1 && channels != 3 {
-            return Err(Error::InvalidArgument(format!("Image: {channels} channels (1 or 3 expected)")));
+            return Err(Error::InvalidArgument(format!(
+                "Image: {channels} channels (1 or 3 expected)"
+            )));
         }
         if data.len() != width as usize * height as usize * channels as usize {
             return Err(Error::InvalidArgument(format!(
@@ -27,7 +29,12 @@ impl Image {
 
     /// A black image.
     pub fn zeros(width: u32, height: u32, channels: u8) -> Image {
-        Image { width, height, channels, data: vec![0; width as usize * height as usize * channels as usize] }
+        Image {
+            width,
+            height,
+            channels,
+            data: vec![0; width as usize * height as usize * channels as usize],
+        }
     }
 
     pub fn from_rgb(img: image::RgbImage) -> Image {
@@ -42,8 +49,13 @@ impl Image {
 
     /// Back to an `image` crate buffer (RGB; a grey image is replicated to 3 channels).
     pub fn to_rgb(&self) -> image::RgbImage {
-        let data = if self.channels == 3 { self.data.clone() } else { self.data.iter().flat_map(|&v| [v, v, v]).collect() };
-        image::RgbImage::from_raw(self.width, self.height, data).expect("size checked at construction")
+        let data = if self.channels == 3 {
+            self.data.clone()
+        } else {
+            self.data.iter().flat_map(|&v| [v, v, v]).collect()
+        };
+        image::RgbImage::from_raw(self.width, self.height, data)
+            .expect("size checked at construction")
     }
 
     pub fn width(&self) -> u32 {
@@ -97,7 +109,9 @@ impl Image {
     pub fn flip_horizontal(&self) -> Image {
         let c = self.channels as usize;
         let mut out = self.clone();
-        for (src_row, dst_row) in self.data.chunks_exact(self.row_len()).zip(out.data.chunks_exact_mut(self.row_len())) {
+        for (src_row, dst_row) in
+            self.data.chunks_exact(self.row_len()).zip(out.data.chunks_exact_mut(self.row_len()))
+        {
             for (x, px) in src_row.chunks_exact(c).enumerate() {
                 let d = (self.width as usize - 1 - x) * c;
                 dst_row[d..d + c].copy_from_slice(px);

@@ -66,7 +66,9 @@ impl<T: ImageTransform> Transform for T {
     fn apply(&self, input: Sample, rng: &mut AugRng) -> Result<Sample> {
         match input {
             Sample::Image(img) => Ok(Sample::Image(self.apply_image(img, rng)?)),
-            Sample::Tensor(_) => Err(Error::InvalidArgument(format!("{self:?} works on images: put it before ToTensor"))),
+            Sample::Tensor(_) => Err(Error::InvalidArgument(format!(
+                "{self:?} works on images: put it before ToTensor"
+            ))),
         }
     }
 }

@@ -36,7 +36,11 @@ impl Size {
             Size::Shorter(s) => {
                 let (short, long) = if width <= height { (width, height) } else { (height, width) };
                 let new_long = (s as u64 * long as u64 / short.max(1) as u64) as u32;
-                if width <= height { (s, new_long) } else { (new_long, s) }
+                if width <= height {
+                    (s, new_long)
+                } else {
+                    (new_long, s)
+                }
             }
         }
     }
@@ -77,9 +81,9 @@ pub fn resize_bilinear(img: Image, width: u32, height: u32) -> Result<Image> {
         .map_err(|e| Error::InvalidArgument(format!("resize source {sw}x{sh}: {e}")))?;
     let mut dst = FrImage::new(width, height, pixel_type);
     let options = ResizeOptions::new().resize_alg(ResizeAlg::Convolution(FilterType::Bilinear));
-    Resizer::new()
-        .resize(&src, &mut dst, &options)
-        .map_err(|e| Error::InvalidArgument(format!("resize {sw}x{sh} -> {width}x{height}: {e}")))?;
+    Resizer::new().resize(&src, &mut dst, &options).map_err(|e| {
+        Error::InvalidArgument(format!("resize {sw}x{sh} -> {width}x{height}: {e}"))
+    })?;
     Image::from_raw(width, height, channels, dst.into_vec())
 }
 

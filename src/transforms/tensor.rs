@@ -41,7 +41,11 @@ impl TensorImage {
     }
 
     pub fn to_tensor(&self) -> tch::Tensor {
-        tch::Tensor::from_slice(&self.data).view([self.channels as i64, self.height as i64, self.width as i64])
+        tch::Tensor::from_slice(&self.data).view([
+            self.channels as i64,
+            self.height as i64,
+            self.width as i64,
+        ])
     }
 }
 
@@ -79,13 +83,20 @@ impl Transform for Normalize {
     fn apply(&self, input: Sample, _rng: &mut AugRng) -> Result<Sample> {
         let mut t = match input {
             Sample::Tensor(t) => t,
-            Sample::Image(_) => return Err(Error::InvalidArgument("Normalize works on tensors: put it after ToTensor".into())),
+            Sample::Image(_) => {
+                return Err(Error::InvalidArgument(
+                    "Normalize works on tensors: put it after ToTensor".into(),
+                ))
+            }
         };
         let per_channel = |v: &[f32], what: &str| -> Result<Vec<f32>> {
             match v.len() {
                 1 => Ok(vec![v[0]; t.channels]),
                 n if n == t.channels => Ok(v.to_vec()),
-                n => Err(Error::InvalidArgument(format!("Normalize: {n} {what} values for {} channels", t.channels))),
+                n => Err(Error::InvalidArgument(format!(
+                    "Normalize: {n} {what} values for {} channels",
+                    t.channels
+                ))),
             }
         };
         let (mean, std) = (per_channel(&self.mean, "mean")?, per_channel(&self.std, "std")?);

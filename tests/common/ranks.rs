@@ -41,7 +41,11 @@ pub fn spawn_ranks(scenario: &str, world: usize, out: &Path) -> Vec<Child> {
 pub fn run_ranks(scenario: &str, world: usize, out: &Path) -> String {
     let mut stdout = String::new();
     for (rank, child) in spawn_ranks(scenario, world, out).into_iter().enumerate() {
-        let o = super::wait_with_deadline(child, Duration::from_secs(300), &format!("{scenario} rank {rank}"));
+        let o = super::wait_with_deadline(
+            child,
+            Duration::from_secs(300),
+            &format!("{scenario} rank {rank}"),
+        );
         assert!(o.status.success(), "{scenario} rank {rank} failed\n{}", super::text(&o));
         stdout.push_str(&String::from_utf8_lossy(&o.stdout));
     }
