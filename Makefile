@@ -1,7 +1,7 @@
 # trainbook's two commands (see README.md):
 #   make demo   set up if needed, then run the main job
 #   make test   set up if needed, then run every test (Rust tests, multi-rank tests, notebooks)
-.PHONY: setup demo test gpu-test torch-2.11-check
+.PHONY: setup demo lint test gpu-test torch-2.11-check
 SHELL := /bin/bash
 
 setup:
@@ -11,8 +11,15 @@ demo: setup
 	python3 data-scripts/mnist.py data/mnist
 	cargo run --release --example mnist
 
+# The style gate (part of `make test`): formatting, clippy on every target, and the API docs
+# built without a warning (broken links, undocumented public items).
+lint: setup
+	cargo fmt --check
+	cargo clippy --all-targets -- -D warnings
+	RUSTDOCFLAGS="-D warnings" cargo doc --no-deps
+
 # On CI (a clean clone, built once) incremental-compilation caches only cost disk (~1.4 GB).
-test: setup
+test: setup lint
 	set -o pipefail; mkdir -p target; if [ -n "$$CI" ]; then export CARGO_INCREMENTAL=0; fi; cargo test --no-fail-fast 2>&1 | tee target/test.log
 	@awk '/^test result:/ { p += $$4; f += $$6 } END { printf "all tests: %d passed, %d failed\n", p, f }' target/test.log
 

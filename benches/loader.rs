@@ -31,7 +31,8 @@ fn main() -> anyhow::Result<()> {
         anyhow::ensure!(status.success(), "could not generate the stand-in data set");
     }
     let train_dir = data.join("Train");
-    let pipelines: [(&str, fn() -> Compose); 2] = [
+    type MakePipeline = fn() -> Compose;
+    let pipelines: [(&str, MakePipeline); 2] = [
         ("train", || compose![AutoAugment::imagenet(), Resize::new((244, 244)), ToTensor]),
         ("val", || compose![Resize::new((244, 244)), ToTensor]),
     ];

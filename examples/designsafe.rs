@@ -12,15 +12,7 @@
 use std::path::PathBuf;
 
 use clap::Parser;
-use tch::nn::VarStore;
-use trainbook::checkpoint::Policy;
-use trainbook::compose;
-use trainbook::data::{ensure_designsafe, DataLoader, Dataset, DistributedSampler, ImageFolder};
-use trainbook::dist::{DdpOptions, Dist, DistOptions};
-use trainbook::fit::{fit, FitConfig};
-use trainbook::models::{freeze_backbone, load_safetensors, resnet34_classifier};
-use trainbook::train::{CrossEntropyLoss, Mode, Optimizer, Precision, ReduceLROnPlateau};
-use trainbook::transforms::{AutoAugment, Resize, ToTensor};
+use trainbook::prelude::*;
 
 #[derive(Parser, Debug)]
 #[command(about = "Train the course's ResNet34 hurricane-damage classifier")]
@@ -86,7 +78,7 @@ struct Args {
 
 fn main() -> anyhow::Result<()> {
     let mut args = Args::parse();
-    if args.small_data && args.data == PathBuf::from("data/designsafe/Dataset_2") {
+    if args.small_data && args.data == std::path::Path::new("data/designsafe/Dataset_2") {
         args.data = PathBuf::from("data/designsafe-small/Dataset_2");
     }
     let dist = Dist::init_with(DistOptions::default().with_device_name(&args.device)?)?;
@@ -110,16 +102,13 @@ fn main() -> anyhow::Result<()> {
         dist.describe(),
         dist.device()
     ));
-    let train_sampler =
-        DistributedSampler::new(train.len(), dist.world_size(), dist.rank())?.seed(args.seed);
-    let val_sampler =
-        DistributedSampler::new(val.len(), dist.world_size(), dist.rank())?.shuffle(false);
     let mut train_loader = DataLoader::new(train, args.batch_size)
-        .sampler(train_sampler)
+        .shuffle(true)
         .seed(args.seed)
+        .distributed(&dist)
         .num_workers(args.workers);
     let mut val_loader =
-        DataLoader::new(val, args.batch_size).sampler(val_sampler).num_workers(args.workers);
+        DataLoader::new(val, args.batch_size).distributed(&dist).num_workers(args.workers);
 
     tch::manual_seed(args.seed as i64);
     let mut vs = VarStore::new(dist.device());
@@ -135,32 +124,29 @@ fn main() -> anyhow::Result<()> {
     }
     freeze_backbone(&vs, args.freeze);
     let mut opt = Optimizer::adam(&vs, args.lr);
-    let loss = CrossEntropyLoss::new().label_smoothing(args.label_smoothing);
-    let cfg = FitConfig {
-        epochs: args.epochs,
-        out: args.out.clone(),
-        policy: Policy {
-            every_epochs: (args.save_every > 0).then_some(args.save_every),
-            every_steps: args.save_every_steps,
-            keep_last: args.keep_last,
-            best: Some(Mode::Max),
-        },
-        resume: !args.no_resume,
-        plateau: Some(ReduceLROnPlateau::new(Mode::Min).factor(0.1).patience(5).min_lr(1e-8)),
-        seed: args.seed,
-        config: serde_json::json!({"example": "designsafe", "epochs": args.epochs, "batch_size": args.batch_size, "lr": args.lr,
-            "label_smoothing": args.label_smoothing, "image_size": s, "freeze": args.freeze, "weights": args.weights}),
-        progress: true,
-        accumulate: args.accumulate,
-        ddp: DdpOptions {
+    let report = Trainer::new(&dist)
+        .epochs(args.epochs)
+        .out(&args.out)
+        .checkpoint_every_epochs(args.save_every)
+        .checkpoint_every_steps(args.save_every_steps.unwrap_or(0))
+        .keep_last(args.keep_last)
+        .resume(!args.no_resume)
+        .plateau(ReduceLROnPlateau::new(Mode::Min).factor(0.1).patience(5).min_lr(1e-8))
+        .seed(args.seed)
+        .record_config(serde_json::json!({
+            "example": "designsafe", "epochs": args.epochs, "batch_size": args.batch_size,
+            "lr": args.lr, "label_smoothing": args.label_smoothing, "image_size": s,
+            "freeze": args.freeze, "weights": args.weights
+        }))
+        .loss(CrossEntropyLoss::new().label_smoothing(args.label_smoothing))
+        .accumulate(args.accumulate)
+        .ddp(DdpOptions {
             find_unused_parameters: args.find_unused_parameters,
             ..Default::default()
-        },
-        precision: args.precision,
-        channels_last: args.channels_last,
-    };
-    let report =
-        fit(&dist, &mut vs, &net, &mut opt, &loss, &mut train_loader, &mut val_loader, cfg)?;
+        })
+        .precision(args.precision)
+        .channels_last(args.channels_last)
+        .fit(&mut vs, &net, &mut opt, &mut train_loader, &mut val_loader)?;
     if let (Some(best), Some(cm)) = (report.best_val_acc, &report.confusion) {
         let per_class: Vec<String> =
             cm.per_class_accuracy().iter().map(|a| format!("{:.1}%", a * 100.0)).collect();

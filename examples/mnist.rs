@@ -10,15 +10,7 @@
 use std::path::PathBuf;
 
 use clap::Parser;
-use tch::nn::VarStore;
-use trainbook::checkpoint::Policy;
-use trainbook::compose;
-use trainbook::data::{ensure_mnist, DataLoader, Dataset, DistributedSampler, Mnist};
-use trainbook::dist::{DdpOptions, Dist, DistOptions};
-use trainbook::fit::{fit, FitConfig};
-use trainbook::models::MnistNet;
-use trainbook::train::{CrossEntropyLoss, Mode, Optimizer, Precision};
-use trainbook::transforms::{Normalize, ToTensor};
+use trainbook::prelude::*;
 
 #[derive(Parser, Debug)]
 #[command(about = "Train the course's MNIST CNN")]
@@ -90,16 +82,12 @@ fn main() -> anyhow::Result<()> {
         dist.device()
     ));
     // 2. Each rank sees its own share of every epoch.
-    let train_sampler =
-        DistributedSampler::new(train.len(), dist.world_size(), dist.rank())?.seed(args.seed);
-    let test_sampler =
-        DistributedSampler::new(test.len(), dist.world_size(), dist.rank())?.shuffle(false);
     let mut train_loader = DataLoader::new(train, args.batch_size)
-        .sampler(train_sampler)
+        .shuffle(true)
         .seed(args.seed)
+        .distributed(&dist)
         .num_workers(args.workers);
-    let mut test_loader =
-        DataLoader::new(test, 1000).sampler(test_sampler).num_workers(args.workers);
+    let mut test_loader = DataLoader::new(test, 1000).distributed(&dist).num_workers(args.workers);
 
     // 3. The model (fit wraps it for data parallelism: rank 0's weights go to every rank).
     tch::manual_seed(args.seed as i64);
@@ -109,38 +97,26 @@ fn main() -> anyhow::Result<()> {
     let mut opt = Optimizer::adam(&vs, args.lr);
 
     // 4. Train with checkpoints (resuming if a previous run left one); rank 0 writes files.
-    let cfg = FitConfig {
-        epochs: args.epochs,
-        out: args.out.clone(),
-        policy: Policy {
-            every_epochs: (args.save_every > 0).then_some(args.save_every),
-            every_steps: args.save_every_steps,
-            keep_last: args.keep_last,
-            best: Some(Mode::Max),
-        },
-        resume: !args.no_resume,
-        plateau: None,
-        seed: args.seed,
-        config: serde_json::json!({"example": "mnist", "epochs": args.epochs, "batch_size": args.batch_size, "lr": args.lr, "seed": args.seed}),
-        progress: true,
-        accumulate: args.accumulate,
-        ddp: DdpOptions {
+    Trainer::new(&dist)
+        .epochs(args.epochs)
+        .out(&args.out)
+        .checkpoint_every_epochs(args.save_every)
+        .checkpoint_every_steps(args.save_every_steps.unwrap_or(0))
+        .keep_last(args.keep_last)
+        .resume(!args.no_resume)
+        .seed(args.seed)
+        .record_config(serde_json::json!({
+            "example": "mnist", "epochs": args.epochs, "batch_size": args.batch_size,
+            "lr": args.lr, "seed": args.seed
+        }))
+        .accumulate(args.accumulate)
+        .ddp(DdpOptions {
             find_unused_parameters: args.find_unused_parameters,
             ..Default::default()
-        },
-        precision: args.precision,
-        channels_last: args.channels_last,
-    };
-    fit(
-        &dist,
-        &mut vs,
-        &net,
-        &mut opt,
-        &CrossEntropyLoss::new(),
-        &mut train_loader,
-        &mut test_loader,
-        cfg,
-    )?;
+        })
+        .precision(args.precision)
+        .channels_last(args.channels_last)
+        .fit(&mut vs, &net, &mut opt, &mut train_loader, &mut test_loader)?;
     dist.println(format!(
         "wrote {}/{{metrics.jsonl, curves.png, confusion.png, model.safetensors, checkpoints/}}",
         args.out.display()

@@ -11,14 +11,21 @@ pub enum Error {
     /// A file or directory could not be read or written.
     #[error("{path}: {source}")]
     Io {
+        /// The file or directory.
         path: PathBuf,
+        /// What the operating system said.
         #[source]
         source: std::io::Error,
     },
 
     /// An image file could not be decoded (corrupt, truncated, or not an image).
     #[error("{path}: cannot decode image: {message}")]
-    Decode { path: PathBuf, message: String },
+    Decode {
+        /// The image file.
+        path: PathBuf,
+        /// The decoder's message.
+        message: String,
+    },
 
     /// A data set's files are missing or malformed.
     #[error("data set: {0}")]
@@ -34,12 +41,22 @@ pub enum Error {
 
     /// A c10d store or collective operation failed (peer gone, timeout, bad tensor, ...).
     #[error("c10d {op}: {message}")]
-    Dist { op: String, message: String },
+    Dist {
+        /// The operation ("all_reduce", "store get", ...).
+        op: String,
+        /// What c10d reported.
+        message: String,
+    },
 
     /// A libtorch kernel called through trainbook's shim (fused optimizers, autocast, GradScaler)
     /// failed, e.g. tensors on different devices.
     #[error("libtorch {op}: {message}")]
-    Kernel { op: String, message: String },
+    Kernel {
+        /// The kernel ("_fused_adam_", ...).
+        op: String,
+        /// What libtorch reported.
+        message: String,
+    },
 
     /// An argument is outside what the function accepts.
     #[error("invalid argument: {0}")]
@@ -48,6 +65,32 @@ pub enum Error {
     /// A figure could not be drawn (plotting backend error or no font to draw text with).
     #[error("plot: {0}")]
     Plot(String),
+
+    /// A file was read but its content is not what it should be (a metrics log line, a
+    /// notebook's JSON, a safetensors header); `what` names the expected format.
+    #[error("{path}: not a valid {what}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The format it should have ("metrics log (JSON lines)", ...).
+        what: &'static str,
+        /// What is wrong, where.
+        message: String,
+    },
+
+    /// A program trainbook runs (a data script, torchrun, a launched job) could not be started
+    /// or ended with a failure.
+    #[error("{program}: {message}")]
+    Process {
+        /// The program (path or name).
+        program: String,
+        /// Why it could not start, or how it ended.
+        message: String,
+    },
+
+    /// A data-loading worker thread died (a panic in a data set or transform).
+    #[error("data loader: {0}")]
+    Loader(String),
 }
 
 /// `Result` with trainbook's [`Error`].
@@ -57,5 +100,30 @@ impl Error {
     /// Wraps an I/O error with the path it happened on.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io { path: path.into(), source }
+    }
+
+    /// A [`Error::Parse`] for `path`, which should hold a `what` (e.g. "metrics log").
+    pub fn parse(path: impl Into<PathBuf>, what: &'static str, message: impl ToString) -> Self {
+        Error::Parse { path: path.into(), what, message: message.to_string() }
+    }
+}
+
+/// Adds the path an I/O operation was working on to its error, turning
+/// `std::io::Result<T>` into trainbook's [`Result`] (like `anyhow::Context` for paths).
+///
+/// ```
+/// use trainbook::WithPath;
+/// let path = std::path::Path::new("no/such/file.txt");
+/// let err = std::fs::read(path).with_path(path).unwrap_err();
+/// assert!(err.to_string().starts_with("no/such/file.txt: "));
+/// ```
+pub trait WithPath<T> {
+    /// On error, an [`Error::Io`] naming `path`.
+    fn with_path(self, path: impl Into<PathBuf>) -> Result<T>;
+}
+
+impl<T> WithPath<T> for std::io::Result<T> {
+    fn with_path(self, path: impl Into<PathBuf>) -> Result<T> {
+        self.map_err(|source| Error::Io { path: path.into(), source })
     }
 }

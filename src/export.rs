@@ -5,15 +5,18 @@
 //! is shown with `notebook::show_any`, which saves pictures to files outside a notebook.
 use std::path::{Path, PathBuf};
 
-use crate::{Error, Result};
+use crate::{Error, Result, WithPath};
 
 /// The generated project's pieces.
 #[derive(Debug, Default)]
 pub struct ExportedProject {
+    /// The Cargo package name (from the notebook's file name).
     pub name: String,
     /// `name = spec` lines for `[dependencies]`.
     pub dependencies: Vec<String>,
+    /// The generated `src/main.rs`.
     pub main_rs: String,
+    /// What was dropped or changed, per cell (printed by `trainbook-export`).
     pub notes: Vec<String>,
 }
 
@@ -42,9 +45,9 @@ fn absolutize_path(spec: &str, notebook_dir: &Path) -> String {
 
 /// Translates the notebook at `path` (an .ipynb file).
 pub fn export_notebook(path: &Path) -> Result<ExportedProject> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-    let nb: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| Error::InvalidArgument(format!("{}: not a notebook: {e}", path.display())))?;
+    let text = std::fs::read_to_string(path).with_path(path)?;
+    let nb: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| Error::parse(path, "notebook (.ipynb JSON)", e))?;
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("notebook");
     let name: String = stem
@@ -80,7 +83,7 @@ pub fn export_notebook(path: &Path) -> Result<ExportedProject> {
             continue;
         }
         let block: syn::Block = syn::parse_str(&format!("{{\n{code}\n}}")).map_err(|e| {
-            Error::InvalidArgument(format!("{}: cell {index} does not parse: {e}", path.display()))
+            Error::parse(path, "Rust notebook", format!("cell {index} does not parse: {e}"))
         })?;
         let count = block.stmts.len();
         for (k, stmt) in block.stmts.into_iter().enumerate() {
@@ -94,7 +97,26 @@ pub fn export_notebook(path: &Path) -> Result<ExportedProject> {
             }
         }
     }
-    let main: syn::ItemFn = syn::parse_quote!(fn main() { #(#stmts)* });
+    // Cells may use `?` (as in evcxr): the statements run in a function returning a Result,
+    // and `main` prints the error with its chain of causes.
+    let body: syn::ItemFn = syn::parse_quote!(
+        fn notebook_main() -> Result<(), Box<dyn std::error::Error>> {
+            #(#stmts)*
+            Ok(())
+        }
+    );
+    let main: syn::ItemFn = syn::parse_quote!(
+        fn main() -> std::process::ExitCode {
+            match notebook_main() {
+                Ok(()) => std::process::ExitCode::SUCCESS,
+                Err(e) => {
+                    trainbook::export::print_error_chain(e.as_ref());
+                    std::process::ExitCode::FAILURE
+                }
+            }
+        }
+    );
+    items.push(syn::Item::Fn(body));
     items.push(syn::Item::Fn(main));
     let file = syn::File { shebang: None, attrs: vec![], items };
     let header = format!(
@@ -106,6 +128,17 @@ pub fn export_notebook(path: &Path) -> Result<ExportedProject> {
     Ok(project)
 }
 
+/// Prints `error` and its chain of causes on stderr, one per line (what an exported notebook
+/// does when a cell's `?` fails).
+pub fn print_error_chain(error: &dyn std::error::Error) {
+    eprintln!("error: {error}");
+    let mut cause = error.source();
+    while let Some(c) = cause {
+        eprintln!("  caused by: {c}");
+        cause = c.source();
+    }
+}
+
 /// Writes the project to `out` (Cargo.toml, src/main.rs; `lock`, if given, as Cargo.lock so
 /// that the same dependency versions are used). Returns the manifest path.
 pub fn write_project(
@@ -113,7 +146,7 @@ pub fn write_project(
     out: &Path,
     lock: Option<&Path>,
 ) -> Result<PathBuf> {
-    std::fs::create_dir_all(out.join("src")).map_err(|e| Error::io(out, e))?;
+    std::fs::create_dir_all(out.join("src")).with_path(out)?;
     let deps: String = project.dependencies.iter().map(|d| format!("{d}\n")).collect();
     let manifest = format!(
         "[package]\nname = \"{}\"\nversion = \"0.1.0\"\nedition = \"2021\"\npublish = false\n\n[dependencies]\n{deps}\n\
@@ -121,18 +154,19 @@ pub fn write_project(
         project.name
     );
     let toml = out.join("Cargo.toml");
-    std::fs::write(&toml, manifest).map_err(|e| Error::io(&toml, e))?;
+    std::fs::write(&toml, manifest).with_path(&toml)?;
     // Binaries find libtorch at run time through an rpath, like trainbook's own (link
     // arguments of a dependency's build script do not reach this package's binaries).
-    let fallback = format!("{}/.venv/libtorch/lib", env!("CARGO_MANIFEST_DIR"));
+    // Fallback: the libtorch trainbook itself was linked with.
+    let fallback = env!("TRAINBOOK_LIBTORCH_LIB");
     let build = format!(
         "fn main() {{\n    println!(\"cargo:rerun-if-env-changed=LIBTORCH\");\n    let lib = std::env::var(\"LIBTORCH\").map(|d| format!(\"{{d}}/lib\")).unwrap_or_else(|_| {fallback:?}.to_string());\n    println!(\"cargo:rustc-link-arg=-Wl,-rpath,{{lib}}\");\n}}\n"
     );
-    std::fs::write(out.join("build.rs"), build).map_err(|e| Error::io(out, e))?;
+    std::fs::write(out.join("build.rs"), build).with_path(out)?;
     let main = out.join("src/main.rs");
-    std::fs::write(&main, &project.main_rs).map_err(|e| Error::io(&main, e))?;
+    std::fs::write(&main, &project.main_rs).with_path(&main)?;
     if let Some(lock) = lock {
-        std::fs::copy(lock, out.join("Cargo.lock")).map_err(|e| Error::io(lock, e))?;
+        std::fs::copy(lock, out.join("Cargo.lock")).with_path(lock)?;
     }
     Ok(toml)
 }

@@ -13,25 +13,38 @@ pub mod dist;
 mod error;
 pub mod export;
 pub mod fit;
+pub mod launch;
 pub mod models;
 pub mod notebook;
+pub mod prelude;
+pub mod programs;
+pub mod progress;
 pub mod train;
 pub mod transforms;
 
-pub use error::{Error, Result};
+pub use error::{Error, Result, WithPath};
+
+/// The README's Rust snippets, compiled as doctests so that they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
 /// The tch crate (libtorch bindings), re-exported so notebooks need only `:dep trainbook`.
 pub use tch;
 
 /// Versions of the pieces a trainbook program runs on, for set-up checks and bug reports.
 #[derive(Clone, Debug)]
 pub struct Versions {
+    /// This crate's version.
     pub trainbook: &'static str,
     /// The libtorch headers trainbook's c10d shim was compiled against.
     pub libtorch: &'static str,
     /// Directory of the libtorch shared libraries the binaries were linked with.
     pub libtorch_lib_dir: &'static str,
+    /// Whether libtorch sees a usable CUDA device now.
     pub cuda_available: bool,
+    /// How many CUDA devices libtorch sees.
     pub cuda_devices: i64,
+    /// Whether the shim was built with NCCL (`--features cuda`).
     pub nccl_built_in: bool,
 }
 

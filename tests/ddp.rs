@@ -163,7 +163,7 @@ fn virtual_ranks(model: &str, optim: &str, out: &Path) {
     let restore = |bs: &[Tensor], saved: &[Tensor]| {
         tch::no_grad(|| {
             bs.iter().zip(saved).for_each(|(b, s)| {
-                let _ = b.shallow_clone().copy_(s);
+                b.shallow_clone().copy_(s);
             })
         })
     };

@@ -41,7 +41,7 @@ fn two_headed(find_unused: bool) {
             let h = trunk.forward(&x).relu();
             let mut logits = head_a.forward(&h);
             if step % 2 == 0 {
-                logits = logits + head_b.forward(&h);
+                logits += head_b.forward(&h);
             }
             let loss = CrossEntropyLoss::new().mean(&logits, &y);
             opt.zero_grad();

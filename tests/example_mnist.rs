@@ -1,5 +1,6 @@
 //! The MNIST example with its default arguments, in a fresh directory: builds the offline data
 //! set itself, trains, and reaches >= 97% test accuracy; writes the metrics log and the plots.
+//! Then the README's two-rank torchrun line in the same directory, as a reader would run it.
 mod common;
 
 use std::process::Command;
@@ -40,6 +41,32 @@ fn mnist_example_reaches_97_percent_with_defaults() {
             img.height()
         );
     }
+
+    // Then the README's next command, as a reader would type it after `make demo`: it must
+    // train two ranks (into its own --out), not resume the finished run above.
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let line = readme
+        .lines()
+        .find(|l| l.starts_with("torchrun --standalone --nproc-per-node=2 --no-python target/release/examples/mnist"))
+        .expect("the README's two-rank torchrun line");
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let exe_str = exe.to_str().unwrap();
+    let args: Vec<&str> = words[1..]
+        .iter()
+        .map(|w| if *w == "target/release/examples/mnist" { exe_str } else { w })
+        .collect();
+    let (status, stdout) = common::run_streaming(
+        Command::new(common::venv_bin("torchrun")).args(&args).current_dir(&work),
+        Duration::from_secs(1200),
+        "the README's torchrun line",
+    );
+    assert!(status.success(), "{line}\n{stdout}");
+    assert!(!stdout.contains("holds a finished run"), "{line}\n{stdout}");
+    let out_dir = words.iter().skip_while(|w| **w != "--out").nth(1).expect("--out in the line");
+    let records = read_records(&work.join(out_dir).join("metrics.jsonl")).unwrap();
+    assert_eq!(records.len(), 8, "{line}");
+    assert!(records.iter().all(|r| r.world_size == 2), "{records:?}");
 }
 
 #[test]

@@ -12,7 +12,7 @@ use tch::{Device, Kind, Tensor};
 use trainbook::checkpoint::Policy;
 use trainbook::data::{DataLoader, DistributedSampler, TensorDataset};
 use trainbook::dist::Dist;
-use trainbook::fit::{fit, FitConfig, FitReport};
+use trainbook::fit::{FitConfig, FitReport, Trainer};
 use trainbook::models::MnistNet;
 use trainbook::train::{CrossEntropyLoss, Optimizer, Precision};
 
@@ -79,9 +79,10 @@ fn run_with(
         ddp: Default::default(),
         precision,
         channels_last: false,
+        loss: CrossEntropyLoss::new(),
     };
     tch::manual_seed(99); // the dropout stream; a resumed run restores it from the checkpoint
-    fit(dist, &mut vs, &net, &mut opt, &CrossEntropyLoss::new(), &mut train, &mut val, cfg).unwrap()
+    Trainer::with_config(dist, cfg).fit(&mut vs, &net, &mut opt, &mut train, &mut val).unwrap()
 }
 
 /// (directory name, epoch, batches_done, global_step) of every `step-*` checkpoint, by step.

@@ -190,7 +190,7 @@ fn resume_on_the_gpu_is_exact() {
 fn fit_resume_probe() {
     use trainbook::checkpoint::Policy;
     use trainbook::dist::Dist;
-    use trainbook::fit::{fit, FitConfig};
+    use trainbook::fit::{FitConfig, Trainer};
     let Some(device) = gpu("fit_resume_probe") else { return };
     tch::Cuda::cudnn_set_benchmark(false);
     let dist = Dist::single(device);
@@ -216,7 +216,8 @@ fn fit_resume_probe() {
             progress: false,
             ..Default::default()
         };
-        fit(&dist, &mut vs, &net, &mut opt, &CrossEntropyLoss::new(), &mut train, &mut val, cfg)
+        Trainer::with_config(&dist, cfg)
+            .fit(&mut vs, &net, &mut opt, &mut train, &mut val)
             .unwrap();
     };
     let (whole, resumed) = (work.join("whole"), work.join("resumed"));

@@ -226,7 +226,8 @@ fn mpirun_runs_mnist_as_two_ranks() {
 #[test]
 fn slurm_and_pmi_environments_form_a_group() {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let layouts: [(&str, fn(usize) -> Vec<(String, String)>); 2] = [
+    type RankVars = fn(usize) -> Vec<(String, String)>;
+    let layouts: [(&str, RankVars); 2] = [
         ("slurm (srun)", |r| {
             [
                 ("SLURM_PROCID", r.to_string()),

@@ -49,7 +49,7 @@ fn pass(layout_channels_last: bool, train: bool) -> Pass {
     if layout_channels_last {
         to_channels_last(&vs);
         assert!(
-            vs.variables().values().filter(|v| v.dim() == 4).all(|v| is_channels_last(v)),
+            vs.variables().values().filter(|v| v.dim() == 4).all(is_channels_last),
             "every conv weight converted"
         );
         input = channels_last(&input);

@@ -18,7 +18,7 @@ pub use store::{open_checkpoint, scan, write_checkpoint, Checkpoint, FileWriter,
 use crate::dist::{cpu_rng_state, rng_state, set_cpu_rng_state, set_rng_state, Dist};
 use crate::models::{from_safetensors_bytes, load_state_dict, save_tensors_file, state_dict};
 use crate::train::{GradScalerState, Mode, Optimizer, RunningMetrics};
-use crate::{Error, Result};
+use crate::{Error, Result, WithPath};
 
 /// When to write checkpoints.
 #[derive(Clone, Debug)]
@@ -153,7 +153,7 @@ impl Checkpointer {
         let m = &ckpt.manifest;
         let read = |file: &str| -> Result<Vec<(String, Tensor)>> {
             let path = ckpt.dir.join(file);
-            let bytes = store::map_file(&path).map_err(|e| Error::io(&path, e))?;
+            let bytes = store::map_file(&path).with_path(&path)?;
             from_safetensors_bytes(&bytes, &path)
         };
         load_state_dict(vs, &read(MODEL_FILE)?, true)
@@ -358,7 +358,7 @@ impl Checkpointer {
                 std::thread::Builder::new()
                     .name("checkpoint-writer".into())
                     .spawn(write)
-                    .map_err(|e| Error::io(&self.root, e))?,
+                    .with_path(&self.root)?,
             );
             return Ok(dir);
         }
@@ -385,7 +385,7 @@ impl Drop for Checkpointer {
 /// (hidden temporary directories of other processes) are removed too.
 fn prune_steps(root: &Path, keep_last: usize) -> Result<()> {
     let mut names: Vec<String> = std::fs::read_dir(root)
-        .map_err(|e| Error::io(root, e))?
+        .with_path(root)?
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
@@ -401,8 +401,8 @@ fn prune_steps(root: &Path, keep_last: usize) -> Result<()> {
     names.sort_unstable_by(|a, b| b.cmp(a));
     for old in names.iter().skip(keep_last.max(1)) {
         let (dir, doomed) = (root.join(old), root.join(format!(".{old}.deleting-{pid}")));
-        std::fs::rename(&dir, &doomed).map_err(|e| Error::io(&dir, e))?;
-        std::fs::remove_dir_all(&doomed).map_err(|e| Error::io(&doomed, e))?;
+        std::fs::rename(&dir, &doomed).with_path(&dir)?;
+        std::fs::remove_dir_all(&doomed).with_path(&doomed)?;
     }
     Ok(())
 }

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::manifest::{FileEntry, Manifest, FORMAT_VERSION, MANIFEST};
-use crate::{Error, Result};
+use crate::{Error, Result, WithPath};
 
 /// A checkpoint on disk whose manifest and files were checked.
 #[derive(Clone, Debug)]
@@ -20,18 +20,14 @@ pub struct ScanReport {
     pub invalid: Vec<(PathBuf, String)>,
 }
 
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
-    move |e| Error::io(path, e)
-}
-
 fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
-    let mut f = std::fs::File::create(path).map_err(io(path))?;
-    f.write_all(bytes).map_err(io(path))?;
-    f.sync_all().map_err(io(path))
+    let mut f = std::fs::File::create(path).with_path(path)?;
+    f.write_all(bytes).with_path(path)?;
+    f.sync_all().with_path(path)
 }
 
 fn sync_dir(dir: &Path) -> Result<()> {
-    std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io(dir))
+    std::fs::File::open(dir).and_then(|d| d.sync_all()).with_path(dir)
 }
 
 /// Writes one file of a checkpoint at the path it is given.
@@ -46,17 +42,17 @@ pub fn write_checkpoint(
     mut manifest: Manifest,
     files: Vec<(&str, FileWriter<'_>)>,
 ) -> Result<Checkpoint> {
-    std::fs::create_dir_all(root).map_err(io(root))?;
+    std::fs::create_dir_all(root).with_path(root)?;
     let tmp = root.join(format!(".{name}.tmp-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     let result = (|| -> Result<PathBuf> {
-        std::fs::create_dir(&tmp).map_err(io(&tmp))?;
+        std::fs::create_dir(&tmp).with_path(&tmp)?;
         manifest.files.clear();
         for (file, write) in files {
             let path = tmp.join(file);
             write(&path)?;
-            std::fs::File::open(&path).and_then(|f| f.sync_all()).map_err(io(&path))?;
-            let bytes = map_file(&path).map_err(io(&path))?;
+            std::fs::File::open(&path).and_then(|f| f.sync_all()).with_path(&path)?;
+            let bytes = map_file(&path).with_path(&path)?;
             manifest.files.insert(
                 file.to_string(),
                 FileEntry { bytes: bytes.len() as u64, crc32: crc32fast::hash(&bytes) },
@@ -70,11 +66,11 @@ pub fn write_checkpoint(
         if dest.exists() {
             // Replace: move the old one aside first, so a crash leaves one of the two intact.
             let old = root.join(format!(".{name}.old-{}", std::process::id()));
-            std::fs::rename(&dest, &old).map_err(io(&dest))?;
-            std::fs::rename(&tmp, &dest).map_err(io(&dest))?;
+            std::fs::rename(&dest, &old).with_path(&dest)?;
+            std::fs::rename(&tmp, &dest).with_path(&dest)?;
             let _ = std::fs::remove_dir_all(&old);
         } else {
-            std::fs::rename(&tmp, &dest).map_err(io(&dest))?;
+            std::fs::rename(&tmp, &dest).with_path(&dest)?;
         }
         sync_dir(root)?;
         Ok(dest)

@@ -4,11 +4,11 @@
 use std::path::Path;
 
 use crate::transforms::Image;
-use crate::{Error, Result};
+use crate::{Error, Result, WithPath};
 
 /// Decodes the file at `path` into an RGB [`Image`]; errors name the file.
 pub fn load_rgb(path: &Path) -> Result<Image> {
-    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let bytes = std::fs::read(path).with_path(path)?;
     decode_rgb(&bytes).map_err(|message| Error::Decode { path: path.to_path_buf(), message })
 }
 

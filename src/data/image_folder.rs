@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use super::decode::load_rgb;
 use super::Dataset;
 use crate::transforms::{AugRng, Compose, TensorImage};
-use crate::{Error, Result};
+use crate::{Error, Result, WithPath};
 
 /// torchvision's `IMG_EXTENSIONS` (compared case-insensitively).
 pub const IMG_EXTENSIONS: [&str; 9] =
@@ -41,8 +41,8 @@ fn has_image_extension(name: &str) -> bool {
 /// `os.walk(dir, followlinks=True)` sorted by directory, files sorted by name.
 fn walk_sorted(dir: &Path, out: &mut BTreeMap<String, Vec<String>>) -> Result<()> {
     let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
-        let entry = entry.map_err(|e| Error::io(dir, e))?;
+    for entry in std::fs::read_dir(dir).with_path(dir)? {
+        let entry = entry.with_path(dir)?;
         let path = entry.path();
         if path.is_dir() {
             walk_sorted(&path, out)?;
@@ -60,7 +60,7 @@ impl ImageFolder {
     pub fn new(root: impl AsRef<Path>) -> Result<ImageFolder> {
         let root = root.as_ref().to_path_buf();
         let mut classes: Vec<String> = std::fs::read_dir(&root)
-            .map_err(|e| Error::io(&root, e))?
+            .with_path(&root)?
             .filter_map(|e| e.ok())
             .filter(|e| e.path().is_dir())
             .filter_map(|e| e.file_name().to_str().map(str::to_string))

@@ -18,10 +18,12 @@ use crate::{Error, Result};
 /// The order in which a loader visits the data set each epoch.
 #[derive(Clone, Debug)]
 pub enum Order {
+    /// Indices `0..len` in order (`shuffle=False`).
     Sequential,
     /// `shuffle=True`: torch's `randperm` seeded with `seed + epoch` (the same permutation as a
     /// one-replica `DistributedSampler`).
     Shuffle,
+    /// This rank's share, in the sampler's order (`sampler=DistributedSampler(...)`).
     Distributed(DistributedSampler),
 }
 
@@ -29,18 +31,24 @@ pub enum Order {
 /// `DistributedSampler` added to even out the ranks (exact metrics skip those).
 #[derive(Debug)]
 pub struct Batch {
+    /// `[B, C, H, W]` float32 images, on the loader's device.
     pub images: Tensor,
+    /// `[B]` int64 class indices.
     pub labels: Tensor,
+    /// The data set index of each sample.
     pub indices: Vec<usize>,
+    /// Whether each sample is a padding repeat (see [`Batch`]).
     pub is_padding: Vec<bool>,
     /// Position of this batch in the epoch (0-based, counting skipped batches).
     pub position: usize,
 }
 
 impl Batch {
+    /// Samples in this batch.
     pub fn len(&self) -> usize {
         self.indices.len()
     }
+    /// `true` for a batch without samples.
     pub fn is_empty(&self) -> bool {
         self.indices.is_empty()
     }
@@ -50,6 +58,21 @@ impl Batch {
     }
 }
 
+/// `torch.utils.data.DataLoader`: batches of a [`Dataset`] in the order of a shuffle, a
+/// [`DistributedSampler`] or sequence, prepared by worker threads (see the module docs).
+///
+/// ```
+/// use trainbook::data::{DataLoader, TensorDataset};
+/// use trainbook::tch::{Device, Kind, Tensor};
+/// # fn main() -> trainbook::Result<()> {
+/// let images = Tensor::rand([10, 1, 4, 4], (Kind::Float, Device::Cpu));
+/// let labels = Tensor::zeros([10], (Kind::Int64, Device::Cpu));
+/// let data = TensorDataset::new(&images, &labels, vec!["a".into()])?;
+/// let mut loader = DataLoader::new(data, 4).shuffle(true).num_workers(0);
+/// let sizes: Vec<usize> = loader.iter().map(|b| b.map(|b| b.len())).collect::<Result<_, _>>()?;
+/// assert_eq!(sizes, [4, 4, 2]);
+/// # Ok(()) }
+/// ```
 pub struct DataLoader<D: Dataset> {
     dataset: Arc<D>,
     batch_size: usize,
@@ -86,8 +109,42 @@ impl<D: Dataset + 'static> DataLoader<D> {
         }
     }
 
+    /// `shuffle=True`: a fresh permutation each epoch (seeded by [`seed`](Self::seed) and the
+    /// epoch). On a [`distributed`](Self::distributed) loader it sets the sampler's shuffle.
     pub fn shuffle(mut self, shuffle: bool) -> Self {
-        self.order = if shuffle { Order::Shuffle } else { Order::Sequential };
+        self.order = match self.order {
+            Order::Distributed(s) => Order::Distributed(s.shuffle(shuffle)),
+            _ if shuffle => Order::Shuffle,
+            _ => Order::Sequential,
+        };
+        self
+    }
+
+    /// Shards the data set over the ranks of `dist`: this rank visits its part of every epoch,
+    /// as with `DataLoader(dataset, sampler=DistributedSampler(dataset, shuffle=...,
+    /// seed=...))` in torch. The shuffle setting and the seed carry over, whichever order the
+    /// builder calls come in; a world of one sees the whole data set.
+    ///
+    /// ```
+    /// use trainbook::data::{DataLoader, TensorDataset};
+    /// use trainbook::dist::Dist;
+    /// use trainbook::tch::{Device, Kind, Tensor};
+    /// # fn main() -> trainbook::Result<()> {
+    /// let dist = Dist::single(Device::Cpu);
+    /// let images = Tensor::zeros([10, 1, 2, 2], (Kind::Float, Device::Cpu));
+    /// let labels = Tensor::zeros([10], (Kind::Int64, Device::Cpu));
+    /// let data = TensorDataset::new(&images, &labels, vec!["zero".into()])?;
+    /// let loader = DataLoader::new(data, 4).shuffle(true).seed(7).distributed(&dist);
+    /// assert_eq!(loader.num_samples(), 10);
+    /// assert_eq!(loader.len(), 3);
+    /// # Ok(()) }
+    /// ```
+    pub fn distributed(mut self, dist: &crate::dist::Dist) -> Self {
+        let shuffle = matches!(self.order, Order::Shuffle)
+            || matches!(&self.order, Order::Distributed(s) if s.is_shuffled());
+        let sampler =
+            DistributedSampler::for_dist(self.dataset.len(), dist).shuffle(shuffle).seed(self.seed);
+        self.order = Order::Distributed(sampler);
         self
     }
     /// Visit the data in `sampler`'s order (its epoch follows [`set_epoch`](Self::set_epoch)).
@@ -95,6 +152,7 @@ impl<D: Dataset + 'static> DataLoader<D> {
         self.order = Order::Distributed(sampler);
         self
     }
+    /// Drop the last batch when it is smaller than the batch size (torch's `drop_last`).
     pub fn drop_last(mut self, drop_last: bool) -> Self {
         self.drop_last = drop_last;
         self
@@ -109,9 +167,12 @@ impl<D: Dataset + 'static> DataLoader<D> {
         self.prefetch = n.max(1);
         self
     }
-    /// Seed of the shuffle and of the augmentations.
+    /// Seed of the shuffle (also a distributed sampler's) and of the augmentations.
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = seed;
+        if let Order::Distributed(s) = self.order {
+            self.order = Order::Distributed(s.seed(seed));
+        }
         self
     }
     /// Where batches are delivered; CUDA batches are staged in pinned memory and copied
@@ -128,6 +189,7 @@ impl<D: Dataset + 'static> DataLoader<D> {
             s.set_epoch(epoch);
         }
     }
+    /// The epoch set by [`set_epoch`](Self::set_epoch).
     pub fn epoch(&self) -> u64 {
         self.epoch
     }
@@ -135,12 +197,15 @@ impl<D: Dataset + 'static> DataLoader<D> {
     pub fn skip_batches(&mut self, batches: usize) {
         self.skip = batches;
     }
+    /// The data set.
     pub fn dataset(&self) -> &D {
         &self.dataset
     }
+    /// Samples per batch (the last one may be smaller).
     pub fn batch_size(&self) -> usize {
         self.batch_size
     }
+    /// The sampler, when the loader is [`distributed`](Self::distributed) or has one.
     pub fn distributed_sampler(&self) -> Option<&DistributedSampler> {
         match &self.order {
             Order::Distributed(s) => Some(s),
@@ -182,6 +247,7 @@ impl<D: Dataset + 'static> DataLoader<D> {
             n.div_ceil(self.batch_size)
         }
     }
+    /// `true` when an epoch yields no batch.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -314,7 +380,7 @@ fn worker(
             load_batch(dataset, &plans[b], seed, epoch)
         }))
         .unwrap_or_else(|_| {
-            Err(Error::Dataset(format!("a loader thread panicked while loading batch {b}")))
+            Err(Error::Loader(format!("a worker thread panicked while loading batch {b}")))
         });
         if tx.send((b, result)).is_err() {
             return;
@@ -376,7 +442,7 @@ impl Iterator for Batches {
                         self.pending.insert(i, r);
                     }
                     Err(_) => {
-                        break Err(Error::Dataset("loader threads stopped unexpectedly".into()))
+                        break Err(Error::Loader("worker threads stopped unexpectedly".into()))
                     }
                 }
             }

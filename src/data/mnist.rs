@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use super::Dataset;
 use crate::transforms::{AugRng, Compose, Image, TensorImage};
-use crate::{Error, Result};
+use crate::{Error, Result, WithPath};
 
 /// torchvision's MNIST class names.
 pub const MNIST_CLASSES: [&str; 10] = [
@@ -62,18 +62,15 @@ fn find(root: &Path, name: &str) -> Result<PathBuf> {
 
 /// Reads an IDX file (gunzipping `.gz`), checks its magic number, returns (dims, payload).
 fn read_idx(path: &Path, magic: u32) -> Result<(Vec<usize>, Vec<u8>)> {
-    let raw = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let raw = std::fs::read(path).with_path(path)?;
     let bytes = if path.extension().is_some_and(|e| e == "gz") {
         let mut out = Vec::new();
-        flate2::read::GzDecoder::new(&raw[..])
-            .read_to_end(&mut out)
-            .map_err(|e| Error::io(path, e))?;
+        flate2::read::GzDecoder::new(&raw[..]).read_to_end(&mut out).with_path(path)?;
         out
     } else {
         raw
     };
-    let bad =
-        |why: String| Error::Dataset(format!("{}: not an MNIST IDX file: {why}", path.display()));
+    let bad = |why: String| Error::parse(path, "MNIST IDX file", why);
     if bytes.len() < 4 {
         return Err(bad("shorter than its header".into()));
     }

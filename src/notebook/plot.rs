@@ -15,7 +15,7 @@ use plotters::style::{FontStyle, FontTransform};
 
 use super::{display_bytes, Mime};
 use crate::train::{ConfusionMatrix, EpochRecord};
-use crate::{Error, Result};
+use crate::{Error, Result, WithPath};
 
 const FONT_PATHS: &[&str] = &[
     "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
@@ -47,13 +47,13 @@ impl Figure {
     pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
         let path = path.as_ref();
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+            std::fs::create_dir_all(dir).with_path(dir)?;
         }
-        std::fs::write(path, &self.png).map_err(|e| Error::io(path, e))
+        std::fs::write(path, &self.png).with_path(path)
     }
     /// Shows the figure inline when running in a notebook; returns whether it did.
     pub fn show(&self) -> Result<bool> {
-        display_bytes(Mime::Png, &self.png).map_err(|e| Error::io("<stdout>", e))
+        display_bytes(Mime::Png, &self.png).with_path("<stdout>")
     }
     /// Called by evcxr when a figure is a cell's last expression: shows it inline.
     pub fn evcxr_display(&self) {

@@ -18,7 +18,7 @@ use super::optim::Optimizer;
 use super::precision::Precision;
 use super::timing::{data_wait_note, Timed};
 use crate::data::{DataLoader, Dataset};
-use crate::notebook::Progress;
+use crate::progress::{ConsoleProgress, EpochProgress, NoProgress, ProgressReporter};
 use crate::Result;
 
 /// What happens around each training step beyond forward/backward/step; distributed training
@@ -46,9 +46,11 @@ pub trait StepHooks {
     fn gather_f64(&self, x: f64) -> Result<Vec<f64>> {
         Ok(vec![x])
     }
+    /// The number of ranks taking part (1 for a single process).
     fn world_size(&self) -> usize {
         1
     }
+    /// Whether this rank prints and writes files (rank 0).
     fn is_main(&self) -> bool {
         true
     }
@@ -80,10 +82,15 @@ pub type OnStep<'a> = &'a dyn Fn(&StepInfo) -> Result<()>;
 
 /// Where to run and how to report.
 pub struct EpochOptions<'a> {
+    /// Where the model lives; batches are moved there.
     pub device: Device,
     /// Show progress (on the main rank only).
     pub progress: bool,
+    /// Where progress goes when shown (default [`ConsoleProgress`]: a bar or lines).
+    pub reporter: &'a dyn ProgressReporter,
+    /// What runs around each step: [`SingleProcess`] or a `Ddp`.
     pub hooks: &'a dyn StepHooks,
+    /// Called after every optimizer step (checkpoints mid-epoch).
     pub on_step: Option<OnStep<'a>>,
     /// Sums carried over from the part of the epoch done before a resume.
     pub start_metrics: RunningMetrics,
@@ -103,6 +110,7 @@ impl Default for EpochOptions<'_> {
         EpochOptions {
             device: Device::Cpu,
             progress: true,
+            reporter: &ConsoleProgress,
             hooks: &SingleProcess,
             on_step: None,
             start_metrics: RunningMetrics::default(),
@@ -115,21 +123,39 @@ impl Default for EpochOptions<'_> {
 }
 
 impl<'a> EpochOptions<'a> {
+    /// Options for `device`: progress shown, a single process, no accumulation, float32.
     pub fn on(device: Device) -> Self {
         EpochOptions { device, ..Default::default() }
     }
+    /// No progress output.
     pub fn quiet(mut self) -> Self {
         self.progress = false;
         self
     }
+    /// Sends progress to `reporter` instead of the console.
+    pub fn reporter(mut self, reporter: &'a dyn ProgressReporter) -> Self {
+        self.reporter = reporter;
+        self
+    }
+    /// The progress of an epoch: `reporter` on the main rank when progress is on, else nothing.
+    fn begin_progress(&self, label: &str, total_batches: usize) -> Box<dyn EpochProgress> {
+        if self.progress && self.hooks.is_main() {
+            self.reporter.begin(label, total_batches)
+        } else {
+            Box::new(NoProgress)
+        }
+    }
+    /// Runs the steps through `hooks` (a `Ddp` for data-parallel training).
     pub fn hooks(mut self, hooks: &'a dyn StepHooks) -> Self {
         self.hooks = hooks;
         self
     }
+    /// Calls `f` after every optimizer step.
     pub fn on_step(mut self, f: OnStep<'a>) -> Self {
         self.on_step = Some(f);
         self
     }
+    /// Starts the epoch's sums from `m` (the part done before a resume).
     pub fn start_metrics(mut self, m: RunningMetrics) -> Self {
         self.start_metrics = m;
         self
@@ -175,10 +201,15 @@ impl EpochOptions<'_> {
 /// The result of an epoch. `loss` and `accuracy` are exact means over `samples`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EpochSummary {
+    /// Mean loss per sample.
     pub loss: f64,
+    /// Fraction of samples classified correctly (0 to 1).
     pub accuracy: f64,
+    /// Samples seen by all ranks (padding repeats excluded).
     pub samples: u64,
+    /// Wall-clock seconds of the epoch.
     pub seconds: f64,
+    /// Samples per second over all ranks.
     pub img_per_s: f64,
     /// Seconds each rank (in rank order) waited for its data loader during the epoch.
     pub data_wait_s: Vec<f64>,
@@ -231,7 +262,7 @@ pub fn train_epoch<D: Dataset + 'static>(
     opts: &EpochOptions,
 ) -> Result<EpochSummary> {
     let start = Instant::now();
-    let mut progress = Progress::new("train", loader.len(), opts.progress && opts.hooks.is_main());
+    let mut progress = opts.begin_progress("train", loader.len());
     let mut running = DeviceMetrics::new(opts.device, opts.start_metrics);
     let k = opts.accumulate;
     if k == 0 {
@@ -264,7 +295,7 @@ pub fn train_epoch<D: Dataset + 'static>(
         }
         opts.hooks.run_backward(&scaled, last_in_window)?;
         running.add_mean_loss(&loss, &logits, &y);
-        progress.advance(batch.len(), || running.read().loss());
+        progress.advance(batch.len(), &mut || running.read().loss());
         if last_in_window {
             match opts.grad_scaler {
                 Some(scaler) => drop(scaler.borrow_mut().step(optimizer)?),
@@ -293,7 +324,7 @@ pub fn evaluate<D: Dataset + 'static>(
 ) -> Result<EpochSummary> {
     let start = Instant::now();
     let classes = loader.dataset().classes().len();
-    let mut progress = Progress::new("eval", loader.len(), opts.progress && opts.hooks.is_main());
+    let mut progress = opts.begin_progress("eval", loader.len());
     let mut running = DeviceMetrics::new(opts.device, RunningMetrics::default());
     let (mut preds, mut truths) = (Vec::new(), Vec::new());
     let mut batches = Timed::new(loader.iter());
@@ -315,7 +346,7 @@ pub fn evaluate<D: Dataset + 'static>(
         // Predictions stay on the device until the epoch ends (one copy, not one per batch).
         preds.push(logits.argmax(1, false));
         truths.push(y);
-        progress.advance(batch.len(), || running.read().loss());
+        progress.advance(batch.len(), &mut || running.read().loss());
     }
     let local = running.read();
     let to_cpu = |t: Tensor| t.to_device(Device::Cpu);

@@ -6,7 +6,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::epoch::EpochSummary;
-use crate::{Error, Result};
+use crate::{Error, Result, WithPath};
 
 /// One epoch of training and validation. Accuracies are fractions in [0, 1].
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -59,28 +59,25 @@ impl EpochRecord {
 /// Appends `record` to the JSON-lines file at `path` (created if missing).
 pub fn append_record(path: &Path, record: &EpochRecord) -> Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        std::fs::create_dir_all(dir).with_path(dir)?;
     }
     let mut line =
         serde_json::to_string(record).map_err(|e| Error::InvalidArgument(e.to_string()))?;
     line.push('\n');
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map_err(|e| Error::io(path, e))?;
-    f.write_all(line.as_bytes()).map_err(|e| Error::io(path, e))
+    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path).with_path(path)?;
+    f.write_all(line.as_bytes()).with_path(path)
 }
 
 /// Reads every record of a metrics log; a malformed line is an error naming the line.
 pub fn read_records(path: &Path) -> Result<Vec<EpochRecord>> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let text = std::fs::read_to_string(path).with_path(path)?;
     text.lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
         .map(|(i, l)| {
-            serde_json::from_str(l)
-                .map_err(|e| Error::Dataset(format!("{}:{}: {e}", path.display(), i + 1)))
+            serde_json::from_str(l).map_err(|e| {
+                Error::parse(path, "metrics log (JSON lines)", format!("line {}: {e}", i + 1))
+            })
         })
         .collect()
 }

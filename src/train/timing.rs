@@ -68,12 +68,11 @@ mod tests {
 
     #[test]
     fn timed_counts_only_the_time_inside_next() {
-        let mut it = Timed::new((0..3).map(|i| {
+        let mut it = Timed::new((0..3).inspect(|_| {
             std::thread::sleep(Duration::from_millis(20));
-            i
         }));
         let mut outside = Duration::ZERO;
-        while let Some(_) = it.next() {
+        for _ in it.by_ref() {
             let t = Instant::now();
             std::thread::sleep(Duration::from_millis(30));
             outside += t.elapsed();

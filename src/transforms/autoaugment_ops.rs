@@ -232,8 +232,8 @@ fn rotate(img: &Image, degrees: f64) -> Image {
     let angle = degrees.rem_euclid(360.0);
     let square = img.width() == img.height();
     match angle {
-        a if a == 0.0 => return img.clone(),
-        a if a == 180.0 => return transpose(img, |x, y, w, h| (w - 1 - x, h - 1 - y)),
+        0.0 => return img.clone(),
+        180.0 => return transpose(img, |x, y, w, h| (w - 1 - x, h - 1 - y)),
         a if a == 90.0 && square => return transpose(img, |x, y, w, _| (w - 1 - y, x)),
         a if a == 270.0 && square => return transpose(img, |x, y, _, h| (y, h - 1 - x)),
         _ => {}

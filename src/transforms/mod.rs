@@ -73,17 +73,20 @@ impl<T: ImageTransform> Transform for T {
     }
 }
 
-/// `transforms.Compose([...])`: applies its transforms in order.
-#[derive(Debug, Default)]
+/// `transforms.Compose([...])`: applies its transforms in order. Cloning is cheap (the steps
+/// are shared), so one pipeline can serve several data sets.
+#[derive(Clone, Debug, Default)]
 pub struct Compose {
-    steps: Vec<Box<dyn Transform>>,
+    steps: std::sync::Arc<[Box<dyn Transform>]>,
 }
 
 impl Compose {
+    /// The pipeline of `steps`, applied first to last (see also [`compose!`](crate::compose)).
     pub fn new(steps: Vec<Box<dyn Transform>>) -> Compose {
-        Compose { steps }
+        Compose { steps: steps.into() }
     }
 
+    /// Applies every step to `input`, drawing random parameters from `rng`.
     pub fn apply(&self, input: Sample, rng: &mut AugRng) -> Result<Sample> {
         self.steps.iter().try_fold(input, |x, step| step.apply(x, rng))
     }
@@ -93,9 +96,11 @@ impl Compose {
         Ok(self.apply(Sample::Image(img), rng)?.into_tensor())
     }
 
+    /// The number of steps.
     pub fn len(&self) -> usize {
         self.steps.len()
     }
+    /// `true` for a pipeline without steps.
     pub fn is_empty(&self) -> bool {
         self.steps.is_empty()
     }

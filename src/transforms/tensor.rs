@@ -100,7 +100,7 @@ impl Transform for Normalize {
             }
         };
         let (mean, std) = (per_channel(&self.mean, "mean")?, per_channel(&self.std, "std")?);
-        if std.iter().any(|&s| s == 0.0) {
+        if std.contains(&0.0) {
             return Err(Error::InvalidArgument("Normalize: std must not be 0".into()));
         }
         let plane = t.height * t.width;

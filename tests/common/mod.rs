@@ -119,8 +119,7 @@ pub fn kill_rank_after_first_checkpoint(
         let has = std::fs::read_dir(checkpoints).is_ok_and(|d| {
             d.flatten().any(|e| e.file_name().to_string_lossy().starts_with("step-"))
         });
-        if let Some(pid) =
-            has.then(|| trainbook::notebook::launch::worker_pid(launcher.id(), rank)).flatten()
+        if let Some(pid) = has.then(|| trainbook::launch::worker_pid(launcher.id(), rank)).flatten()
         {
             assert!(Command::new("kill")
                 .args(["-9", &pid.to_string()])

@@ -1,50 +1,64 @@
-//! Launching the exported programs from a notebook: find (or build) an example binary, run it
-//! under torchrun with its output streamed into the cell, and kill one worker on purpose to
-//! watch fault tolerance at work.
+//! Launching programs as multi-process jobs (the exported notebooks, the examples) under
+//! torchrun, with their output streamed as it comes (into a notebook cell, or a terminal), and
+//! killing one worker on purpose to watch fault tolerance at work.
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::{Error, Result};
+use crate::programs::failed;
+use crate::Result;
 
-/// The repository trainbook was built from (its examples and data scripts live there).
-pub fn repo_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+/// The Cargo target directories of the project that contains `start` (or a parent of it):
+/// `$CARGO_TARGET_DIR` if set, else `target/` beside the nearest `Cargo.toml` going up.
+fn target_dirs(start: &Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> =
+        std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).into_iter().collect();
+    if let Some(project) = start.ancestors().find(|d| d.join("Cargo.toml").is_file()) {
+        dirs.push(project.join("target"));
+    }
+    dirs
 }
 
-/// The compiled example `name` (newest of target/release and target/debug); builds it in
-/// release mode first if neither exists.
+/// The compiled example `name` of the Cargo project the current directory belongs to (a
+/// notebook's folder inside it counts): the newest of `target/release/examples/NAME` and
+/// `target/debug/examples/NAME`. trainbook does not build it: an error says how.
+///
+/// ```no_run
+/// let exe = trainbook::launch::example_binary("mnist")?;
+/// let log = trainbook::launch::run_streaming(trainbook::launch::torchrun(2, 0, &exe, &[]))?;
+/// # Ok::<(), trainbook::Error>(())
+/// ```
 pub fn example_binary(name: &str) -> Result<PathBuf> {
-    let candidates =
-        ["release", "debug"].map(|p| repo_dir().join("target").join(p).join("examples").join(name));
-    let newest = candidates
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let targets = target_dirs(&cwd);
+    let newest = targets
         .iter()
-        .filter(|p| p.exists())
+        .flat_map(|t| ["release", "debug"].map(|p| t.join(p).join("examples").join(name)))
+        .filter(|p| p.is_file())
         .max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok());
-    if let Some(p) = newest {
-        return Ok(p.clone());
-    }
-    println!("building examples/{name}.rs (release) ...");
-    let status = Command::new("cargo")
-        .args(["build", "--release", "--example", name])
-        .current_dir(repo_dir())
-        .status()
-        .map_err(|e| Error::io("cargo", e))?;
-    if !status.success() {
-        return Err(Error::InvalidArgument(format!("cargo build --example {name} failed")));
-    }
-    Ok(candidates[0].clone())
+    newest.ok_or_else(|| {
+        let looked: Vec<String> = targets.iter().map(|t| t.display().to_string()).collect();
+        failed(
+            format!("examples/{name}"),
+            format!(
+                "not built (looked in {{release,debug}}/examples under {}): run `cargo build \
+                 --release --example {name}` in the project first",
+                if looked.is_empty() {
+                    "no Cargo project above the current directory".into()
+                } else {
+                    looked.join(", ")
+                }
+            ),
+        )
+    })
 }
 
 /// `torchrun --standalone --nproc-per-node=N [--max-restarts=R] --no-python PROGRAM ARGS...`,
-/// using the project's venv (`TRAINBOOK_VENV`) when set.
+/// with the torchrun [`crate::programs::torchrun`] finds.
 pub fn torchrun(nproc: usize, max_restarts: u32, program: &Path, args: &[&str]) -> Command {
-    let torchrun = std::env::var("TRAINBOOK_VENV")
-        .map(|v| Path::new(&v).join("bin/torchrun"))
-        .unwrap_or_else(|_| PathBuf::from("torchrun"));
-    let mut cmd = Command::new(torchrun);
+    let mut cmd = Command::new(crate::programs::torchrun());
     cmd.args([
         "--standalone",
         &format!("--nproc-per-node={nproc}"),
@@ -93,12 +107,13 @@ fn echo<R: Read + Send + 'static>(stream: R) -> JoinHandle<String> {
 }
 
 impl Job {
+    /// Starts `cmd` with its stdout and stderr echoed line by line.
     pub fn spawn(mut cmd: Command) -> Result<Job> {
         let mut child = cmd
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| Error::io(format!("{cmd:?}"), e))?;
+            .map_err(|e| failed(cmd.get_program(), format!("could not be started: {e}")))?;
         let echo = vec![
             echo(child.stdout.take().expect("piped")),
             echo(child.stderr.take().expect("piped")),
@@ -120,7 +135,7 @@ impl Job {
     ) -> Result<u32> {
         let start = Instant::now();
         while start.elapsed() < timeout {
-            if self.child.try_wait().map_err(|e| Error::io("launcher", e))?.is_some() {
+            if self.child.try_wait().map_err(|e| failed("launcher", e))?.is_some() {
                 break;
             }
             if ready() {
@@ -128,7 +143,7 @@ impl Job {
                     let ok = Command::new("kill")
                         .args(["-9", &pid.to_string()])
                         .status()
-                        .map_err(|e| Error::io("kill", e))?;
+                        .map_err(|e| failed("kill", e))?;
                     if ok.success() {
                         println!(">>> killed rank {rank} (pid {pid}) with SIGKILL");
                         return Ok(pid);
@@ -137,12 +152,18 @@ impl Job {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        Err(Error::InvalidArgument(format!("rank {rank} could not be killed within {timeout:?} (job ended or condition never held)")))
+        Err(failed(
+            "launcher",
+            format!(
+                "rank {rank} could not be killed within {timeout:?} (the job ended, or the \
+                 condition never held)"
+            ),
+        ))
     }
 
     /// Waits for the launcher to finish; returns its status and everything it printed.
     pub fn wait(mut self) -> Result<(ExitStatus, String)> {
-        let status = self.child.wait().map_err(|e| Error::io("launcher", e))?;
+        let status = self.child.wait().map_err(|e| failed("launcher", e))?;
         let text =
             self.echo.drain(..).map(|h| h.join().unwrap_or_default()).collect::<Vec<_>>().join("");
         Ok((status, text))
@@ -153,7 +174,7 @@ impl Job {
 pub fn run_streaming(cmd: Command) -> Result<String> {
     let (status, text) = Job::spawn(cmd)?.wait()?;
     if !status.success() {
-        return Err(Error::InvalidArgument(format!("the job failed ({status})")));
+        return Err(failed("the job", format!("failed ({status})")));
     }
     Ok(text)
 }

@@ -1,15 +1,70 @@
-//! Progress of a training or evaluation epoch that reads well everywhere: an `indicatif` bar in
-//! a terminal, and compact lines on stdout in Jupyter (evcxr shows no terminal bars), in logs
-//! and when stderr is redirected (torchrun, CI).
+//! Progress of training and evaluation epochs. The training loop reports through
+//! [`ProgressReporter`] (it knows nothing about terminals or notebooks); the default reporter,
+//! [`ConsoleProgress`], reads well everywhere: an `indicatif` bar in a terminal, and compact
+//! lines on stdout in Jupyter (evcxr shows no terminal bars), in logs and when stderr is
+//! redirected (torchrun, CI). Implement the trait to send progress elsewhere (a dashboard, a
+//! Ray report, a test's collector).
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::in_notebook;
+use crate::notebook::in_notebook;
 
 const BAR_TEMPLATE: &str =
     "{prefix:>6} [{bar:30}] {pos:>4}/{len:4} {elapsed_precise}<{eta_precise}  {msg}";
+
+/// Where the training loop reports the progress of each epoch (on the main rank only).
+pub trait ProgressReporter {
+    /// An epoch labelled `label` ("train", "eval") of `total_batches` batches (0 if unknown)
+    /// begins; the returned value receives its batches.
+    fn begin(&self, label: &str, total_batches: usize) -> Box<dyn EpochProgress>;
+}
+
+/// The progress of one epoch, as a [`ProgressReporter`] began it.
+pub trait EpochProgress {
+    /// One more batch of `batch_samples` samples is done. `mean_loss` reads the epoch's mean
+    /// loss so far from the device (a wait for the queued work): call it only when the loss
+    /// is shown, not for every batch.
+    fn advance(&mut self, batch_samples: usize, mean_loss: &mut dyn FnMut() -> f64);
+    /// The epoch is over; `summary` is its one-line result ("loss 0.2310  acc 93.10% ...").
+    fn finish(&mut self, summary: &str);
+}
+
+/// The default [`ProgressReporter`]: a [`Progress`] per epoch (a bar in a terminal, lines in
+/// notebooks and logs).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ConsoleProgress;
+
+impl ProgressReporter for ConsoleProgress {
+    fn begin(&self, label: &str, total_batches: usize) -> Box<dyn EpochProgress> {
+        Box::new(Progress::new(label, total_batches, true))
+    }
+}
+
+/// A reporter that shows nothing.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoProgress;
+
+impl ProgressReporter for NoProgress {
+    fn begin(&self, _label: &str, _total_batches: usize) -> Box<dyn EpochProgress> {
+        Box::new(NoProgress)
+    }
+}
+
+impl EpochProgress for NoProgress {
+    fn advance(&mut self, _batch_samples: usize, _mean_loss: &mut dyn FnMut() -> f64) {}
+    fn finish(&mut self, _summary: &str) {}
+}
+
+impl EpochProgress for Progress {
+    fn advance(&mut self, batch_samples: usize, mean_loss: &mut dyn FnMut() -> f64) {
+        Progress::advance(self, batch_samples, mean_loss)
+    }
+    fn finish(&mut self, summary: &str) {
+        Progress::finish(self, summary)
+    }
+}
 
 /// Batch-by-batch progress of one epoch; see [`Progress::new`].
 pub struct Progress {

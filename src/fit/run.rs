@@ -1,94 +1,40 @@
-//! `fit`: the whole training run the course writes by hand, in one call: data-parallel wrap,
-//! resume from the newest intact checkpoint, epochs of train/evaluate with an optional
+//! The training run behind [`Trainer::fit`](super::Trainer::fit): data-parallel wrap, resume
+//! from the newest intact checkpoint, epochs of train/evaluate with an optional
 //! ReduceLROnPlateau, step and epoch checkpoints (and the best model), and on rank 0 the
 //! metrics log, the curves and confusion matrix, and the final weights.
 use std::cell::RefCell;
-use std::path::PathBuf;
 
 use tch::nn::{ModuleT, VarStore};
 
-use crate::checkpoint::{Checkpointer, Policy, TrainState};
+use super::config::{FitConfig, FitReport};
+use crate::checkpoint::{Checkpointer, TrainState};
 use crate::data::{DataLoader, Dataset};
-use crate::dist::{Ddp, DdpOptions, Dist};
+use crate::dist::{Ddp, Dist};
 use crate::models::{save_safetensors, to_channels_last};
 use crate::notebook::{confusion_matrix_plot, loss_accuracy_curves};
 use crate::train::{
-    append_record, data_wait_note, evaluate, read_records, train_epoch, ConfusionMatrix,
-    CrossEntropyLoss, EpochOptions, EpochRecord, GradScaler, Optimizer, Precision,
-    ReduceLROnPlateau, RunningMetrics, StepInfo,
+    append_record, data_wait_note, evaluate, read_records, train_epoch, EpochOptions, EpochRecord,
+    GradScaler, Optimizer, Precision, ReduceLROnPlateau, RunningMetrics, StepInfo,
 };
 use crate::Result;
+use crate::WithPath;
 
-/// What [`fit`] does besides training.
-pub struct FitConfig {
-    pub epochs: u64,
-    /// Rank 0 writes metrics.jsonl, curves.png, confusion.png, model.safetensors here, and
-    /// checkpoints under `out/checkpoints`.
-    pub out: PathBuf,
-    pub policy: Policy,
-    /// Continue from the newest intact checkpoint in `out/checkpoints`, if any.
-    pub resume: bool,
-    /// Reduce the learning rate when the validation loss stops improving.
-    pub plateau: Option<ReduceLROnPlateau>,
-    pub seed: u64,
-    /// Recorded in every checkpoint manifest.
-    pub config: serde_json::Value,
-    /// Progress bars/lines (rank 0 only).
-    pub progress: bool,
-    /// Gradient accumulation: micro-batches per optimizer step (1: none). Checkpoints are
-    /// written only at the end of a window, so a resumed run never holds half a window.
-    pub accumulate: usize,
-    /// How the model is wrapped for data-parallel training.
-    pub ddp: DdpOptions,
-    /// Autocast for the forward pass (`Precision::F32`: none). `F16` trains with a
-    /// `GradScaler` (torch's defaults) whose state goes into the checkpoints.
-    pub precision: Precision,
-    /// Train in the channels_last memory format: the model's 4-D parameters are converted
-    /// before the data-parallel wrap and every batch is handed over in that layout.
-    pub channels_last: bool,
+/// The model's variables and forward pass, and the optimizer over them.
+pub(crate) struct Model<'a> {
+    pub vs: &'a mut VarStore,
+    pub net: &'a dyn ModuleT,
+    pub opt: &'a mut Optimizer,
 }
 
-impl Default for FitConfig {
-    /// One epoch into `runs/fit`, resuming if a checkpoint is there, checkpoints per
-    /// [`Policy::default`], progress shown, float32, no accumulation, default DDP options.
-    fn default() -> Self {
-        FitConfig {
-            epochs: 1,
-            out: PathBuf::from("runs/fit"),
-            policy: Policy::default(),
-            resume: true,
-            plateau: None,
-            seed: 0,
-            config: serde_json::Value::Null,
-            progress: true,
-            accumulate: 1,
-            ddp: DdpOptions::default(),
-            precision: Precision::F32,
-            channels_last: false,
-        }
-    }
-}
-
-/// The outcome of [`fit`] (the same on every rank).
-pub struct FitReport {
-    pub history: Vec<EpochRecord>,
-    pub confusion: Option<ConfusionMatrix>,
-    pub best_val_acc: Option<f64>,
-    /// Set when training continued from a checkpoint: (directory, epoch, batches done).
-    pub resumed_from: Option<(PathBuf, u64, u64)>,
-}
-
-#[allow(clippy::too_many_arguments)]
-pub fn fit<A: Dataset + 'static, B: Dataset + 'static>(
+pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
     dist: &Dist,
-    vs: &mut VarStore,
-    net: &dyn ModuleT,
-    opt: &mut Optimizer,
-    loss_fn: &CrossEntropyLoss,
+    cfg: &FitConfig,
+    model: Model,
     train: &mut DataLoader<A>,
     val: &mut DataLoader<B>,
-    cfg: FitConfig,
 ) -> Result<FitReport> {
+    let Model { vs, net, opt } = model;
+    let loss_fn = &cfg.loss;
     if cfg.channels_last {
         to_channels_last(vs);
     }
@@ -138,7 +84,7 @@ pub fn fit<A: Dataset + 'static, B: Dataset + 'static>(
         // Nothing to train: say so, and leave the finished run's files as they are.
         dist.println(format!(
             "{} holds a finished run ({start_epoch} of {} epochs done): nothing to train. To train again, start over without resuming \
-             (FitConfig::resume = false; --no-resume in the examples), choose another output folder (--out), or ask for more epochs (--epochs).",
+             (Trainer::resume(false); --no-resume in the examples), choose another output folder (--out), or ask for more epochs (--epochs).",
             cfg.out.display(),
             cfg.epochs
         ));
@@ -150,7 +96,7 @@ pub fn fit<A: Dataset + 'static, B: Dataset + 'static>(
         });
     }
     if dist.is_main() {
-        std::fs::create_dir_all(&cfg.out).map_err(|e| crate::Error::io(&cfg.out, e))?;
+        std::fs::create_dir_all(&cfg.out).with_path(&cfg.out)?;
         let _ = std::fs::remove_file(&log);
         history.iter().try_for_each(|r| append_record(&log, r))?;
     }

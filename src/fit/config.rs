@@ -1,0 +1,86 @@
+//! What a training run does besides training ([`FitConfig`]) and what it reports
+//! ([`FitReport`]).
+use std::path::PathBuf;
+
+use crate::checkpoint::Policy;
+use crate::dist::DdpOptions;
+use crate::train::{ConfusionMatrix, CrossEntropyLoss, EpochRecord, Precision, ReduceLROnPlateau};
+
+/// Every setting of a [`Trainer`](super::Trainer) run; the builder's methods set these fields
+/// one by one, and [`Trainer::with_config`](super::Trainer::with_config) takes them at once.
+#[derive(Clone, Debug)]
+pub struct FitConfig {
+    /// Epochs to train in all (a resumed run trains only the ones still missing).
+    pub epochs: u64,
+    /// Rank 0 writes metrics.jsonl, curves.png, confusion.png, model.safetensors here, and
+    /// checkpoints under `out/checkpoints`.
+    pub out: PathBuf,
+    /// When checkpoints are written and how many are kept.
+    pub policy: Policy,
+    /// Continue from the newest intact checkpoint in `out/checkpoints`, if any.
+    pub resume: bool,
+    /// Reduce the learning rate when the validation loss stops improving.
+    pub plateau: Option<ReduceLROnPlateau>,
+    /// Recorded in every checkpoint (the run's seed; seeding itself is up to the caller).
+    pub seed: u64,
+    /// Recorded in every checkpoint manifest (the run's hyper-parameters, for example).
+    pub config: serde_json::Value,
+    /// Progress bars/lines (rank 0 only).
+    pub progress: bool,
+    /// Gradient accumulation: micro-batches per optimizer step (1: none). Checkpoints are
+    /// written only at the end of a window, so a resumed run never holds half a window.
+    pub accumulate: usize,
+    /// How the model is wrapped for data-parallel training.
+    pub ddp: DdpOptions,
+    /// Autocast for the forward pass (`Precision::F32`: none). `F16` trains with a
+    /// `GradScaler` (torch's defaults) whose state goes into the checkpoints.
+    pub precision: Precision,
+    /// Train in the channels_last memory format: the model's 4-D parameters are converted
+    /// before the data-parallel wrap and every batch is handed over in that layout.
+    pub channels_last: bool,
+    /// The training and validation loss (`CrossEntropyLoss::new()`: torch's defaults).
+    pub loss: CrossEntropyLoss,
+}
+
+impl Default for FitConfig {
+    /// One epoch into `runs/fit`, resuming if a checkpoint is there, checkpoints per
+    /// [`Policy::default`], progress shown, float32, no accumulation, default DDP options,
+    /// plain cross-entropy.
+    fn default() -> Self {
+        FitConfig {
+            epochs: 1,
+            out: PathBuf::from("runs/fit"),
+            policy: Policy::default(),
+            resume: true,
+            plateau: None,
+            seed: 0,
+            config: serde_json::Value::Null,
+            progress: true,
+            accumulate: 1,
+            ddp: DdpOptions::default(),
+            precision: Precision::F32,
+            channels_last: false,
+            loss: CrossEntropyLoss::new(),
+        }
+    }
+}
+
+/// The outcome of [`Trainer::fit`](super::Trainer::fit), the same on every rank.
+#[derive(Debug)]
+pub struct FitReport {
+    /// One record per epoch trained so far (a resumed run includes the earlier epochs).
+    pub history: Vec<EpochRecord>,
+    /// The last validation epoch's confusion matrix (`None` if no epoch ran).
+    pub confusion: Option<ConfusionMatrix>,
+    /// The best validation accuracy seen (kept with the `best/` checkpoint).
+    pub best_val_acc: Option<f64>,
+    /// Set when training continued from a checkpoint: (directory, epoch, batches done).
+    pub resumed_from: Option<(PathBuf, u64, u64)>,
+}
+
+impl FitReport {
+    /// The last epoch's record, if any epoch ran.
+    pub fn last(&self) -> Option<&EpochRecord> {
+        self.history.last()
+    }
+}

@@ -1,0 +1,197 @@
+//! [`Trainer`]: the builder for a whole training run, with defaults for everything but the
+//! model, the optimizer and the data (in the spirit of Lightning's `Trainer` and burn's
+//! `Learner`).
+use std::path::PathBuf;
+
+use tch::nn::{ModuleT, VarStore};
+
+use super::config::{FitConfig, FitReport};
+use super::run::{run, Model};
+use crate::checkpoint::Policy;
+use crate::data::{DataLoader, Dataset};
+use crate::dist::{DdpOptions, Dist};
+use crate::train::{CrossEntropyLoss, Mode, Optimizer, Precision, ReduceLROnPlateau};
+use crate::Result;
+
+/// A training run on one rank of `dist` (a world of one without a launcher): resume from the
+/// newest intact checkpoint, epochs of training and validation, checkpoints, the metrics log,
+/// the curves, the confusion matrix and the final weights (rank 0 writes the files).
+///
+/// Defaults ([`FitConfig::default`]): 1 epoch into `runs/fit`, resume on, a checkpoint every
+/// epoch (the last 2 kept, plus `best/` by validation accuracy), progress shown, float32,
+/// plain cross-entropy, torch's DDP defaults.
+///
+/// # Example
+/// ```no_run
+/// use trainbook::prelude::*;
+///
+/// # fn main() -> trainbook::Result<()> {
+/// let dist = Dist::init()?;
+/// let root = std::path::Path::new("data/mnist");
+/// ensure_mnist(root)?;
+/// let tf = compose![ToTensor, Normalize::new(&[0.1307], &[0.3081])];
+/// let train = Mnist::new(root, true)?.with_transform(tf.clone());
+/// let test = Mnist::new(root, false)?.with_transform(tf);
+/// let mut train = DataLoader::new(train, 64).shuffle(true).distributed(&dist);
+/// let mut test = DataLoader::new(test, 1000).distributed(&dist);
+///
+/// let mut vs = VarStore::new(dist.device());
+/// let net = MnistNet::new(&vs.root());
+/// let mut opt = Optimizer::adam(&vs, 1e-3);
+/// let report = Trainer::new(&dist)
+///     .epochs(3)
+///     .out("runs/mnist")
+///     .checkpoint_every_steps(100)
+///     .fit(&mut vs, &net, &mut opt, &mut train, &mut test)?;
+/// println!("best accuracy {:?}", report.best_val_acc);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Trainer<'d> {
+    dist: &'d Dist,
+    cfg: FitConfig,
+}
+
+impl std::fmt::Debug for Trainer<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Trainer")
+            .field("rank", &self.dist.rank())
+            .field("world_size", &self.dist.world_size())
+            .field("config", &self.cfg)
+            .finish()
+    }
+}
+
+impl<'d> Trainer<'d> {
+    /// A run with the defaults of [`FitConfig::default`].
+    pub fn new(dist: &'d Dist) -> Self {
+        Self::with_config(dist, FitConfig::default())
+    }
+
+    /// A run with every setting given at once.
+    pub fn with_config(dist: &'d Dist, cfg: FitConfig) -> Self {
+        Trainer { dist, cfg }
+    }
+
+    /// The settings so far.
+    pub fn config(&self) -> &FitConfig {
+        &self.cfg
+    }
+
+    /// Epochs to train in all (a resumed run trains only the missing ones). Default 1.
+    pub fn epochs(mut self, epochs: u64) -> Self {
+        self.cfg.epochs = epochs;
+        self
+    }
+
+    /// Output folder (rank 0 writes its files there, checkpoints under `checkpoints/`).
+    /// Default `runs/fit`.
+    pub fn out(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.cfg.out = dir.into();
+        self
+    }
+
+    /// All checkpoint settings at once.
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.cfg.policy = policy;
+        self
+    }
+
+    /// A checkpoint at the end of every `n`-th epoch (0: none at epoch ends). Default 1.
+    pub fn checkpoint_every_epochs(mut self, n: u64) -> Self {
+        self.cfg.policy.every_epochs = (n > 0).then_some(n);
+        self
+    }
+
+    /// Also a checkpoint every `n` optimizer steps, mid-epoch too (0: none). Default none.
+    pub fn checkpoint_every_steps(mut self, n: u64) -> Self {
+        self.cfg.policy.every_steps = (n > 0).then_some(n);
+        self
+    }
+
+    /// How many step checkpoints to keep (older ones are deleted). Default 2.
+    pub fn keep_last(mut self, n: usize) -> Self {
+        self.cfg.policy.keep_last = n;
+        self
+    }
+
+    /// Keep `best/` by validation accuracy (`Some(Mode::Max)`, the default) or not (`None`).
+    pub fn keep_best(mut self, mode: Option<Mode>) -> Self {
+        self.cfg.policy.best = mode;
+        self
+    }
+
+    /// Continue from the newest intact checkpoint in `out/checkpoints` (default `true`).
+    pub fn resume(mut self, resume: bool) -> Self {
+        self.cfg.resume = resume;
+        self
+    }
+
+    /// Adjust the learning rate after each epoch by the validation loss.
+    pub fn plateau(mut self, scheduler: ReduceLROnPlateau) -> Self {
+        self.cfg.plateau = Some(scheduler);
+        self
+    }
+
+    /// The seed recorded in checkpoints (seeding itself is up to the caller). Default 0.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.cfg.seed = seed;
+        self
+    }
+
+    /// The run's settings as JSON, recorded in every checkpoint manifest.
+    pub fn record_config(mut self, config: serde_json::Value) -> Self {
+        self.cfg.config = config;
+        self
+    }
+
+    /// Progress bars or lines on rank 0 (default `true`).
+    pub fn progress(mut self, show: bool) -> Self {
+        self.cfg.progress = show;
+        self
+    }
+
+    /// Gradient accumulation: micro-batches per optimizer step (default 1: none).
+    pub fn accumulate(mut self, micro_batches: usize) -> Self {
+        self.cfg.accumulate = micro_batches;
+        self
+    }
+
+    /// How the model is wrapped for data-parallel training (torch's DDP options).
+    pub fn ddp(mut self, options: DdpOptions) -> Self {
+        self.cfg.ddp = options;
+        self
+    }
+
+    /// Autocast precision of the forward pass (default float32; `F16` adds a GradScaler).
+    pub fn precision(mut self, precision: Precision) -> Self {
+        self.cfg.precision = precision;
+        self
+    }
+
+    /// Train in the channels_last memory format (model and batches). Default `false`.
+    pub fn channels_last(mut self, on: bool) -> Self {
+        self.cfg.channels_last = on;
+        self
+    }
+
+    /// The loss (default `CrossEntropyLoss::new()`).
+    pub fn loss(mut self, loss: CrossEntropyLoss) -> Self {
+        self.cfg.loss = loss;
+        self
+    }
+
+    /// Trains `net` (its variables in `vs`, updated by `opt`) on `train`, validating on `val`
+    /// after every epoch. The model is wrapped for data parallelism first (rank 0's weights go
+    /// to every rank); returns the same report on every rank.
+    pub fn fit<A: Dataset + 'static, B: Dataset + 'static>(
+        &self,
+        vs: &mut VarStore,
+        net: &dyn ModuleT,
+        opt: &mut Optimizer,
+        train: &mut DataLoader<A>,
+        val: &mut DataLoader<B>,
+    ) -> Result<FitReport> {
+        run(self.dist, &self.cfg, Model { vs, net, opt }, train, val)
+    }
+}

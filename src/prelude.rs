@@ -1,0 +1,41 @@
+//! Everything a notebook or a training program usually needs, in one import:
+//!
+//! ```
+//! use trainbook::prelude::*;
+//!
+//! # fn main() -> trainbook::Result<()> {
+//! let dist = Dist::single(Device::Cpu);
+//! let vs = VarStore::new(dist.device());
+//! let net = MnistNet::new(&vs.root());
+//! let logits = net.forward_t(&Tensor::zeros([2, 1, 28, 28], (Kind::Float, Device::Cpu)), false);
+//! assert_eq!(logits.size(), [2, 10]);
+//! # Ok(()) }
+//! ```
+//!
+//! It brings the types of the course's steps (data, transforms, models, training, checkpoints,
+//! figures, the process group) and tch's `Tensor`, `Device`, `Kind`, `VarStore`, `ModuleT`.
+//! Less common items stay in their modules (`trainbook::dist::ProcessGroup`, ...).
+pub use crate::checkpoint::{Checkpointer, Policy};
+pub use crate::compose;
+pub use crate::data::{
+    ensure_designsafe, ensure_mnist, Batch, DataLoader, Dataset, DistributedSampler, ImageFolder,
+    Mnist, TensorDataset, MNIST_CLASSES,
+};
+pub use crate::dist::{Backend, Ddp, DdpOptions, Dist, DistOptions};
+pub use crate::fit::{FitConfig, FitReport, Trainer};
+pub use crate::models::{
+    freeze_backbone, load_safetensors, resnet34, resnet34_classifier, save_safetensors,
+    to_channels_last, Head, MnistNet, ResNet,
+};
+pub use crate::notebook::{confusion_matrix_plot, image_grid, loss_accuracy_curves, Figure};
+pub use crate::train::{
+    evaluate, read_records, train_epoch, ConfusionMatrix, CosineAnnealingLR, CrossEntropyLoss,
+    EpochOptions, EpochRecord, EpochSummary, Mode, Optimizer, Precision, ReduceLROnPlateau, StepLR,
+};
+pub use crate::transforms::{
+    aug_rng, AutoAugment, CenterCrop, Compose, Normalize, RandomHorizontalFlip, RandomResizedCrop,
+    Resize, ToTensor,
+};
+pub use crate::{Error, Result, WithPath};
+pub use tch::nn::{Module, ModuleT, VarStore};
+pub use tch::{Device, Kind, Tensor};
