@@ -62,6 +62,71 @@ def run_one(path, out_dir, cell_timeout):
     return failure
 
 
+INTERRUPT_CELLS = [
+    ':dep trainbook = { path = ".." }',
+    "use trainbook::prelude::*;\nlet marker = 41 + 1;",
+    # A run far longer than the check waits for; the interrupt must end it after a step.
+    """let dist = Dist::single(Device::Cpu);
+trainbook::tch::manual_seed(0);
+let x = Tensor::randn([2048, 1, 28, 28], (Kind::Float, Device::Cpu));
+let y = Tensor::randint(10, [2048], (Kind::Int64, Device::Cpu));
+let classes: Vec<String> = (0..10).map(|c| c.to_string()).collect();
+let mut train = DataLoader::new(TensorDataset::new(&x, &y, classes.clone())?, 8).num_workers(0);
+let mut val = DataLoader::new(TensorDataset::new(&x.narrow(0, 0, 64), &y.narrow(0, 0, 64), classes)?, 64);
+let mut vs = VarStore::new(Device::Cpu);
+let net = MnistNet::new(&vs.root());
+let mut opt = Optimizer::adam(&vs, 1e-3);
+let report = Trainer::new(&dist).epochs(1000).out("../target/tmp/kernel-interrupt").resume(false)
+    .fit(&mut vs, &net, &mut opt, &mut train, &mut val)?;
+println!("fit returned, interrupted by {:?}", report.interrupted.as_ref().map(|i| i.reason.as_str()));""",
+    'println!("marker {marker}, report kept: {}", report.interrupted.is_some());',
+]
+
+
+def check_interrupt(timeout=900):
+    """A kernel interrupt during `Trainer::fit` stops the run after a step, and the notebook's
+    variables (defined before and by the interrupted cell) survive. Returns None or a failure."""
+    from jupyter_client.manager import start_new_kernel
+
+    km, kc = start_new_kernel(kernel_name="trainbook", startup_timeout=120, cwd=str(ROOT / "notebooks"))
+    try:
+        def run(code, interrupt_on=None):
+            msg_id = kc.execute(code)
+            text, deadline, sent = "", time.monotonic() + timeout, False
+            while time.monotonic() < deadline:
+                try:
+                    msg = kc.get_iopub_msg(timeout=5)
+                except Exception:
+                    continue
+                if msg["parent_header"].get("msg_id") != msg_id:
+                    continue
+                kind, content = msg["msg_type"], msg["content"]
+                if kind == "stream":
+                    text += content["text"]
+                elif kind in ("error",):
+                    text += f"ERROR {content.get('ename')}: {content.get('evalue')}\n"
+                elif kind == "status" and content["execution_state"] == "idle":
+                    return text
+                if interrupt_on and not sent and interrupt_on in text:
+                    km.interrupt_kernel()
+                    sent = True
+            raise TimeoutError(f"no answer within {timeout} s; output so far:\n{text}")
+
+        outputs = [run(INTERRUPT_CELLS[0]), run(INTERRUPT_CELLS[1])]
+        outputs.append(run(INTERRUPT_CELLS[2], interrupt_on="train "))
+        outputs.append(run(INTERRUPT_CELLS[3]))
+        text = "".join(outputs)
+        if 'interrupted by Some("SIGINT")' not in outputs[2]:
+            return f"the interrupted run did not report SIGINT:\n{text[-3000:]}"
+        if "marker 42, report kept: true" not in outputs[3]:
+            return f"the kernel's variables did not survive the interrupt:\n{text[-3000:]}"
+        print(outputs[2].strip().splitlines()[-2] if len(outputs[2].strip().splitlines()) > 1 else outputs[2].strip())
+        return None
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("notebooks", nargs="*", type=pathlib.Path)
@@ -85,6 +150,14 @@ def main():
             passed += 1
             print(f"notebook {path.name}: ok in {seconds:.0f} s", flush=True)
     print(f"notebooks: {passed} passed, {failed} failed")
+    if failed == 0 and not args.notebooks:
+        start = time.monotonic()
+        failure = check_interrupt()
+        seconds = time.monotonic() - start
+        if failure:
+            print(f"kernel interrupt check: FAILED after {seconds:.0f} s\n{failure}", flush=True)
+            return 1
+        print(f"kernel interrupt check: ok in {seconds:.0f} s", flush=True)
     return 0 if failed == 0 else 1
 
 

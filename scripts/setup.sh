@@ -107,7 +107,7 @@ spec = {
     "argv": [os.path.join(root, "scripts", "trainbook-kernel"), evcxr, "--control_file", "{connection_file}"],
     "display_name": "Rust (trainbook)",
     "language": "rust",
-    "interrupt_mode": "message",
+    "interrupt_mode": "signal",
     "env": {
         "LIBTORCH": torch_dir,
         "LIBTORCH_CXX11_ABI": "1",

@@ -88,6 +88,11 @@ pub enum Error {
         message: String,
     },
 
+    /// A run was asked to stop (Ctrl-C, a stop file, `request_stop`) and stopped after a step;
+    /// `Trainer::fit` turns this into an `Ok` report with `interrupted` set.
+    #[error("interrupted: {0}")]
+    Interrupted(String),
+
     /// A data-loading worker thread died (a panic in a data set or transform).
     #[error("data loader: {0}")]
     Loader(String),

@@ -50,6 +50,8 @@ fn every_notebook_runs_headless() {
         .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "ipynb"))
         .count();
     assert!(stdout.contains(&format!("notebooks: {expected} passed, 0 failed")), "{stdout}");
+    // Then a kernel interrupt during `Trainer::fit`: the run stops after a step, variables stay.
+    assert!(stdout.contains("kernel interrupt check: ok"), "{stdout}");
 
     // The course notebooks show real plots: decode every inline PNG and check its size.
     for (name, min_pngs) in

@@ -75,6 +75,8 @@ pub struct Checkpointer {
     policy: Policy,
     best: Option<f64>,
     global_step: u64,
+    /// The step whose `step-*` was written last (so an interrupt does not write it twice).
+    last_saved_step: Option<u64>,
     background: bool,
     in_flight: Option<std::thread::JoinHandle<Result<PathBuf>>>,
 }
@@ -89,6 +91,7 @@ impl Checkpointer {
             policy,
             best: None,
             global_step: 0,
+            last_saved_step: None,
             background: false,
             in_flight: None,
         }
@@ -246,7 +249,21 @@ impl Checkpointer {
 
     fn save_step(&mut self, dist: &Dist, state: &TrainState) -> Result<PathBuf> {
         let name = format!("{STEP_PREFIX}{:09}", self.global_step);
+        self.last_saved_step = Some(self.global_step);
         self.save(dist, state, &name, true)
+    }
+
+    /// Writes `step-*` for the current step now, whatever the policy (a run that is being
+    /// interrupted); nothing new if `after_step` has just written this step.
+    pub fn save_now<'s>(
+        &mut self,
+        dist: &Dist,
+        state: impl FnOnce() -> TrainState<'s>,
+    ) -> Result<PathBuf> {
+        if self.last_saved_step == Some(self.global_step) {
+            return Ok(self.root.join(format!("{STEP_PREFIX}{:09}", self.global_step)));
+        }
+        self.save_step(dist, &state())
     }
 
     /// Writes one checkpoint: every rank contributes its RNG state, rank 0 writes (then prunes

@@ -2,6 +2,7 @@
 //! ([`FitReport`]).
 use std::path::PathBuf;
 
+use super::interrupt::Interruption;
 use crate::checkpoint::Policy;
 use crate::dist::DdpOptions;
 use crate::train::{ConfusionMatrix, CrossEntropyLoss, EpochRecord, Precision, ReduceLROnPlateau};
@@ -76,6 +77,9 @@ pub struct FitReport {
     pub best_val_acc: Option<f64>,
     /// Set when training continued from a checkpoint: (directory, epoch, batches done).
     pub resumed_from: Option<(PathBuf, u64, u64)>,
+    /// Set when the run was stopped early (Ctrl-C, `OUT/STOP`, `request_stop`): where, and
+    /// the checkpoint to resume from.
+    pub interrupted: Option<Interruption>,
 }
 
 impl FitReport {

@@ -1,8 +1,11 @@
 //! A whole training run in one call: [`Trainer`] (a builder with defaults for everything but
-//! the model, the optimizer and the data), its settings [`FitConfig`] and its [`FitReport`].
+//! the model, the optimizer and the data), its settings [`FitConfig`] and its [`FitReport`];
+//! a run stops cleanly on Ctrl-C or a stop file ([`interrupt`]).
 mod config;
+pub mod interrupt;
 mod run;
 mod trainer;
 
 pub use config::{FitConfig, FitReport};
+pub use interrupt::{request_stop, Interruption};
 pub use trainer::Trainer;

@@ -7,6 +7,7 @@ use std::cell::RefCell;
 use tch::nn::{ModuleT, VarStore};
 
 use super::config::{FitConfig, FitReport};
+use super::interrupt::{Interruption, StopWatch};
 use crate::checkpoint::{Checkpointer, TrainState};
 use crate::data::{DataLoader, Dataset};
 use crate::dist::{Ddp, Dist};
@@ -93,6 +94,7 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
             confusion: None,
             best_val_acc: ckpt.best_metric(),
             resumed_from,
+            interrupted: None,
         });
     }
     if dist.is_main() {
@@ -104,6 +106,8 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
         p.as_ref().map_or(serde_json::Value::Null, |p| serde_json::to_value(p).unwrap_or_default())
     };
     let ckpt = RefCell::new(ckpt);
+    let watch = RefCell::new(StopWatch::start(dist, &cfg.out));
+    let stopped: RefCell<Option<Interruption>> = RefCell::new(None);
     let scaler_state = || scaler.as_ref().map(|s| s.borrow().state());
     let mut confusion = None;
     for epoch in start_epoch..cfg.epochs {
@@ -122,7 +126,15 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
                 config: cfg.config.clone(),
                 grad_scaler: scaler_state(),
             };
-            ckpt.borrow_mut().after_step(dist, state).map(|_| ())
+            ckpt.borrow_mut().after_step(dist, &state)?;
+            if let Some(reason) = watch.borrow_mut().after_step(dist)? {
+                let checkpoint = ckpt.borrow_mut().save_now(dist, &state)?;
+                let batches_done = info.batches_done as u64;
+                let at = format!("epoch {}, {batches_done} batches done", epoch + 1);
+                *stopped.borrow_mut() = Some(Interruption { epoch, batches_done, checkpoint, reason });
+                return Err(crate::Error::Interrupted(at));
+            }
+            Ok(())
         };
         let mut opts = EpochOptions::on(dist.device())
             .hooks(&ddp)
@@ -134,7 +146,29 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
         if let Some(s) = &scaler {
             opts = opts.grad_scaler(s);
         }
-        let t = train_epoch(net, train, opt, loss_fn, &opts)?;
+        let t = match train_epoch(net, train, opt, loss_fn, &opts) {
+            Err(crate::Error::Interrupted(_)) if stopped.borrow().is_some() => {
+                // The checkpoint of the last step is complete before the run says where it is.
+                ckpt.borrow_mut().wait()?;
+                let stop = stopped.borrow_mut().take();
+                if let Some(s) = &stop {
+                    if dist.is_main() {
+                        let _ = std::fs::remove_file(watch.borrow().stop_file());
+                    }
+                    dist.println(format!(
+                        "interrupted ({}) in epoch {} after {} batches: checkpoint {}; run \
+                         again with resume on to continue from it",
+                        s.reason,
+                        s.epoch + 1,
+                        s.batches_done,
+                        s.checkpoint.display()
+                    ));
+                }
+                let best_val_acc = ckpt.borrow().best_metric();
+                return Ok(FitReport { history, confusion, best_val_acc, resumed_from, interrupted: stop });
+            }
+            other => other?,
+        };
         let v = evaluate(net, val, loss_fn, &opts)?;
         let lr_used = opt.lr();
         if let Some(p) = &mut plateau {
@@ -172,5 +206,5 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
         save_safetensors(vs, &cfg.out.join("model.safetensors"))?;
     }
     let best_val_acc = ckpt.borrow().best_metric();
-    Ok(FitReport { history, confusion, best_val_acc, resumed_from })
+    Ok(FitReport { history, confusion, best_val_acc, resumed_from, interrupted: None })
 }
