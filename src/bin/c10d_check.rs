@@ -1,6 +1,8 @@
 //! c10d-check: joins the process group its launcher describes (torchrun, srun, mpirun, the Ray
-//! and Dask launchers, or any spawner that sets RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT) and verifies all-reduce, broadcast, all-gather
-//! and barrier on Gloo. Run alone it forms a group of one. Exits non-zero on any mismatch.
+//! and Dask launchers, or any spawner that sets RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT) and
+//! verifies all-reduce, broadcast, all-gather and barrier on Gloo. Run alone it forms a group of
+//! one. Each wait is bounded by `TRAINBOOK_DIST_TIMEOUT` seconds (default 60). Prints one line
+//! per rank on success; exits non-zero on any error or mismatch.
 //!
 //!     torchrun --standalone --nproc-per-node=3 --no-python target/debug/c10d-check
 use std::process::ExitCode;

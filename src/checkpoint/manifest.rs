@@ -8,26 +8,39 @@ use crate::train::{GradScalerState, OptimizerMeta, RunningMetrics};
 
 /// Version of the layout written by this trainbook; newer versions are refused with a message.
 pub const FORMAT_VERSION: u32 = 1;
+/// File name of the manifest inside a checkpoint directory (written last).
 pub const MANIFEST: &str = "manifest.json";
+/// File name of the model's state dict (PyTorch names, safetensors; loadable with
+/// `safetensors.torch.load_file` and `model.load_state_dict`).
 pub const MODEL_FILE: &str = "model.safetensors";
+/// File name of the optimizer's state tensors (`<param>.exp_avg`, `<param>.momentum_buffer`,
+/// ...; safetensors).
 pub const OPTIMIZER_FILE: &str = "optimizer.safetensors";
 
+/// Size and checksum of one file of a checkpoint, checked when the checkpoint is opened.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileEntry {
+    /// Length of the file in bytes.
     pub bytes: u64,
+    /// CRC32 (IEEE, as zlib's `crc32`) of the file's bytes.
     pub crc32: u32,
 }
 
+/// The contents of `manifest.json`: where training stands, everything besides the tensors that
+/// a resume needs, and the size and checksum of each tensor file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
+    /// Layout version ([`FORMAT_VERSION`] when written by this trainbook).
     pub format_version: u32,
     /// The epoch in progress; `batches_done` of its batches are already trained.
     pub epoch: u64,
+    /// Batches of `epoch` already trained (0 at an epoch boundary).
     pub batches_done: u64,
     /// Optimizer steps since the start of training.
     pub global_step: u64,
     /// Per-sample metrics of the partial epoch (so a resumed epoch reports the same summary).
     pub epoch_metrics: RunningMetrics,
+    /// Number of ranks that wrote the checkpoint (one RNG state each).
     pub world_size: usize,
     /// Seed of the sampler/shuffle and of the augmentations.
     pub seed: u64,
@@ -39,6 +52,8 @@ pub struct Manifest {
     pub device_rng_states: Vec<String>,
     /// Best value of the monitored metric so far.
     pub best_metric: Option<f64>,
+    /// The optimizer's kind, learning rate and per-parameter step counts (its tensors are in
+    /// [`OPTIMIZER_FILE`]).
     pub optimizer: OptimizerMeta,
     /// The LR scheduler's state (its serde form).
     pub scheduler: serde_json::Value,
@@ -48,6 +63,7 @@ pub struct Manifest {
     /// checkpoints).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grad_scaler: Option<GradScalerState>,
+    /// Every tensor file of the checkpoint by name, with its size and CRC32.
     pub files: BTreeMap<String, FileEntry>,
 }
 

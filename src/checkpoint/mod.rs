@@ -2,8 +2,9 @@
 //! optimizer state) plus a JSON manifest (position in training, every rank's RNG state,
 //! scheduler state, best metric, config, file checksums), written atomically by rank 0 while
 //! the other ranks wait, or (with [`Checkpointer::background`]) snapshotted to host memory and
-//! written by a background thread while training goes on (torch's `async_save`); `latest` skips damaged checkpoints and says why; `restore` puts model,
-//! optimizer, RNG and data position back so training continues on the identical trajectory.
+//! written by a background thread while training goes on (torch's `async_save`); `latest` skips
+//! damaged checkpoints and says why; `restore` puts model, optimizer, RNG and data position back
+//! so training continues on the identical trajectory.
 mod manifest;
 mod store;
 
@@ -20,16 +21,18 @@ use crate::models::{from_safetensors_bytes, load_state_dict, save_tensors_file, 
 use crate::train::{GradScalerState, Mode, Optimizer, RunningMetrics};
 use crate::{Error, Result, WithPath};
 
-/// When to write checkpoints.
+/// When to write checkpoints. The default writes `step-*` after every epoch, keeps the last
+/// 2, and keeps `best/` for the highest monitored metric (accuracy).
 #[derive(Clone, Debug)]
 pub struct Policy {
-    /// Write `step-*` at the end of every N-th epoch.
+    /// Write `step-*` at the end of every N-th epoch (default `Some(1)`; `None` or 0: never).
     pub every_epochs: Option<u64>,
-    /// Write `step-*` every N optimizer steps (mid-epoch too).
+    /// Write `step-*` every N optimizer steps, mid-epoch too (default `None`: never).
     pub every_steps: Option<u64>,
-    /// How many `step-*` checkpoints to keep (older ones are deleted).
+    /// How many `step-*` checkpoints to keep; older ones are deleted (default 2, at least 1).
     pub keep_last: usize,
-    /// Keep `best/` by the monitored metric (max for accuracy, min for loss).
+    /// Keep `best/` by the monitored metric: [`Mode::Max`] for accuracy (the default),
+    /// [`Mode::Min`] for a loss; `None`: no `best/`.
     pub best: Option<Mode>,
 }
 
@@ -39,17 +42,27 @@ impl Default for Policy {
     }
 }
 
-/// Borrowed view of the training state a checkpoint captures.
+/// Borrowed view of the training state a checkpoint captures (built by the caller at each
+/// save; [`Checkpointer::after_step`] builds it only when it saves).
 pub struct TrainState<'a> {
+    /// The model's variables, saved as `model.safetensors` with PyTorch's names.
     pub vs: &'a VarStore,
+    /// The optimizer, whose state goes to `optimizer.safetensors` (its step counts and learning
+    /// rate to the manifest).
     pub optimizer: &'a Optimizer,
+    /// The LR scheduler's state in its serde form (`serde_json::to_value(&scheduler)`), or
+    /// `Value::Null` without one; handed back in [`ResumePoint::scheduler`].
     pub scheduler: serde_json::Value,
-    /// Epoch in progress and how many of its batches are done (0 at an epoch boundary);
-    /// `epoch_metrics` are this rank's sums for the partial epoch.
+    /// The epoch in progress, 0-based (at the end of an epoch: the next one).
     pub epoch: u64,
+    /// Batches of `epoch` already trained (0 at an epoch boundary).
     pub batches_done: u64,
+    /// This rank's running sums for the partial epoch; the checkpoint stores their sum over
+    /// all ranks.
     pub epoch_metrics: RunningMetrics,
+    /// The run's seed (sampler shuffle and augmentations), recorded in the manifest.
     pub seed: u64,
+    /// The run's configuration (flags, hyper-parameters), recorded in the manifest as is.
     pub config: serde_json::Value,
     /// The loss scaler's state when training in float16 with a `GradScaler`.
     pub grad_scaler: Option<GradScalerState>,
@@ -58,18 +71,68 @@ pub struct TrainState<'a> {
 /// Where to continue after [`Checkpointer::restore`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct ResumePoint {
+    /// The epoch to continue (the one in progress when the checkpoint was written).
     pub epoch: u64,
+    /// Batches of `epoch` already trained: skip them (`DataLoader::skip_batches`).
     pub batches_done: u64,
+    /// Optimizer steps taken since the start of training.
     pub global_step: u64,
+    /// Running sums of the partial epoch, over all ranks, on rank 0; zero on the other ranks
+    /// (so that summing over ranks again gives the right total).
     pub epoch_metrics: RunningMetrics,
+    /// The LR scheduler's state as saved in [`TrainState::scheduler`]
+    /// (`serde_json::from_value` it back).
     pub scheduler: serde_json::Value,
+    /// Best value of the monitored metric so far (`None` before the first evaluation).
     pub best_metric: Option<f64>,
+    /// The checkpoint directory restored from.
     pub dir: PathBuf,
     /// The loss scaler's state, if the checkpoint holds one.
     pub grad_scaler: Option<GradScalerState>,
 }
 
-/// Writes checkpoints per a [`Policy`] and finds the newest intact one to resume from.
+/// Writes checkpoints per a [`Policy`] and finds the newest intact one to resume from. Every
+/// rank creates one with the same root and calls the same methods (saving is collective:
+/// each rank contributes its RNG state; rank 0 writes). Layout under the root:
+/// `step-<global step, 9 digits>/` and `best/`, each holding `manifest.json`,
+/// `model.safetensors` and `optimizer.safetensors`.
+///
+/// # Example
+///
+/// ```no_run
+/// # fn main() -> trainbook::Result<()> {
+/// use tch::nn::VarStore;
+/// use trainbook::checkpoint::{Checkpointer, Policy, TrainState};
+/// use trainbook::dist::Dist;
+/// use trainbook::models::MnistNet;
+/// use trainbook::train::{Optimizer, RunningMetrics};
+/// let dist = Dist::init()?;
+/// let mut vs = VarStore::new(dist.device());
+/// let _net = MnistNet::new(&vs.root());
+/// let mut opt = Optimizer::sgd(&vs, 0.01, 0.9);
+/// let mut ckpt = Checkpointer::new("checkpoints", Policy::default());
+/// let mut first_epoch = 0;
+/// if let Some(found) = ckpt.latest(&dist)? {
+///     first_epoch = ckpt.restore(&found, &dist, &mut vs, &mut opt)?.epoch;
+/// }
+/// for epoch in first_epoch..10 {
+///     // ... train the epoch, calling `ckpt.after_step` after each optimizer step ...
+///     let val_accuracy = 0.9;
+///     let state = TrainState {
+///         vs: &vs,
+///         optimizer: &opt,
+///         scheduler: serde_json::Value::Null,
+///         epoch: epoch + 1,
+///         batches_done: 0,
+///         epoch_metrics: RunningMetrics::default(),
+///         seed: 0,
+///         config: serde_json::Value::Null,
+///         grad_scaler: None,
+///     };
+///     ckpt.after_epoch(&dist, &state, epoch, Some(val_accuracy))?;
+/// }
+/// # Ok(()) }
+/// ```
 pub struct Checkpointer {
     root: PathBuf,
     policy: Policy,
@@ -82,9 +145,12 @@ pub struct Checkpointer {
 }
 
 const STEP_PREFIX: &str = "step-";
+/// Name of the directory under the root that holds the best checkpoint so far.
 pub const BEST_DIR: &str = "best";
 
 impl Checkpointer {
+    /// A checkpointer writing under `root` (created at the first save) per `policy`, with
+    /// foreground writes. Nothing is read until [`latest`](Self::latest).
     pub fn new(root: impl AsRef<Path>, policy: Policy) -> Checkpointer {
         Checkpointer {
             root: root.as_ref().to_path_buf(),
@@ -117,18 +183,25 @@ impl Checkpointer {
         }
     }
 
+    /// The directory holding the checkpoints.
     pub fn root(&self) -> &Path {
         &self.root
     }
+    /// Optimizer steps counted by [`after_step`](Self::after_step) (restored by `restore`);
+    /// it names the `step-*` directories.
     pub fn global_step(&self) -> u64 {
         self.global_step
     }
+    /// Best monitored value seen by [`after_epoch`](Self::after_epoch) (or restored); `None`
+    /// before the first.
     pub fn best_metric(&self) -> Option<f64> {
         self.best
     }
 
-    /// The newest intact `step-*` checkpoint; damaged ones are reported on stderr (file and
-    /// reason) and skipped. `None` (with a message) when there is nothing to resume from.
+    /// The newest intact `step-*` checkpoint (highest global step); damaged ones are reported on
+    /// stderr by rank 0 (file and reason) and skipped. `None` (with a message) when there is
+    /// nothing to resume from, a missing root included. Errors: [`Error::Io`] when the root
+    /// cannot be listed.
     pub fn latest(&self, dist: &Dist) -> Result<Option<Checkpoint>> {
         let report = scan(&self.root, STEP_PREFIX)?;
         if dist.is_main() {
@@ -145,7 +218,12 @@ impl Checkpointer {
         Ok(report.valid.into_iter().next())
     }
 
-    /// Restores model, optimizer and this rank's RNG from `ckpt`; returns where to continue.
+    /// Restores model, optimizer and this rank's RNG (CPU, and CUDA on a GPU) from `ckpt`, and
+    /// this checkpointer's step count and best metric; returns where to continue. With another
+    /// world size than the checkpoint's, the RNG states are not restored (a note is printed).
+    /// Errors: [`Error::Io`] for unreadable files, [`Error::Checkpoint`] when the model's
+    /// names or shapes differ from the checkpoint's, [`Error::InvalidArgument`] when the
+    /// optimizer's kind or parameters differ.
     pub fn restore(
         &mut self,
         ckpt: &Checkpoint,

@@ -9,14 +9,18 @@ use crate::{Error, Result, WithPath};
 /// A checkpoint on disk whose manifest and files were checked.
 #[derive(Clone, Debug)]
 pub struct Checkpoint {
+    /// The checkpoint's directory (e.g. `checkpoints/step-000001200`).
     pub dir: PathBuf,
+    /// Its parsed `manifest.json`.
     pub manifest: Manifest,
 }
 
 /// What [`scan`] found: intact checkpoints (newest first) and damaged ones with the reason.
 #[derive(Debug, Default)]
 pub struct ScanReport {
+    /// Intact checkpoints, highest global step first.
     pub valid: Vec<Checkpoint>,
+    /// Damaged or unreadable checkpoint directories with the reason, sorted by path.
     pub invalid: Vec<(PathBuf, String)>,
 }
 
@@ -35,7 +39,9 @@ pub type FileWriter<'a> = Box<dyn FnOnce(&Path) -> Result<()> + 'a>;
 
 /// Writes `files` (each by its writer) and the manifest as `root/name`, atomically: a reader
 /// sees either the whole checkpoint or none of it. An existing checkpoint of the same name is
-/// replaced.
+/// replaced. `manifest.files` is filled in here (size and CRC32 of each file). Errors: the
+/// writers' errors, and [`Error::Io`] naming the path that could not be written; nothing is
+/// left behind on failure.
 pub fn write_checkpoint(
     root: &Path,
     name: &str,
@@ -94,6 +100,7 @@ pub(crate) fn map_file(path: &Path) -> std::io::Result<memmap2::Mmap> {
 
 /// Reads and checks one checkpoint directory: manifest present and parseable, format not
 /// newer than this trainbook, every listed file present with the right size and CRC32.
+/// Errors: [`Error::Checkpoint`] saying which check failed.
 pub fn open_checkpoint(dir: &Path) -> Result<Checkpoint> {
     let bad = |why: String| Error::Checkpoint(format!("checkpoint {}: {why}", dir.display()));
     let manifest_path = dir.join(MANIFEST);
@@ -123,7 +130,8 @@ pub fn open_checkpoint(dir: &Path) -> Result<Checkpoint> {
 }
 
 /// Every checkpoint directory under `root` whose name starts with `prefix`, checked; valid
-/// ones newest first (by global step).
+/// ones newest first (by global step). A missing `root` is an empty report; errors:
+/// [`Error::Io`] when `root` cannot be listed.
 pub fn scan(root: &Path, prefix: &str) -> Result<ScanReport> {
     let mut report = ScanReport::default();
     let entries = match std::fs::read_dir(root) {

@@ -3,14 +3,21 @@ use crate::transforms::{AugRng, TensorImage};
 use crate::Result;
 
 /// A map-style data set, like `torch.utils.data.Dataset` with `__len__` and `__getitem__`.
-/// `rng` is the augmentation stream of this sample in this epoch (see `transforms::aug_rng`).
+/// `rng` is the augmentation stream of this sample in this epoch (see
+/// [`aug_rng`](crate::transforms::aug_rng)). Loader threads call it concurrently, hence
+/// `Send + Sync`.
 pub trait Dataset: Send + Sync {
+    /// Number of samples (`len(dataset)`).
     fn len(&self) -> usize;
+    /// Whether there are no samples.
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// Sample `index` (`dataset[index]`): the transformed CHW float image and its label.
+    /// Errors: an index out of range, or a file that cannot be read or decoded.
     fn get(&self, index: usize, rng: &mut AugRng) -> Result<(TensorImage, i64)>;
     /// The label of sample `index` without loading the image (for class counts and splits).
+    /// The data sets of this crate panic for an index out of range.
     fn label(&self, index: usize) -> i64;
     /// Class names, index = label.
     fn classes(&self) -> Vec<String>;

@@ -13,6 +13,33 @@ use crate::{Error, Result, WithPath};
 pub const IMG_EXTENSIONS: [&str; 9] =
     [".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp"];
 
+/// `torchvision.datasets.ImageFolder(root, transform)`: images in `root/<class>/**/<file>`,
+/// labelled by the index of their class folder in sorted order. Sample order, class indices
+/// and accepted extensions ([`IMG_EXTENSIONS`]) are torchvision's. Images are decoded to RGB
+/// when a sample is read, then go through the transform (default: `ToTensor` only).
+///
+/// # Example
+///
+/// ```no_run
+/// # fn main() -> trainbook::Result<()> {
+/// use trainbook::compose;
+/// use trainbook::data::{DataLoader, Dataset, ImageFolder};
+/// use trainbook::transforms::{Normalize, RandomHorizontalFlip, RandomResizedCrop, ToTensor};
+/// // data/train/cat/0001.jpg, data/train/dog/0002.png, ...
+/// let train = ImageFolder::new("data/train")?.skip_unreadable().with_transform(compose![
+///     RandomResizedCrop::new(224),
+///     RandomHorizontalFlip::default(),
+///     ToTensor,
+///     Normalize::imagenet(),
+/// ]);
+/// println!("{} images, classes {:?}", train.len(), train.classes());
+/// let mut loader = DataLoader::new(train, 32).shuffle(true);
+/// for batch in loader.iter() {
+///     let batch = batch?; // images [32, 3, 224, 224], labels [32]
+///     println!("{:?}", batch.images.size());
+/// }
+/// # Ok(()) }
+/// ```
 pub struct ImageFolder {
     root: PathBuf,
     classes: Vec<String>,
@@ -56,7 +83,9 @@ fn walk_sorted(dir: &Path, out: &mut BTreeMap<String, Vec<String>>) -> Result<()
 }
 
 impl ImageFolder {
-    /// Scans `root`. Errors: a missing root, no class folders, or a class without images.
+    /// Scans `root` (following symbolic links); no image is read yet. Errors: [`Error::Io`] for
+    /// a missing or unreadable root, [`Error::Dataset`] for no class folders or a class folder
+    /// without images.
     pub fn new(root: impl AsRef<Path>) -> Result<ImageFolder> {
         let root = root.as_ref().to_path_buf();
         let mut classes: Vec<String> = std::fs::read_dir(&root)
@@ -135,6 +164,7 @@ impl ImageFolder {
         self
     }
 
+    /// The directory given to [`new`](Self::new).
     pub fn root(&self) -> &Path {
         &self.root
     }

@@ -21,6 +21,30 @@ pub const MNIST_CLASSES: [&str; 10] = [
     "9 - nine",
 ];
 
+/// `torchvision.datasets.MNIST(root, train, transform)` read from the four IDX files (plain or
+/// `.gz`) in `root` or torchvision's `root/MNIST/raw`: 28x28 grey images with labels 0-9
+/// (60,000 for training, 10,000 for testing). The whole set is held in memory; the transform
+/// (default: `ToTensor` only) runs when a sample is read. [`ensure_mnist`](super::ensure_mnist)
+/// fetches or builds the files.
+///
+/// # Example
+///
+/// ```no_run
+/// # fn main() -> trainbook::Result<()> {
+/// use trainbook::compose;
+/// use trainbook::data::{DataLoader, Dataset, Mnist};
+/// use trainbook::transforms::{Normalize, ToTensor};
+/// // data/train-images-idx3-ubyte.gz, data/train-labels-idx1-ubyte.gz, ...
+/// let train = Mnist::new("data", true)?
+///     .with_transform(compose![ToTensor, Normalize::new(&[0.1307], &[0.3081])]);
+/// println!("{} training images", train.len());
+/// let mut loader = DataLoader::new(train, 64).shuffle(true).seed(1);
+/// for batch in loader.iter() {
+///     let batch = batch?; // images [64, 1, 28, 28], labels [64]
+///     println!("{:?}", batch.images.size());
+/// }
+/// # Ok(()) }
+/// ```
 pub struct Mnist {
     images: Vec<u8>,
     labels: Vec<u8>,
@@ -95,7 +119,10 @@ fn read_idx(path: &Path, magic: u32) -> Result<(Vec<usize>, Vec<u8>)> {
 }
 
 impl Mnist {
-    /// `datasets.MNIST(root, train=...)`: the training files (`train-*`) or the test files (`t10k-*`).
+    /// `datasets.MNIST(root, train=...)`: the training files (`train-*`) or the test files
+    /// (`t10k-*`). Errors: [`Error::Dataset`] when a file is missing (with how to get it) or
+    /// malformed (magic number, size, labels outside 0-9); [`Error::Io`] when it cannot be
+    /// read.
     pub fn new(root: impl AsRef<Path>, train: bool) -> Result<Mnist> {
         let root = root.as_ref();
         let prefix = if train { "train" } else { "t10k" };
@@ -121,7 +148,11 @@ impl Mnist {
         self
     }
 
-    /// The grey image of sample `index`.
+    /// The grey image of sample `index`, before any transform (for showing samples).
+    ///
+    /// # Panics
+    ///
+    /// When `index >= self.len()`.
     pub fn image(&self, index: usize) -> Image {
         let n = self.rows * self.cols;
         Image::from_raw(

@@ -6,6 +6,8 @@ use super::Dataset;
 use crate::transforms::{AugRng, TensorImage};
 use crate::{Error, Result};
 
+/// In-memory images and labels, like `torch.utils.data.TensorDataset(images, labels)`: sample
+/// `i` is `images[i]` (no transform, `rng` unused) with label `labels[i]`.
 pub struct TensorDataset {
     images: Vec<f32>,
     shape: [usize; 3],
@@ -14,7 +16,9 @@ pub struct TensorDataset {
 }
 
 impl TensorDataset {
-    /// Copies `images` (`[N, C, H, W]`, any float kind) and `labels` (`[N]`) to host memory.
+    /// Copies `images` (`[N, C, H, W]`, any kind, stored as float32) and `labels` (`[N]`, any
+    /// integer kind) to host memory; `classes` are the class names, index = label. Errors:
+    /// [`Error::InvalidArgument`] for other shapes.
     pub fn new(images: &Tensor, labels: &Tensor, classes: Vec<String>) -> Result<TensorDataset> {
         let size = images.size();
         if size.len() != 4 || labels.size() != [size[0]] {

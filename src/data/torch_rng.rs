@@ -21,6 +21,8 @@ pub struct TorchGenerator {
 }
 
 impl TorchGenerator {
+    /// A generator in the state of `torch.Generator().manual_seed(seed)`; only the low 32 bits
+    /// of `seed` count, as in ATen.
     pub fn new(seed: u64) -> Self {
         let mut state = [0u32; N];
         state[0] = seed as u32; // ATen keeps only the low 32 bits

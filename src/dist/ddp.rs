@@ -61,7 +61,12 @@ impl Default for DdpOptions {
     }
 }
 
-/// A model held by a `VarStore`, wrapped for data-parallel training over `dist`'s group.
+/// A model held by a `VarStore`, wrapped for data-parallel training over `dist`'s group:
+/// torch's `DistributedDataParallel(model)`. Call [`before_forward`](Self::before_forward)
+/// before each forward pass and [`backward`](Self::backward) instead of `loss.backward()`
+/// (or hand it to `train_epoch` as its `StepHooks`). In a world of one it exchanges nothing.
+///
+/// # Example
 ///
 /// ```no_run
 /// # fn main() -> trainbook::Result<()> {
@@ -74,7 +79,8 @@ impl Default for DdpOptions {
 /// let net = MnistNet::new(&vs.root());
 /// let ddp = Ddp::wrap(&vs, &dist)?; // every rank now holds rank 0's weights
 /// let mut opt = Optimizer::adam(&vs, 1e-3);
-/// let (x, y) = (tch::Tensor::randn([8, 1, 28, 28], tch::kind::FLOAT_CPU), tch::Tensor::zeros([8], tch::kind::INT64_CPU));
+/// let x = tch::Tensor::randn([8, 1, 28, 28], (tch::Kind::Float, dist.device()));
+/// let y = tch::Tensor::zeros([8], (tch::Kind::Int64, dist.device()));
 /// ddp.before_forward()?;
 /// let loss = CrossEntropyLoss::new().mean(&net.forward_t(&x, true), &y);
 /// opt.zero_grad();
@@ -123,11 +129,17 @@ fn buffers_in_module_order(vs: &VarStore, params: &[(String, Tensor)]) -> Vec<(S
 impl<'a> Ddp<'a> {
     /// Wraps the model held by `vs` with torch's default options: makes every rank start from
     /// rank 0's weights and buffers, and hooks the parameters for gradient averaging.
+    /// Create the optimizer on `vs` as usual; wrap before the first step.
+    ///
+    /// Errors: [`Error::Dist`] when the ranks hold different parameter lists (count, shapes)
+    /// or a collective fails; [`Error::InvalidArgument`] when the model has no trainable
+    /// parameter (in a group).
     pub fn wrap(vs: &VarStore, dist: &'a Dist) -> Result<Ddp<'a>> {
         Ddp::wrap_with(vs, dist, DdpOptions::default())
     }
 
-    /// [`Ddp::wrap`] with explicit options.
+    /// [`Ddp::wrap`] with explicit options (errors as `wrap`, and
+    /// [`Error::InvalidArgument`] for a `bucket_cap_mb` that is not a positive number).
     pub fn wrap_with(vs: &VarStore, dist: &'a Dist, opts: DdpOptions) -> Result<Ddp<'a>> {
         if let Some(mb) = opts.bucket_cap_mb.filter(|mb| !(*mb > 0.0 && mb.is_finite())) {
             return Err(Error::InvalidArgument(format!(

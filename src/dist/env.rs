@@ -42,15 +42,26 @@ impl fmt::Display for Launcher {
     }
 }
 
-/// What the launcher tells each worker process about its place in the job.
+/// What the launcher tells each worker process about its place in the job, normalised from
+/// torchrun's, MPI's or Slurm's variables. Invariants checked when read: `rank < world_size`
+/// and `local_rank < local_world_size`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LaunchEnv {
+    /// Which launcher set the variables.
     pub launcher: Launcher,
+    /// Global rank, 0-based (`RANK`, `OMPI_COMM_WORLD_RANK`, `PMI_RANK` or `SLURM_PROCID`).
     pub rank: usize,
+    /// Rank among the processes on this node (`LOCAL_RANK`, ...): picks the GPU. Defaults to
+    /// `rank` when the launcher does not say.
     pub local_rank: usize,
+    /// Number of processes in the job (`WORLD_SIZE`, ...).
     pub world_size: usize,
+    /// Number of processes on this node (`LOCAL_WORLD_SIZE`, ...); defaults to `world_size`.
     pub local_world_size: usize,
+    /// Host of the rendezvous TCPStore (`MASTER_ADDR`, or the launcher-specific default).
     pub master_addr: String,
+    /// Port of the rendezvous TCPStore (`MASTER_PORT`; else 29500 + `SLURM_JOB_ID % 1000` under
+    /// Slurm and [`DEFAULT_MASTER_PORT`](super::DEFAULT_MASTER_PORT) under MPI).
     pub master_port: u16,
     /// `TORCHELASTIC_USE_AGENT_STORE=True`: torchrun's agent hosts the TCPStore and every
     /// rank (rank 0 included) connects to it as a client.
@@ -134,7 +145,9 @@ pub(super) fn check_ranks(e: &LaunchEnv, names: [&str; 4]) -> Result<()> {
 }
 
 impl LaunchEnv {
-    /// Reads the process environment; `Ok(None)` when no launcher is recognised.
+    /// Reads the process environment; `Ok(None)` when no launcher is recognised. Errors:
+    /// [`Error::DistEnv`] naming the variable that is missing or malformed (e.g. `RANK` set
+    /// without `WORLD_SIZE`, `RANK=3` with `WORLD_SIZE=2`, a bad `MASTER_PORT`).
     pub fn from_env() -> Result<Option<LaunchEnv>> {
         let vars: HashMap<String, String> = std::env::vars().collect();
         Self::from_map(&vars)

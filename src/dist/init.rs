@@ -1,7 +1,8 @@
 //! `Dist`: the whole distributed surface in one small object. `Dist::init()` reads the
 //! launcher's environment (torchrun, Slurm's srun, mpirun/mpiexec, trainbook's Ray and Dask
-//! launchers, or anything that sets RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT), joins the group, and picks the device; without a launcher it is a world
-//! of one where every collective is a no-op, so the same program runs alone or distributed.
+//! launchers, or anything that sets RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT), joins the group,
+//! and picks the device; without a launcher it is a world of one where every collective is a
+//! no-op, so the same program runs alone or distributed.
 use std::fmt::Display;
 use std::time::Duration;
 
@@ -17,12 +18,15 @@ pub struct DistOptions {
     pub device: Option<Device>,
     /// `None`: NCCL for CUDA, Gloo for the CPU.
     pub backend: Option<Backend>,
-    /// Bound on every wait (joining, collectives). Default 120 s, or `TRAINBOOK_DIST_TIMEOUT` seconds.
+    /// Bound on every wait (joining the group, each collective), like `init_process_group`'s
+    /// `timeout`. Default 120 s, or `TRAINBOOK_DIST_TIMEOUT` seconds when that is set.
     pub timeout: Duration,
 }
 
 impl DistOptions {
     /// Parses a `--device` value: `auto` (CUDA `LOCAL_RANK` if available, else CPU), `cpu`, `cuda`.
+    /// `cuda` means this rank's GPU: [`Dist::init_with`] replaces the index by `LOCAL_RANK`'s.
+    /// Any other name is an [`Error::InvalidArgument`].
     pub fn with_device_name(mut self, name: &str) -> Result<DistOptions> {
         self.device = match name {
             "auto" => None,
@@ -48,6 +52,27 @@ impl Default for DistOptions {
     }
 }
 
+/// One process's place in the job: its rank, the c10d process group it joined (when the world
+/// has more than one rank) and the device it trains on: what
+/// `torch.distributed.init_process_group(backend, init_method="env://")` sets up, plus
+/// torchrun scripts' usual `torch.device("cuda", LOCAL_RANK)`. In a world of one there is no
+/// group and every collective returns at once, so the same program runs alone, in a notebook,
+/// or under a launcher.
+///
+/// Dropping it leaves the group without waiting for the other ranks; [`Dist::destroy`] waits.
+///
+/// # Example
+///
+/// ```no_run
+/// # fn main() -> trainbook::Result<()> {
+/// use trainbook::dist::Dist;
+/// // `torchrun --nproc-per-node=2 --no-python ./train`, or `./train` alone (a world of one)
+/// let dist = Dist::init()?;
+/// dist.println(format!("{} on {:?}", dist.describe(), dist.device()));
+/// // ... build the model on `dist.device()`, wrap it in `Ddp`, shard the data by rank ...
+/// dist.destroy()?;
+/// # Ok(()) }
+/// ```
 pub struct Dist {
     env: Option<LaunchEnv>,
     pg: Option<ProcessGroup>,
@@ -55,11 +80,37 @@ pub struct Dist {
 }
 
 impl Dist {
-    /// Joins the job described by the environment, with default options.
+    /// Joins the job described by the environment with [`DistOptions::default`]: reads the
+    /// launcher's variables, picks the device (CUDA `LOCAL_RANK` when available, else the CPU)
+    /// and, when the world size is above 1, joins a NCCL (CUDA) or Gloo (CPU) group.
+    /// Errors as [`Dist::init_with`].
     pub fn init() -> Result<Dist> {
         Dist::init_with(DistOptions::default())
     }
 
+    /// Joins the job described by the environment with explicit options, blocking until every
+    /// rank has joined (at most `opts.timeout`). The device is CUDA `LOCAL_RANK % device_count`
+    /// when CUDA is available and `opts.device` is `None` or a CUDA device, else `opts.device`
+    /// (or the CPU). Launcher warnings (e.g. a Slurm batch script run without `srun`) are printed
+    /// on stderr.
+    ///
+    /// Errors: [`Error::DistEnv`] when the launcher's variables are missing or inconsistent,
+    /// CUDA was requested but is not available, or NCCL was requested in a build without the
+    /// `cuda` feature; [`Error::Dist`] when the TCPStore or the group cannot be joined in time.
+    ///
+    /// ```no_run
+    /// # fn main() -> trainbook::Result<()> {
+    /// use std::time::Duration;
+    /// use trainbook::dist::{Backend, Dist, DistOptions};
+    /// let opts = DistOptions {
+    ///     backend: Some(Backend::Gloo),
+    ///     timeout: Duration::from_secs(30),
+    ///     ..DistOptions::default()
+    /// };
+    /// let dist = Dist::init_with(opts.with_device_name("cpu")?)?;
+    /// assert_eq!(dist.device(), tch::Device::Cpu);
+    /// # Ok(()) }
+    /// ```
     pub fn init_with(opts: DistOptions) -> Result<Dist> {
         let env = LaunchEnv::from_env()?;
         for warning in env.iter().flat_map(|e| &e.warnings) {
@@ -92,17 +143,23 @@ impl Dist {
         Ok(Dist { env: Some(env), pg: Some(pg), device })
     }
 
-    /// A world of one on `device` (no launcher, no store).
+    /// A world of one on `device` (no launcher, no store, no group), whatever the environment
+    /// says: for notebooks and tests that must not join a job.
     pub fn single(device: Device) -> Dist {
         Dist { env: None, pg: None, device }
     }
 
+    /// This process's global rank, 0-based (`torch.distributed.get_rank()`; 0 in a world of
+    /// one).
     pub fn rank(&self) -> usize {
         self.pg.as_ref().map_or(0, |p| p.rank())
     }
+    /// Number of ranks in the job (`torch.distributed.get_world_size()`; 1 in a world of one).
     pub fn world_size(&self) -> usize {
         self.pg.as_ref().map_or(1, |p| p.size())
     }
+    /// This process's rank among those on its node (`LOCAL_RANK`), which picks its GPU; 0 in a
+    /// world of one.
     pub fn local_rank(&self) -> usize {
         self.env.as_ref().map_or(0, |e| e.local_rank)
     }
@@ -110,16 +167,23 @@ impl Dist {
     pub fn is_main(&self) -> bool {
         self.rank() == 0
     }
+    /// Whether a process group was joined, i.e. the world size is above 1 (unlike
+    /// `torch.distributed.is_initialized()`, false for a launched job of one rank).
     pub fn is_distributed(&self) -> bool {
         self.pg.is_some()
     }
+    /// The device this rank trains on, chosen at init: create the model's `VarStore` and move
+    /// the batches there.
     pub fn device(&self) -> Device {
         self.device
     }
+    /// The process group's backend (`torch.distributed.get_backend()`); `None` in a world of
+    /// one.
     pub fn backend(&self) -> Option<Backend> {
         self.pg.as_ref().map(|p| p.backend())
     }
-    /// The launcher recognised from the environment (`None`: a world of one without one).
+    /// The launcher recognised from the environment; `None` in a world of one (also a launched
+    /// job of one rank).
     pub fn launcher(&self) -> Option<Launcher> {
         self.env.as_ref().map(|e| e.launcher)
     }
@@ -130,9 +194,13 @@ impl Dist {
             None => "1 rank (no launcher)".into(),
         }
     }
+    /// The launcher's variables as read at init (ranks, store address, restart count); `None`
+    /// in a world of one.
     pub fn launch_env(&self) -> Option<&LaunchEnv> {
         self.env.as_ref()
     }
+    /// The c10d group, for what `Dist` does not wrap (asynchronous collectives,
+    /// `broadcast_coalesced`); `None` in a world of one.
     pub fn process_group(&self) -> Option<&ProcessGroup> {
         self.pg.as_ref()
     }
@@ -144,18 +212,24 @@ impl Dist {
         }
     }
 
+    /// Blocks until every rank has called it (`torch.distributed.barrier()`); returns at once in
+    /// a world of one. Errors: [`Error::Dist`] when a peer is gone or the timeout passes.
     pub fn barrier(&self) -> Result<()> {
         self.pg.as_ref().map_or(Ok(()), |p| p.barrier())
     }
-    /// In-place sum over all ranks (identity for a world of one).
+    /// In-place sum of `t` over all ranks (`dist.all_reduce(t, op=ReduceOp.SUM)`; identity for a
+    /// world of one). `t` must be on this rank's device for NCCL.
     pub fn all_reduce_sum(&self, t: &Tensor) -> Result<()> {
         self.pg.as_ref().map_or(Ok(()), |p| p.all_reduce_sum(t))
     }
-    /// Overwrites `t` with rank `root`'s copy.
+    /// Overwrites `t` with rank `root`'s copy (`dist.broadcast(t, src=root)`); a no-op in a
+    /// world of one. Errors: [`Error::InvalidArgument`] when `root` is not below the world size,
+    /// [`Error::Dist`] when the collective fails.
     pub fn broadcast(&self, t: &Tensor, root: usize) -> Result<()> {
         self.pg.as_ref().map_or(Ok(()), |p| p.broadcast(t, root))
     }
-    /// Every rank's `t`, in rank order.
+    /// Every rank's `t`, in rank order (`dist.all_gather`); `t` must have the same shape and
+    /// kind on every rank. A world of one returns `[t]`.
     pub fn all_gather(&self, t: &Tensor) -> Result<Vec<Tensor>> {
         match &self.pg {
             Some(p) => p.all_gather(t),
@@ -182,7 +256,8 @@ impl Dist {
         Ok(Tensor::cat(&pieces, 0))
     }
 
-    /// Sums f64 values over all ranks.
+    /// Sums f64 values element-wise over all ranks (through a float64 tensor on the device);
+    /// a world of one returns them unchanged.
     pub fn sum_f64(&self, values: &[f64]) -> Result<Vec<f64>> {
         let t = Tensor::from_slice(values).to_kind(Kind::Double).to_device(self.device);
         self.all_reduce_sum(&t)?;

@@ -52,7 +52,12 @@ impl std::fmt::Display for Backend {
     }
 }
 
-/// A group of `size` ranks that run collectives together. Create one per process.
+/// A c10d process group (`ProcessGroupGloo` or `ProcessGroupNCCL`, what
+/// `torch.distributed.new_group` returns): `size` ranks that run collectives together, one
+/// object per process. Usually reached through [`Dist`](super::Dist), which creates it. Every
+/// collective is bounded by the group's [`timeout`](Self::timeout); a failure (a peer gone, a
+/// timeout, tensors that differ between ranks) is an [`Error::Dist`] naming the operation.
+/// Collectives run in place on the given tensors: CPU tensors for Gloo, CUDA tensors for NCCL.
 pub struct ProcessGroup {
     raw: *mut ffi::TbPg,
     rank: usize,
@@ -67,7 +72,9 @@ pub struct ProcessGroup {
 unsafe impl Send for ProcessGroup {}
 unsafe impl Sync for ProcessGroup {}
 
-/// An in-flight collective. Wait on it before reading the tensors it writes.
+/// An in-flight collective (c10d's `Work`, what `async_op=True` returns). Wait on it before
+/// reading the tensors it writes; it keeps them alive until then. Dropping it without waiting
+/// does not cancel the operation.
 #[must_use = "a collective's result is only valid after wait()"]
 pub struct Work {
     raw: *mut ffi::TbWork,
@@ -97,6 +104,10 @@ impl Drop for Work {
 
 impl ProcessGroup {
     /// Creates the group; blocks until all `size` ranks joined through `store` (or `timeout`).
+    /// For PyTorch ranks to join the same group, scope `store` as torch does (see
+    /// [`default_group_store`](super::default_group_store)). Errors:
+    /// [`Error::InvalidArgument`] when `rank >= size`; [`Error::Dist`] when the group cannot be
+    /// created (NCCL in a build without the `cuda` feature, peers missing at the timeout).
     pub fn new(
         store: Store,
         backend: Backend,
@@ -135,15 +146,19 @@ impl ProcessGroup {
         Ok(ProcessGroup { raw, rank, size, backend, timeout, _store: store })
     }
 
+    /// This process's rank in the group, 0-based (`pg.rank()`).
     pub fn rank(&self) -> usize {
         self.rank
     }
+    /// Number of ranks in the group (`pg.size()`).
     pub fn size(&self) -> usize {
         self.size
     }
+    /// Gloo or NCCL.
     pub fn backend(&self) -> Backend {
         self.backend
     }
+    /// The bound on joining and on every collective, as given to [`ProcessGroup::new`].
     pub fn timeout(&self) -> Duration {
         self.timeout
     }

@@ -5,7 +5,10 @@ use std::time::Duration;
 use super::ffi;
 use crate::{Error, Result};
 
-/// A c10d store (a `TCPStore`, or a `PrefixStore` view of one). Cheap to share between threads.
+/// A c10d key-value store (a `TCPStore`, or a `PrefixStore` view of one), as
+/// `torch.distributed.TCPStore`: the rendezvous through which ranks exchange addresses before
+/// a process group exists. `Send + Sync`; every call is bounded by the timeout given to
+/// [`Store::tcp`]. Keys are strings without NUL bytes, values arbitrary bytes.
 pub struct Store {
     raw: *mut ffi::TbStore,
     description: String,
@@ -21,9 +24,12 @@ fn c_string(what: &str, value: &str) -> Result<CString> {
 }
 
 impl Store {
-    /// Connects to (or, with `is_server`, hosts) a `TCPStore` at `host:port`.
-    /// With `num_workers` (the world size, given on every rank as torch does) each client
-    /// announces itself and the server waits until all have joined.
+    /// Connects to (or, with `is_server`, hosts) a `TCPStore` at `host:port`, like
+    /// `TCPStore(host, port, world_size, is_master, timeout)`. With `num_workers` (the world
+    /// size, given on every rank as torch does) each client announces itself and the server
+    /// waits until all have joined. Errors: [`Error::Dist`] when the port cannot be bound, the
+    /// server cannot be reached, or the workers do not all join within `timeout`;
+    /// [`Error::InvalidArgument`] for a host containing a NUL byte.
     pub fn tcp(
         host: &str,
         port: u16,
@@ -61,6 +67,8 @@ impl Store {
         Ok(Store { raw, description: format!("{} (prefix {prefix:?})", self.description) })
     }
 
+    /// Sets `key` to `value`, replacing any previous value (`store.set(key, value)`); waiters
+    /// in [`get`](Self::get) on other ranks wake up.
     pub fn set(&self, key: &str, value: &[u8]) -> Result<()> {
         let c_key = c_string("key", key)?;
         // SAFETY: key and value are valid for the call.
@@ -69,7 +77,8 @@ impl Store {
         ffi::check(&format!("store set {key:?} on {}", self.description), err)
     }
 
-    /// Blocks until `key` is set by some rank (up to the store's timeout) and returns its value.
+    /// Blocks until `key` is set by some rank (up to the store's timeout) and returns its value
+    /// (`store.get(key)`); a timeout is an [`Error::Dist`] naming the key.
     pub fn get(&self, key: &str) -> Result<Vec<u8>> {
         let c_key = c_string("key", key)?;
         let mut ptr = std::ptr::null_mut();
@@ -85,7 +94,8 @@ impl Store {
         Ok(bytes)
     }
 
-    /// Atomically adds `delta` to the integer at `key` and returns the new value.
+    /// Atomically adds `delta` to the integer at `key` (0 when unset) and returns the new value
+    /// (`store.add(key, delta)`), e.g. to count the ranks that reached a point.
     pub fn add(&self, key: &str, delta: i64) -> Result<i64> {
         let c_key = c_string("key", key)?;
         let mut out = 0i64;
@@ -99,6 +109,7 @@ impl Store {
         self.raw
     }
 
+    /// What this store is, for messages: `TCPStore host:port`, followed by its prefixes.
     pub fn description(&self) -> &str {
         &self.description
     }

@@ -5,6 +5,26 @@ use super::layers::{conv2d, linear};
 use tch::nn::{self, ModuleT};
 use tch::Tensor;
 
+/// PyTorch's MNIST example network (`examples/mnist/main.py`'s `Net`): `conv1` 1->32 (3x3),
+/// ReLU, `conv2` 32->64 (3x3), ReLU, 2x2 max-pool, dropout 0.25, `fc1` 9216->128, ReLU,
+/// dropout 0.5, `fc2` 128->10. Takes `[N, 1, 28, 28]` images and returns `[N, 10]` logits
+/// (no softmax: pair it with [`CrossEntropyLoss`](crate::train::CrossEntropyLoss)).
+/// `forward_t(x, train)` applies dropout only when `train` is true.
+///
+/// # Example
+///
+/// ```no_run
+/// # fn main() -> trainbook::Result<()> {
+/// use tch::nn::{ModuleT, VarStore};
+/// use tch::{Device, Kind, Tensor};
+/// use trainbook::models::MnistNet;
+/// let vs = VarStore::new(Device::Cpu);
+/// let net = MnistNet::new(&vs.root());
+/// let images = Tensor::zeros([64, 1, 28, 28], (Kind::Float, Device::Cpu));
+/// let logits = net.forward_t(&images, false);
+/// assert_eq!(logits.size(), [64, 10]);
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 pub struct MnistNet {
     conv1: nn::Conv2D,
@@ -14,7 +34,9 @@ pub struct MnistNet {
 }
 
 impl MnistNet {
-    /// Registers the parameters under `path` (usually `vs.root()`).
+    /// Registers the parameters under `path` (usually `vs.root()`), initialised as tch's
+    /// layers do (drawn from tch's seeded generator: `tch::manual_seed` first for repeatable
+    /// weights).
     pub fn new(path: &nn::Path) -> MnistNet {
         MnistNet {
             conv1: conv2d(&(path / "conv1"), 1, 32, 3, Default::default()),

@@ -76,6 +76,35 @@ pub enum Head {
     Mlp(nn::Linear, nn::Linear),
 }
 
+/// torchvision's ResNet built from basic blocks (`torchvision.models.resnet34`), with the same
+/// parameter and buffer names, so torchvision's weights load into it (saved as safetensors)
+/// and its weights load into torchvision. Takes `[N, 3, H, W]` images (224x224 for ImageNet
+/// weights, normalised with [`Normalize::imagenet`](crate::transforms::Normalize::imagenet))
+/// and returns `[N, classes]` logits; `forward_t(x, train)` uses batch statistics in
+/// BatchNorm (and updates the running ones) only when `train` is true. Build it with
+/// [`resnet34`] or [`resnet34_classifier`].
+///
+/// # Example
+///
+/// Fine-tuning from torchvision's ImageNet weights (exported from PyTorch with
+/// `safetensors.torch.save_file(torchvision.models.resnet34(weights="DEFAULT").state_dict(), f)`):
+///
+/// ```no_run
+/// # fn main() -> trainbook::Result<()> {
+/// use std::path::Path;
+/// use tch::nn::{ModuleT, VarStore};
+/// use tch::{Device, Kind, Tensor};
+/// use trainbook::models::{freeze_backbone, load_safetensors, resnet34_classifier};
+/// let mut vs = VarStore::new(Device::Cpu);
+/// let model = resnet34_classifier(&vs.root(), 3);
+/// // Not strict: the file's `fc.weight`/`fc.bias` do not fit the new head, which stays random.
+/// let report = load_safetensors(&mut vs, Path::new("resnet34.safetensors"), false)?;
+/// println!("new head: {:?}", report.missing);
+/// freeze_backbone(&vs, true); // train only `fc.*`
+/// let images = Tensor::zeros([2, 3, 224, 224], (Kind::Float, Device::Cpu));
+/// assert_eq!(model.forward_t(&images, false).size(), [2, 3]);
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 pub struct ResNet {
     conv1: nn::Conv2D,
@@ -87,11 +116,28 @@ pub struct ResNet {
 /// Which head [`resnet34`] builds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HeadKind {
+    /// torchvision's `fc = Linear(512, classes)` (parameters `fc.weight`, `fc.bias`).
     Linear,
+    /// The course's `fc = Sequential(Linear(512, 512), ReLU, Linear(512, classes))`
+    /// (parameters `fc.0.*`, `fc.2.*`).
     Mlp,
 }
 
-/// ResNet34 (blocks 3, 4, 6, 3) with `classes` outputs and the given head, under `path`.
+/// ResNet34 (basic blocks 3, 4, 6, 3) with `classes` outputs and the given head, under `path`
+/// (usually `vs.root()`): `torchvision.models.resnet34(num_classes=classes)` for
+/// [`HeadKind::Linear`]. Convolutions are initialised as torchvision's (Kaiming normal,
+/// fan-out, ReLU), BatchNorm as tch's `batch_norm2d` (weight uniform in [0, 1), bias 0), the
+/// head as `torch.nn.Linear`.
+///
+/// ```no_run
+/// use tch::nn::{ModuleT, VarStore};
+/// use tch::{Device, Kind, Tensor};
+/// use trainbook::models::{resnet34, HeadKind};
+/// let vs = VarStore::new(Device::Cpu);
+/// let model = resnet34(&vs.root(), 1000, HeadKind::Linear);
+/// let images = Tensor::zeros([2, 3, 224, 224], (Kind::Float, Device::Cpu));
+/// assert_eq!(model.forward_t(&images, true).size(), [2, 1000]);
+/// ```
 pub fn resnet34(path: &nn::Path, classes: i64, head: HeadKind) -> ResNet {
     // The stem first: parameters are created in torchvision's order (DDP's buckets follow it).
     let (conv1, bn1) = (conv(path / "conv1", 3, 64, 7, 2, 3), bn(path / "bn1", 64));

@@ -11,15 +11,21 @@ use tch::{Device, Kind, Tensor};
 
 use crate::{Error, Result, WithPath};
 
-/// What a load matched: names loaded, in the model but not the file, in the file but not the model.
+/// What a load matched, like the `missing_keys`/`unexpected_keys` that PyTorch's
+/// `load_state_dict(strict=False)` returns (`num_batches_tracked` is never listed).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LoadReport {
+    /// Names copied into the model, in the file's order.
     pub loaded: Vec<String>,
+    /// Names of model variables the file does not hold (left as they were), sorted.
     pub missing: Vec<String>,
+    /// Names in the file that the model does not have (ignored), in the file's order.
     pub unexpected: Vec<String>,
 }
 
-/// Converts a safetensors view to a CPU tensor of its own dtype.
+/// Converts a safetensors view to a CPU tensor of its own dtype (a copy). Errors:
+/// [`Error::InvalidArgument`] naming `name` for dtypes other than F32, F64, F16, BF16, I64,
+/// I32 and U8.
 pub fn tensor_from_view(name: &str, view: &TensorView<'_>) -> Result<Tensor> {
     let kind = match view.dtype() {
         Dtype::F32 => Kind::Float,
@@ -102,7 +108,9 @@ fn with_views<T>(
     f(views)
 }
 
-/// Serialises named tensors (any device) to safetensors bytes.
+/// Serialises named tensors (any device) to safetensors bytes, with optional `__metadata__`
+/// (what `safetensors.torch.save` produces). Errors: [`Error::InvalidArgument`] for a dtype
+/// safetensors cannot hold here (not F32, F64, F16, BF16, I64, I32 or U8).
 pub fn to_safetensors_bytes(
     tensors: &[(String, Tensor)],
     metadata: Option<std::collections::HashMap<String, String>>,
@@ -124,7 +132,8 @@ pub fn save_tensors_file(tensors: &[(String, Tensor)], path: &Path) -> Result<()
     })
 }
 
-/// Reads every tensor of a safetensors buffer (CPU), in file order.
+/// Reads every tensor of a safetensors buffer (CPU copies), in file order; `origin` names the
+/// source in errors ([`Error::Dataset`] when the bytes are not safetensors).
 pub fn from_safetensors_bytes(bytes: &[u8], origin: &Path) -> Result<Vec<(String, Tensor)>> {
     let st =
         SafeTensors::deserialize(bytes).map_err(|e| Error::parse(origin, "safetensors file", e))?;
@@ -147,7 +156,8 @@ pub fn state_dict(vs: &VarStore) -> Vec<(String, Tensor)> {
     out
 }
 
-/// Saves the model's state dict to `path` (safetensors).
+/// Saves the model's state dict ([`state_dict`]) to `path` as safetensors, creating parent
+/// directories: PyTorch loads it with `model.load_state_dict(safetensors.torch.load_file(path))`.
 pub fn save_safetensors(vs: &VarStore, path: &Path) -> Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_path(dir)?;

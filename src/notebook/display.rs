@@ -7,12 +7,16 @@ use base64::Engine;
 /// Kinds of rich content a notebook cell can show.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mime {
+    /// A PNG picture (`image/png`), sent base64-encoded.
     Png,
+    /// An SVG picture (`image/svg+xml`), sent as text.
     Svg,
+    /// An HTML fragment (`text/html`), sent as text.
     Html,
 }
 
 impl Mime {
+    /// The MIME type string evcxr expects: `image/png`, `image/svg+xml` or `text/html`.
     pub fn as_str(self) -> &'static str {
         match self {
             Mime::Png => "image/png",
@@ -43,7 +47,8 @@ pub fn write_content(out: &mut impl Write, mime: Mime, bytes: &[u8]) -> std::io:
 }
 
 /// Shows `bytes` inline when running in a notebook and returns whether it did; outside a
-/// notebook nothing is printed (callers save a file instead).
+/// notebook nothing is printed (callers save a file instead). Errors: writing to stdout
+/// failed.
 pub fn display_bytes(mime: Mime, bytes: &[u8]) -> std::io::Result<bool> {
     if !in_notebook() {
         return Ok(false);

@@ -8,9 +8,13 @@ use tch::{Kind, Tensor};
 use super::plot::{ensure_font, fit_text, plot_err, render, Figure};
 use crate::{Error, Result};
 
-/// Images `[N, C, H, W]` (C = 1 or 3, floats in [0, 1], clamped) in a grid of `columns`
-/// columns, each with its title above it. Small images are enlarged (nearest neighbour) so
-/// each is at least about 96 px.
+/// Images `[N, C, H, W]` (C = 1 or 3, floats in [0, 1], clamped; any device) in a grid of
+/// `columns` columns, each with its title above it (like a matplotlib `subplots` grid of
+/// `imshow`s). Small images are enlarged (nearest neighbour) so each is at least about 96 px.
+/// Pass images before `Normalize`, or undo it first.
+///
+/// Errors: [`Error::InvalidArgument`] for another shape, no images, a title count other than
+/// N, or 0 columns; [`Error::Plot`] when no font is found or drawing fails.
 pub fn image_grid(images: &Tensor, titles: &[String], columns: usize) -> Result<Figure> {
     let size = images.size();
     let &[n, c, h, w] = size.as_slice() else {

@@ -24,7 +24,9 @@ const FONT_PATHS: &[&str] = &[
     "/usr/share/fonts/dejavu-sans-fonts/DejaVuSans.ttf",
 ];
 
-/// A rendered picture, kept as PNG bytes.
+/// A rendered picture, kept as PNG bytes. As the last expression of a notebook cell it is shown
+/// inline (evcxr calls [`evcxr_display`](Self::evcxr_display)); elsewhere [`save`](Self::save)
+/// it.
 #[derive(Clone, Debug)]
 pub struct Figure {
     png: Vec<u8>,
@@ -37,13 +39,16 @@ impl Figure {
     pub fn png(&self) -> &[u8] {
         &self.png
     }
+    /// Width in pixels.
     pub fn width(&self) -> u32 {
         self.width
     }
+    /// Height in pixels.
     pub fn height(&self) -> u32 {
         self.height
     }
-    /// Writes the PNG to `path`, creating its parent directories.
+    /// Writes the PNG to `path`, creating its parent directories. Errors: [`Error::Io`]
+    /// naming the path.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
         let path = path.as_ref();
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -68,7 +73,8 @@ pub(super) fn plot_err<E: std::fmt::Display>(e: E) -> Error {
 }
 
 /// Registers the font once per process (`sans-serif`, `serif` and `monospace` all use it).
-/// Failures are not remembered, so installing the font or setting `TRAINBOOK_FONT` and retrying works.
+/// Failures are not remembered, so installing the font or setting `TRAINBOOK_FONT` and retrying
+/// works.
 pub(super) fn ensure_font() -> Result<()> {
     static REGISTERED: Mutex<bool> = Mutex::new(false);
     let mut done =
@@ -141,7 +147,9 @@ fn value_range(values: impl Iterator<Item = f64>) -> (f64, f64) {
     (lo - pad, hi + pad)
 }
 
-/// Loss (left) and accuracy in % (right) per epoch, training against validation.
+/// Loss (left) and accuracy in % (right) per epoch, training against validation (validation
+/// points only for the epochs that have them), as a 1000x400 figure. Errors:
+/// [`Error::InvalidArgument`] for an empty history; [`Error::Plot`] when no font is found.
 pub fn loss_accuracy_curves(history: &[EpochRecord]) -> Result<Figure> {
     if history.is_empty() {
         return Err(Error::InvalidArgument("loss_accuracy_curves: the history is empty".into()));
@@ -260,7 +268,10 @@ pub(super) fn fit_text(text: &str, font: &FontDesc<'_>, max_px: u32) -> String {
 }
 
 /// Heat map of `counts[true][predicted]`, coloured by the fraction of each true class, with
-/// every count written in its cell and each class's accuracy (recall) beside its row.
+/// every count written in its cell and each class's accuracy (recall) beside its row (like
+/// scikit-learn's `ConfusionMatrixDisplay`). Errors: [`Error::InvalidArgument`] unless the
+/// matrix is square and non-empty with one name per class; [`Error::Plot`] when no font is
+/// found.
 pub fn confusion_matrix_plot(matrix: &ConfusionMatrix, class_names: &[String]) -> Result<Figure> {
     let n = matrix.classes();
     if n == 0 || matrix.counts.iter().any(|row| row.len() != n) || class_names.len() != n {

@@ -17,9 +17,13 @@ use crate::Result;
 /// GradScaler's settings, torch's defaults via `Default`.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GradScalerConfig {
+    /// The scale to start with (torch's `init_scale`, default 2^16 = 65536).
     pub init_scale: f64,
+    /// Factor applied to the scale after `growth_interval` finite steps in a row (default 2).
     pub growth_factor: f64,
+    /// Factor applied to the scale after a step with an inf/nan gradient (default 0.5).
     pub backoff_factor: f64,
+    /// Finite steps in a row before the scale grows (default 2000).
     pub growth_interval: i64,
 }
 
@@ -39,8 +43,11 @@ impl Default for GradScalerConfig {
 /// What a checkpoint keeps of a [`GradScaler`] (torch's `state_dict()` fields).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GradScalerState {
+    /// The scaler's settings.
     pub config: GradScalerConfig,
+    /// The current loss scale.
     pub scale: f64,
+    /// Finite steps in a row since the scale last changed (torch's `_growth_tracker`).
     pub growth_tracker: i64,
 }
 

@@ -11,14 +11,23 @@ use crate::{Error, Result, WithPath};
 /// One epoch of training and validation. Accuracies are fractions in [0, 1].
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct EpochRecord {
+    /// The epoch, 0-based.
     pub epoch: u64,
+    /// Mean per-sample training loss over the epoch (all ranks).
     pub train_loss: f64,
+    /// Training accuracy over the epoch, a fraction in [0, 1].
     pub train_acc: f64,
+    /// Mean per-sample validation loss; `None` when the epoch was not evaluated.
     pub val_loss: Option<f64>,
+    /// Validation accuracy in [0, 1]; `None` when the epoch was not evaluated.
     pub val_acc: Option<f64>,
+    /// The learning rate used during the epoch.
     pub lr: f64,
+    /// Number of ranks that trained the epoch.
     pub world_size: usize,
+    /// Wall-clock seconds of training plus validation.
     pub seconds: f64,
+    /// Training throughput in images per second, all ranks together.
     pub img_per_s: f64,
     /// Seconds each rank waited for its training data loader (absent in older logs).
     #[serde(default)]

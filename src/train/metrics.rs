@@ -8,8 +8,11 @@ use tch::{Kind, Tensor};
 /// Sums of loss and correct predictions over the samples seen so far.
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RunningMetrics {
+    /// Sum of the per-sample losses.
     pub loss_sum: f64,
+    /// Number of samples whose arg-max logit is the label.
     pub correct: u64,
+    /// Number of samples.
     pub count: u64,
 }
 
@@ -21,11 +24,13 @@ impl RunningMetrics {
         self.correct += correct as u64;
         self.count += labels.size()[0] as u64;
     }
+    /// Adds `other`'s sums to these (e.g. another rank's, or a resumed epoch's first part).
     pub fn merge(&mut self, other: &RunningMetrics) {
         self.loss_sum += other.loss_sum;
         self.correct += other.correct;
         self.count += other.count;
     }
+    /// Mean per-sample loss, `loss_sum / count`; NaN when no sample was added.
     pub fn loss(&self) -> f64 {
         if self.count == 0 {
             f64::NAN
@@ -33,6 +38,8 @@ impl RunningMetrics {
             self.loss_sum / self.count as f64
         }
     }
+    /// Fraction of correct predictions in [0, 1], `correct / count`; NaN when no sample was
+    /// added.
     pub fn accuracy(&self) -> f64 {
         if self.count == 0 {
             f64::NAN
@@ -42,20 +49,25 @@ impl RunningMetrics {
     }
 }
 
-/// `counts[true][predicted]`.
+/// A confusion matrix, `counts[true][predicted]` (scikit-learn's `confusion_matrix` layout:
+/// rows are true classes, columns predictions).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConfusionMatrix {
+    /// `counts[t][p]`: samples of true class `t` predicted as `p`; square, one row per class.
     pub counts: Vec<Vec<u64>>,
 }
 
 impl ConfusionMatrix {
+    /// An all-zero matrix for `classes` classes.
     pub fn new(classes: usize) -> ConfusionMatrix {
         ConfusionMatrix { counts: vec![vec![0; classes]; classes] }
     }
+    /// Number of classes (rows).
     pub fn classes(&self) -> usize {
         self.counts.len()
     }
-    /// Adds predicted and true labels (int64 tensors of equal length, on any device).
+    /// Adds predicted and true labels (int64 tensors of equal length, on any device). Pairs
+    /// with a label outside `0..classes` are ignored.
     pub fn add(&mut self, predicted: &Tensor, labels: &Tensor) {
         let p: Vec<i64> = Vec::try_from(predicted.to_device(tch::Device::Cpu).to_kind(Kind::Int64))
             .unwrap_or_default();
@@ -69,9 +81,11 @@ impl ConfusionMatrix {
             }
         }
     }
+    /// Number of samples counted.
     pub fn total(&self) -> u64 {
         self.counts.iter().flatten().sum()
     }
+    /// Overall accuracy in [0, 1]: the diagonal's sum over the total (0 when empty).
     pub fn accuracy(&self) -> f64 {
         let right: u64 = (0..self.classes()).map(|i| self.counts[i][i]).sum();
         right as f64 / self.total().max(1) as f64

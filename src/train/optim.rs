@@ -17,9 +17,39 @@ use crate::{Error, Result};
 /// Which update rule, with its hyper-parameters (torch's defaults via `Default`).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub enum OptimizerKind {
-    Sgd { momentum: f64, dampening: f64, nesterov: bool, weight_decay: f64 },
-    Adam { beta1: f64, beta2: f64, eps: f64, weight_decay: f64 },
-    AdamW { beta1: f64, beta2: f64, eps: f64, weight_decay: f64 },
+    /// `torch.optim.SGD`, with the arguments of the same names.
+    Sgd {
+        /// Momentum factor (0: plain SGD).
+        momentum: f64,
+        /// Dampening of the momentum (0 in torch's default).
+        dampening: f64,
+        /// Nesterov momentum.
+        nesterov: bool,
+        /// L2 penalty added to the gradient (`grad + weight_decay * param`).
+        weight_decay: f64,
+    },
+    /// `torch.optim.Adam`; `beta1`/`beta2` are torch's `betas`.
+    Adam {
+        /// Decay of the running mean of gradients (`betas[0]`).
+        beta1: f64,
+        /// Decay of the running mean of squared gradients (`betas[1]`).
+        beta2: f64,
+        /// Added to the denominator for numerical stability.
+        eps: f64,
+        /// L2 penalty added to the gradient (coupled, unlike AdamW).
+        weight_decay: f64,
+    },
+    /// `torch.optim.AdamW`: Adam with decoupled weight decay.
+    AdamW {
+        /// Decay of the running mean of gradients (`betas[0]`).
+        beta1: f64,
+        /// Decay of the running mean of squared gradients (`betas[1]`).
+        beta2: f64,
+        /// Added to the denominator for numerical stability.
+        eps: f64,
+        /// Decoupled weight decay: each step multiplies the parameters by `1 - lr * weight_decay`.
+        weight_decay: f64,
+    },
 }
 
 impl OptimizerKind {
@@ -61,16 +91,45 @@ pub(super) struct ParamState {
     pub(super) momentum_buffer: Option<Tensor>,
 }
 
-/// Step counts of the parameters, saved next to the state tensors.
+/// The non-tensor part of an optimizer's state (kind, learning rate, step counts), saved next
+/// to the state tensors (in a checkpoint's manifest).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct OptimizerMeta {
+    /// The update rule and hyper-parameters; a restore into another rule is refused.
+    /// `None` accepts any optimizer.
     pub kind: Option<OptimizerKind>,
+    /// The learning rate at export, restored by [`Optimizer::load_state_dict`].
     pub lr: f64,
+    /// Steps taken by each parameter, by name (torch's `state[p]["step"]`).
     pub steps: BTreeMap<String, u64>,
 }
 
 /// An optimizer over a model's trainable parameters, e.g. `Optimizer::sgd(&vs, 0.01, 0.9)`;
-/// call [`zero_grad`](Self::zero_grad), run backward, then [`step`](Self::step).
+/// call [`zero_grad`](Self::zero_grad), run backward, then [`step`](Self::step). One learning
+/// rate for all parameters (a single torch param group); schedules set it with
+/// [`set_lr`](Self::set_lr).
+///
+/// # Example
+///
+/// ```no_run
+/// # fn main() -> trainbook::Result<()> {
+/// use tch::nn::{ModuleT, VarStore};
+/// use tch::{Device, Kind, Tensor};
+/// use trainbook::models::MnistNet;
+/// use trainbook::train::{CrossEntropyLoss, Optimizer, OptimizerKind};
+/// let vs = VarStore::new(Device::Cpu);
+/// let net = MnistNet::new(&vs.root());
+/// // torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
+/// let kind =
+///     OptimizerKind::Sgd { momentum: 0.9, dampening: 0.0, nesterov: false, weight_decay: 5e-4 };
+/// let mut opt = Optimizer::new(&vs, kind, 0.01);
+/// let x = Tensor::randn([8, 1, 28, 28], (Kind::Float, Device::Cpu));
+/// let y = Tensor::zeros([8], (Kind::Int64, Device::Cpu));
+/// opt.zero_grad();
+/// CrossEntropyLoss::new().mean(&net.forward_t(&x, true), &y).backward();
+/// opt.step()?;
+/// # Ok(()) }
+/// ```
 pub struct Optimizer {
     kind: OptimizerKind,
     lr: f64,
@@ -103,6 +162,7 @@ impl Optimizer {
             state: BTreeMap::new(),
         }
     }
+    /// `torch.optim.SGD(params, lr, momentum)`: no dampening, no Nesterov, no weight decay.
     pub fn sgd(vs: &VarStore, lr: f64, momentum: f64) -> Optimizer {
         Optimizer::new(
             vs,
@@ -110,9 +170,12 @@ impl Optimizer {
             lr,
         )
     }
+    /// `torch.optim.Adam(params, lr)` with torch's defaults ([`OptimizerKind::adam`]).
     pub fn adam(vs: &VarStore, lr: f64) -> Optimizer {
         Optimizer::new(vs, OptimizerKind::adam(), lr)
     }
+    /// `torch.optim.AdamW(params, lr)` with torch's defaults ([`OptimizerKind::adamw`],
+    /// weight decay 0.01).
     pub fn adamw(vs: &VarStore, lr: f64) -> Optimizer {
         Optimizer::new(vs, OptimizerKind::adamw(), lr)
     }
@@ -134,12 +197,16 @@ impl Optimizer {
         self.kernels
     }
 
+    /// The update rule and its hyper-parameters.
     pub fn kind(&self) -> OptimizerKind {
         self.kind
     }
+    /// The current learning rate (`param_groups[0]["lr"]`).
     pub fn lr(&self) -> f64 {
         self.lr
     }
+    /// Sets the learning rate for the next steps (what a torch LR scheduler writes into
+    /// `param_groups`); the schedules of this module return the value to set.
     pub fn set_lr(&mut self, lr: f64) {
         self.lr = lr;
     }
@@ -190,7 +257,9 @@ impl Optimizer {
     }
 
     /// A fused step on gradients still multiplied by `grad_scale`; nothing changes (not even
-    /// the step counts) when `found_inf` is 1. Only for [`fuses_loss_scaling`](Self::fuses_loss_scaling).
+    /// the step counts) when `found_inf` is 1. Only for
+    /// [`fuses_loss_scaling`](Self::fuses_loss_scaling) optimizers; errors
+    /// ([`Error::InvalidArgument`]) otherwise.
     pub fn step_scaled(&mut self, grad_scale: &Tensor, found_inf: &Tensor) -> Result<()> {
         if !self.fuses_loss_scaling() {
             return Err(Error::InvalidArgument(format!(

@@ -9,6 +9,7 @@ use crate::Result;
 /// Which learned policy to use (torchvision's `AutoAugmentPolicy`); ImageNet is the default.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum AutoAugmentPolicy {
+    /// The 25 sub-policies learned on ImageNet (`AutoAugmentPolicy.IMAGENET`).
     #[default]
     ImageNet,
 }
@@ -84,9 +85,11 @@ pub struct AutoAugment {
 }
 
 impl AutoAugment {
+    /// `transforms.AutoAugment(policy)`.
     pub fn new(policy: AutoAugmentPolicy) -> AutoAugment {
         AutoAugment { policy }
     }
+    /// `transforms.AutoAugment(AutoAugmentPolicy.IMAGENET)`, the same as `Default`.
     pub fn imagenet() -> AutoAugment {
         AutoAugment::new(AutoAugmentPolicy::ImageNet)
     }

@@ -5,19 +5,33 @@ use super::Image;
 /// One AutoAugment operation; its magnitude is interpreted as torchvision's `_apply_op` does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AugmentOp {
+    /// Horizontal shear by `atan(magnitude)` degrees about the top-left corner (`F.affine`).
     ShearX,
+    /// Vertical shear by `atan(magnitude)` degrees about the top-left corner (`F.affine`).
     ShearY,
+    /// Shift right by `magnitude` pixels (truncated to an integer; negative: left).
     TranslateX,
+    /// Shift down by `magnitude` pixels (truncated to an integer; negative: up).
     TranslateY,
+    /// Rotation by `magnitude` degrees counter-clockwise about the centre (`F.rotate`).
     Rotate,
+    /// Brightness factor `1 + magnitude` (`F.adjust_brightness`: a blend with black).
     Brightness,
+    /// Saturation factor `1 + magnitude` (`F.adjust_saturation`: a blend with the grey image).
     Color,
+    /// Contrast factor `1 + magnitude` (`F.adjust_contrast`: a blend with the mean grey level).
     Contrast,
+    /// Sharpness factor `1 + magnitude` (`F.adjust_sharpness`: a blend with a smoothed image).
     Sharpness,
+    /// Keeps the `magnitude` highest bits of each value (`F.posterize`; clamped to 0..=8).
     Posterize,
+    /// Inverts the values at or above the threshold `magnitude` (`F.solarize`).
     Solarize,
+    /// Stretches each channel to the full 0-255 range (`F.autocontrast`); no magnitude.
     AutoContrast,
+    /// Equalises each channel's histogram (`F.equalize`); no magnitude.
     Equalize,
+    /// `255 - value` (`F.invert`); no magnitude.
     Invert,
 }
 

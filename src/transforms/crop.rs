@@ -44,7 +44,8 @@ impl ImageTransform for CenterCrop {
     }
 }
 
-/// `transforms.RandomResizedCrop(size, scale=(0.08, 1.0), ratio=(3/4, 4/3))`.
+/// `transforms.RandomResizedCrop(size, scale=(0.08, 1.0), ratio=(3/4, 4/3))`: crops a random
+/// area and aspect ratio, then resizes it to `size` (bilinear, antialiased). Works on images.
 #[derive(Clone, Copy, Debug)]
 pub struct RandomResizedCrop {
     height: u32,
@@ -54,6 +55,8 @@ pub struct RandomResizedCrop {
 }
 
 impl RandomResizedCrop {
+    /// Output size `size` (`224` for 224x224, or `(h, w)`) with torchvision's default scale
+    /// `(0.08, 1.0)` and ratio `(3/4, 4/3)`.
     pub fn new(size: impl Into<Size>) -> RandomResizedCrop {
         let (height, width) = match size.into() {
             Size::Shorter(s) => (s, s),
@@ -61,10 +64,13 @@ impl RandomResizedCrop {
         };
         RandomResizedCrop { height, width, scale: (0.08, 1.0), ratio: (3.0 / 4.0, 4.0 / 3.0) }
     }
+    /// Range of the crop's area as a fraction of the image's (torchvision's `scale`).
     pub fn scale(mut self, min: f64, max: f64) -> Self {
         self.scale = (min, max);
         self
     }
+    /// Range of the crop's aspect ratio, width / height, sampled log-uniformly (torchvision's
+    /// `ratio`).
     pub fn ratio(mut self, min: f64, max: f64) -> Self {
         self.ratio = (min, max);
         self
@@ -111,13 +117,15 @@ impl ImageTransform for RandomResizedCrop {
     }
 }
 
-/// `transforms.RandomHorizontalFlip(p=0.5)`.
+/// `transforms.RandomHorizontalFlip(p=0.5)`: mirrors the image left-right with probability
+/// `p` (`Default`: 0.5). Works on images.
 #[derive(Clone, Copy, Debug)]
 pub struct RandomHorizontalFlip {
     p: f64,
 }
 
 impl RandomHorizontalFlip {
+    /// Flips with probability `p` (0: never, 1: always).
     pub fn new(p: f64) -> RandomHorizontalFlip {
         RandomHorizontalFlip { p }
     }

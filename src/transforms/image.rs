@@ -2,6 +2,8 @@
 //! or "RGB" (3 channels), stored row-major with interleaved channels.
 use crate::{Error, Result};
 
+/// An 8-bit image with 1 (PIL mode "L") or 3 ("RGB") interleaved channels, row-major, top row
+/// first: what image transforms take before `ToTensor`. Its size always matches its bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Image {
     width: u32,
@@ -11,7 +13,8 @@ pub struct Image {
 }
 
 impl Image {
-    /// Wraps `data` (`height * width * channels` bytes, rows top to bottom).
+    /// Wraps `data` (`height * width * channels` bytes, rows top to bottom). Errors:
+    /// [`Error::InvalidArgument`] when `channels` is not 1 or 3 or the length does not match.
     pub fn from_raw(width: u32, height: u32, channels: u8, data: Vec<u8>) -> Result<Image> {
         if channels != 1 && channels != 3 {
             return Err(Error::InvalidArgument(format!(
@@ -27,7 +30,7 @@ impl Image {
         Ok(Image { width, height, channels, data })
     }
 
-    /// A black image.
+    /// A black image of `width` x `height`; `channels` must be 1 or 3 (not checked here).
     pub fn zeros(width: u32, height: u32, channels: u8) -> Image {
         Image {
             width,
@@ -37,11 +40,13 @@ impl Image {
         }
     }
 
+    /// Takes over an `image` crate RGB buffer (no copy).
     pub fn from_rgb(img: image::RgbImage) -> Image {
         let (width, height) = img.dimensions();
         Image { width, height, channels: 3, data: img.into_raw() }
     }
 
+    /// Takes over an `image` crate grey buffer (no copy), as a 1-channel image.
     pub fn from_gray(img: image::GrayImage) -> Image {
         let (width, height) = img.dimensions();
         Image { width, height, channels: 1, data: img.into_raw() }
@@ -58,21 +63,27 @@ impl Image {
             .expect("size checked at construction")
     }
 
+    /// Width in pixels (PIL's `img.width`).
     pub fn width(&self) -> u32 {
         self.width
     }
+    /// Height in pixels (PIL's `img.height`).
     pub fn height(&self) -> u32 {
         self.height
     }
+    /// 1 (grey) or 3 (RGB).
     pub fn channels(&self) -> u8 {
         self.channels
     }
+    /// The pixel bytes: `height * width * channels`, row-major, channels interleaved.
     pub fn data(&self) -> &[u8] {
         &self.data
     }
+    /// The pixel bytes, to edit in place (the size cannot change).
     pub fn data_mut(&mut self) -> &mut [u8] {
         &mut self.data
     }
+    /// The pixel bytes, taken out of the image.
     pub fn into_raw(self) -> Vec<u8> {
         self.data
     }

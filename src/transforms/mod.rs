@@ -22,10 +22,11 @@ pub use self::resize::{resize_bilinear, Resize, Size};
 pub use self::tensor::{Normalize, TensorImage, ToTensor};
 use crate::{Error, Result};
 
-/// The random stream of one sample's augmentation.
+/// The random stream of one sample's augmentation (ChaCha8, from the `rand_chacha` crate).
 pub type AugRng = rand_chacha::ChaCha8Rng;
 
-/// The augmentation stream of sample `index` in `epoch` for a run seeded with `seed`.
+/// The augmentation stream of sample `index` (its index in the data set) in `epoch` for a run
+/// seeded with `seed`: the same stream on any rank, in any loader thread, after any resume.
 pub fn aug_rng(seed: u64, epoch: u64, index: u64) -> AugRng {
     let mut key = [0u8; 32];
     key[..8].copy_from_slice(&seed.to_le_bytes());
@@ -38,12 +39,14 @@ pub fn aug_rng(seed: u64, epoch: u64, index: u64) -> AugRng {
 /// What flows through a pipeline: an image before `ToTensor`, a float tensor after it.
 #[derive(Clone, Debug)]
 pub enum Sample {
+    /// An 8-bit picture, the PIL image of a torchvision pipeline.
     Image(Image),
+    /// A CHW float32 image, after [`ToTensor`].
     Tensor(TensorImage),
 }
 
 impl Sample {
-    /// The tensor form (an image is converted like `ToTensor`).
+    /// The tensor form (an image is converted like [`ToTensor`]).
     pub fn into_tensor(self) -> TensorImage {
         match self {
             Sample::Image(img) => TensorImage::from_image(&img),
@@ -52,13 +55,19 @@ impl Sample {
     }
 }
 
-/// One step of a pipeline.
+/// One step of a pipeline (a torchvision transform's `__call__`), on images or tensors.
+/// Implement [`ImageTransform`] instead for a step that only takes images.
 pub trait Transform: Send + Sync + Debug {
+    /// Transforms `input`, drawing any randomness from `rng` (the sample's [`aug_rng`]
+    /// stream). Errors: [`Error::InvalidArgument`] when `input` is in the wrong form for this
+    /// step (an image transform after `ToTensor`, `Normalize` before it).
     fn apply(&self, input: Sample, rng: &mut AugRng) -> Result<Sample>;
 }
 
-/// A transform on images (before `ToTensor`), like most of torchvision's PIL transforms.
+/// A transform on images (before `ToTensor`), like most of torchvision's PIL transforms. Every
+/// `ImageTransform` is a [`Transform`] that rejects tensors.
 pub trait ImageTransform: Send + Sync + Debug {
+    /// Transforms `img`, drawing any randomness from `rng` (the sample's [`aug_rng`] stream).
     fn apply_image(&self, img: Image, rng: &mut AugRng) -> Result<Image>;
 }
 

@@ -13,7 +13,12 @@ pub enum Size {
     /// The shorter side becomes this long; the aspect ratio is kept.
     Shorter(u32),
     /// Exactly `height` x `width`.
-    Exact { height: u32, width: u32 },
+    Exact {
+        /// Output height in pixels.
+        height: u32,
+        /// Output width in pixels.
+        width: u32,
+    },
 }
 
 impl From<u32> for Size {
@@ -29,7 +34,8 @@ impl From<(u32, u32)> for Size {
 }
 
 impl Size {
-    /// The output (width, height) for an input of `width` x `height`, as torchvision computes it.
+    /// The output (width, height) for an input of `width` x `height`, as torchvision computes
+    /// it (the longer side of [`Size::Shorter`] is truncated: `int(size * long / short)`).
     pub fn output(self, width: u32, height: u32) -> (u32, u32) {
         match self {
             Size::Exact { height: h, width: w } => (w, h),
@@ -46,7 +52,8 @@ impl Size {
     }
 }
 
-/// `transforms.Resize(size)` with bilinear interpolation and antialiasing.
+/// `transforms.Resize(size)` with bilinear interpolation and antialiasing (torchvision's
+/// defaults on PIL images). Works on images: put it before `ToTensor`.
 #[derive(Clone, Copy, Debug)]
 pub struct Resize {
     size: Size,
@@ -67,6 +74,7 @@ impl ImageTransform for Resize {
 }
 
 /// Resizes `img` to `width` x `height` (PIL's antialiased BILINEAR). Same size: returned as is.
+/// Errors: [`Error::InvalidArgument`] for a zero width or height.
 pub fn resize_bilinear(img: Image, width: u32, height: u32) -> Result<Image> {
     if width == 0 || height == 0 {
         return Err(Error::InvalidArgument(format!("resize to {width}x{height}")));

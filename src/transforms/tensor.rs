@@ -5,9 +5,14 @@ use crate::{Error, Result};
 /// A CHW float32 image, the form a loader stacks into a `[B, C, H, W]` batch.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TensorImage {
+    /// Number of channels, C (1 for grey, 3 for RGB).
     pub channels: usize,
+    /// Height in pixels, H.
     pub height: usize,
+    /// Width in pixels, W.
     pub width: usize,
+    /// The values, channel planes one after the other, each row-major: `C * H * W` floats
+    /// (in [0, 1] after `ToTensor`, standardised after `Normalize`).
     pub data: Vec<f32>,
 }
 
@@ -36,10 +41,17 @@ impl TensorImage {
         TensorImage { channels: c, height: h, width: w, data }
     }
 
+    /// `[C, H, W]`, as `tensor.shape` in torchvision.
     pub fn shape(&self) -> [usize; 3] {
         [self.channels, self.height, self.width]
     }
 
+    /// A `[C, H, W]` float32 CPU tensor holding a copy of the values.
+    ///
+    /// # Panics
+    ///
+    /// When `data` does not hold `C * H * W` values (possible only if the public fields were
+    /// set inconsistently by hand).
     pub fn to_tensor(&self) -> tch::Tensor {
         tch::Tensor::from_slice(&self.data).view([
             self.channels as i64,
@@ -49,7 +61,8 @@ impl TensorImage {
     }
 }
 
-/// `transforms.ToTensor()`.
+/// `transforms.ToTensor()`: HWC bytes to CHW float32 values in [0, 1] (divided by 255).
+/// Errors when applied to a tensor (twice in a pipeline).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ToTensor;
 
@@ -62,7 +75,8 @@ impl Transform for ToTensor {
     }
 }
 
-/// `transforms.Normalize(mean, std)`.
+/// `transforms.Normalize(mean, std)`: `(x - mean[c]) / std[c]` for each channel c. Works on
+/// tensors: put it after `ToTensor`.
 #[derive(Clone, Debug)]
 pub struct Normalize {
     mean: Vec<f32>,
@@ -70,6 +84,8 @@ pub struct Normalize {
 }
 
 impl Normalize {
+    /// Per-channel `mean` and `std` (one value each, or one value for all channels). A length
+    /// that fits neither, or a zero std, is an [`Error::InvalidArgument`] when applied.
     pub fn new(mean: &[f32], std: &[f32]) -> Normalize {
         Normalize { mean: mean.to_vec(), std: std.to_vec() }
     }
