@@ -261,7 +261,7 @@ fn mnist_idx_files_read_like_torchvision() {
     assert!(missing.contains("data-scripts/mnist.py"), "{missing}");
     std::fs::write(gz.join("train-images-idx3-ubyte"), [0u8, 0, 8, 3, 0, 0]).unwrap();
     std::fs::write(gz.join("train-labels-idx1-ubyte"), [0u8, 0, 8, 1, 0, 0, 0, 0]).unwrap();
-    assert!(Mnist::new(&gz, true).unwrap_err().to_string().contains("not an MNIST IDX file"));
+    assert!(Mnist::new(&gz, true).unwrap_err().to_string().contains("not a valid MNIST IDX file"));
 }
 
 #[test]
