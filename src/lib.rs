@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! trainbook: train image classifiers step by step in Jupyter notebooks (the evcxr Rust kernel)
 //! and run the very same code as multi-process, multi-GPU distributed jobs under torchrun.
 //!
