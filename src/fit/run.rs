@@ -126,12 +126,13 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
                 config: cfg.config.clone(),
                 grad_scaler: scaler_state(),
             };
-            ckpt.borrow_mut().after_step(dist, &state)?;
+            ckpt.borrow_mut().after_step(dist, state)?;
             if let Some(reason) = watch.borrow_mut().after_step(dist)? {
-                let checkpoint = ckpt.borrow_mut().save_now(dist, &state)?;
+                let checkpoint = ckpt.borrow_mut().save_now(dist, state)?;
                 let batches_done = info.batches_done as u64;
                 let at = format!("epoch {}, {batches_done} batches done", epoch + 1);
-                *stopped.borrow_mut() = Some(Interruption { epoch, batches_done, checkpoint, reason });
+                *stopped.borrow_mut() =
+                    Some(Interruption { epoch, batches_done, checkpoint, reason });
                 return Err(crate::Error::Interrupted(at));
             }
             Ok(())
@@ -165,7 +166,13 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
                     ));
                 }
                 let best_val_acc = ckpt.borrow().best_metric();
-                return Ok(FitReport { history, confusion, best_val_acc, resumed_from, interrupted: stop });
+                return Ok(FitReport {
+                    history,
+                    confusion,
+                    best_val_acc,
+                    resumed_from,
+                    interrupted: stop,
+                });
             }
             other => other?,
         };
