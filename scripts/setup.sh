@@ -72,7 +72,7 @@ demo_sum=$(cat "$DEMO_REQUIREMENTS" | sha256sum | cut -d' ' -f1)
 full_sum=$(cat "$FULL_REQUIREMENTS" "$DEMO_REQUIREMENTS" | sha256sum | cut -d' ' -f1)
 pip_install() { # FILE WHAT
   say "installing Python packages from scripts/$(basename "$1") ($2)"
-  "$VENV/bin/pip" install --disable-pip-version-check --no-cache-dir -q -r "$1" ||
+  "$VENV/bin/pip" install --disable-pip-version-check --no-cache-dir --no-compile -q -r "$1" ||
     die "pip install failed (see above). Is PyPI reachable? Retry, or remove $VENV and run again."
 }
 if [ "$(cat "$FULL_STAMP" 2>/dev/null)" = "$full_sum" ]; then
