@@ -99,7 +99,7 @@ read -r torch_found abi_found <<<"$found"
   die "this torch was built with the old C++ ABI; .cargo/config.toml assumes LIBTORCH_CXX11_ABI=1."
 
 # --- 2. libtorch link ----------------------------------------------------------------------
-torch_dir=$("$VENV/bin/python" -c 'import os, torch; print(os.path.dirname(torch.__file__))')
+torch_dir=$("$VENV/bin/python" -W ignore -c 'import os, torch; print(os.path.dirname(torch.__file__))')
 if [ "$(readlink -f "$VENV/libtorch" 2>/dev/null)" != "$(readlink -f "$torch_dir")" ]; then
   say "linking $VENV/libtorch -> $torch_dir"
   ln -sfn "$torch_dir" "$VENV/libtorch"
