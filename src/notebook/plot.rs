@@ -3,7 +3,8 @@
 //! Jupyter ([`Figure::show`]) or written to a file ([`Figure::save`]).
 //!
 //! Text is drawn with a TrueType font read at run time: `$TRAINBOOK_FONT` if set, else DejaVu
-//! Sans (Debian/Ubuntu package `fonts-dejavu-core`).
+//! Sans (Debian/Ubuntu package `fonts-dejavu-core`, installed, or unpacked into `.venv/debs` by
+//! the set-up where there is no root).
 use std::io::Cursor;
 use std::path::Path;
 use std::sync::Mutex;
@@ -22,6 +23,11 @@ const FONT_PATHS: &[&str] = &[
     "/usr/share/fonts/dejavu/DejaVuSans.ttf",
     "/usr/share/fonts/TTF/DejaVuSans.ttf",
     "/usr/share/fonts/dejavu-sans-fonts/DejaVuSans.ttf",
+    // fonts-dejavu-core unpacked without root by scripts/setup.sh (scripts/fetch-debs.sh).
+    concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/.venv/debs/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
+    ),
 ];
 
 /// A rendered picture, kept as PNG bytes. As the last expression of a notebook cell it is shown
