@@ -8,6 +8,7 @@ by the tests automatically. Executed copies (with their outputs) go to --out, de
 target/notebooks/, where tests can inspect the pictures they produced. Fails on any cell error.
 """
 import argparse
+import os
 import pathlib
 import sys
 import time
@@ -127,6 +128,86 @@ def check_interrupt(timeout=900):
         km.shutdown_kernel(now=True)
 
 
+SPAWN_TRAIN = """fn train(dist: &Dist, lr: f64) -> Result<Vec<f32>> {
+    let x = Tensor::randn([32, 1, 28, 28], (Kind::Float, Device::Cpu));
+    let y = Tensor::randint(10, [32], (Kind::Int64, Device::Cpu));
+    let vs = VarStore::new(dist.device());
+    let net = MnistNet::new(&vs.root());
+    let ddp = Ddp::wrap(&vs, dist)?;
+    let mut opt = Optimizer::sgd(&vs, lr, 0.9);
+    let mut loader = DataLoader::new(TensorDataset::new(&x, &y, vec![])?, 4).shuffle(true).num_workers(0).distributed(dist);
+    let opts = EpochOptions::default().quiet().hooks(&ddp);
+    train_epoch(&net, &mut loader, &mut opt, &CrossEntropyLoss::new(), &opts)?;
+    let mut named: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
+    named.sort_by(|a, b| a.0.cmp(&b.0));
+    let flat: Vec<Tensor> = named.iter().map(|(_, t)| t.detach().flatten(0, -1)).collect();
+    Ok(Vec::try_from(Tensor::cat(&flat, 0))?)
+}"""
+
+SPAWN_LAUNCH = """trainbook::tch::manual_seed(3);
+let weights = spawn(2, |dist| train(dist, lr))?;
+let who = if std::env::var("RANK").is_ok() { "processes" } else { "threads" };
+if std::env::var("RANK").map_or(true, |r| r == "0") {
+    let bits: Vec<String> = weights[0].iter().map(|w| w.to_bits().to_string()).collect();
+    std::fs::write(format!("../target/spawn-check/{who}-{lr}.txt"), bits.join(","))?;
+}
+println!("{who}: lr {lr}, {} weights", weights[0].len());"""
+
+
+def spawn_cells(lr, dep_path):
+    return [
+        f':dep trainbook = {{ path = "{dep_path}" }}',
+        "use trainbook::prelude::*;",
+        SPAWN_TRAIN,
+        f"let lr = {lr};",
+        SPAWN_LAUNCH,
+    ]
+
+
+def check_spawn(timeout=900):
+    """A notebook's own closure runs as 2 ranks (`spawn`), and a learning rate changed in a cell
+    reaches them: the cells run with lr 0.05, then the `lr` cell is edited to 0.1 and the launch
+    cell run again. Each run's rank-0 weights go to target/spawn-check/threads-LR.txt, and the
+    notebook as it stands after the edit to target/spawn-check/spawn-check.ipynb, which
+    tests/notebooks.rs exports and runs under torchrun (processes-0.1.txt must equal
+    threads-0.1.txt bit for bit). Returns None or a failure."""
+    from jupyter_client.manager import start_new_kernel
+
+    out = ROOT / "target" / "spawn-check"
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob("*.txt"):
+        old.unlink()
+    # As jupyter_server does, tell the kernel which notebook it runs.
+    session = out / "spawn-check.ipynb"
+    session.write_text("{}")
+    env = dict(os.environ, JPY_SESSION_NAME=str(session))
+    km, kc = start_new_kernel(kernel_name="trainbook", startup_timeout=120, cwd=str(ROOT / "notebooks"), env=env)
+    try:
+        texts = []
+        where = 'println!("notebook: {:?}", trainbook::export::current_notebook());'
+        for code in spawn_cells(0.05, "..") + ["let lr = 0.1;", SPAWN_LAUNCH, where]:
+            reply = kc.execute_interactive(code, timeout=timeout, output_hook=lambda m: texts.append(m))
+            if reply["content"]["status"] != "ok":
+                printed = "".join(m["content"].get("text", "") for m in texts)
+                return f"cell failed: {code[:80]!r}: {reply['content'].get('evalue', '')}\n{printed[-2000:]}"
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    printed = "".join(m["content"].get("text", "") for m in texts)
+    if f'notebook: Some("{session}")' not in printed:
+        return f"current_notebook() did not find {session}:\n{printed[-2000:]}"
+    a, b = (out / "threads-0.05.txt"), (out / "threads-0.1.txt")
+    if not (a.exists() and b.exists()):
+        return f"the launch cells did not write {a} and {b}"
+    if a.read_text() == b.read_text():
+        return "changing lr in a cell did not change the ranks' weights"
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"display_name": "Rust (trainbook)", "language": "rust", "name": "trainbook"}
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in spawn_cells(0.1, "../..")]
+    nbformat.write(nb, out / "spawn-check.ipynb")
+    return None
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("notebooks", nargs="*", type=pathlib.Path)
@@ -158,6 +239,13 @@ def main():
             print(f"kernel interrupt check: FAILED after {seconds:.0f} s\n{failure}", flush=True)
             return 1
         print(f"kernel interrupt check: ok in {seconds:.0f} s", flush=True)
+        start = time.monotonic()
+        failure = check_spawn()
+        seconds = time.monotonic() - start
+        if failure:
+            print(f"notebook spawn check: FAILED after {seconds:.0f} s\n{failure}", flush=True)
+            return 1
+        print(f"notebook spawn check: ok in {seconds:.0f} s", flush=True)
     return 0 if failed == 0 else 1
 
 

@@ -96,6 +96,23 @@ pub enum Error {
     /// A data-loading worker thread died (a panic in a data set or transform).
     #[error("data loader: {0}")]
     Loader(String),
+
+    /// One rank of a [`spawn`](crate::launch::spawn)ed job failed: its error, and which rank.
+    #[error("rank {rank} of {world}: {source}")]
+    Rank {
+        /// The rank that failed first.
+        rank: usize,
+        /// The job's number of ranks.
+        world: usize,
+        /// What went wrong on it.
+        #[source]
+        source: Box<Error>,
+    },
+
+    /// Code run by trainbook on the caller's behalf (a rank's closure) panicked; the panic was
+    /// caught, so the caller's state (a notebook kernel's variables) survives.
+    #[error("panicked: {0}")]
+    Panicked(String),
 }
 
 /// `Result` with trainbook's [`Error`].

@@ -23,6 +23,7 @@ pub use crate::data::{
 };
 pub use crate::dist::{Backend, Ddp, DdpOptions, Dist, DistOptions};
 pub use crate::fit::{FitConfig, FitReport, Trainer};
+pub use crate::launch::{spawn, spawn_with, SpawnOptions};
 pub use crate::models::{
     freeze_backbone, load_safetensors, resnet34, resnet34_classifier, save_safetensors,
     to_channels_last, Head, MnistNet, ResNet,

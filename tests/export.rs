@@ -22,7 +22,7 @@ fn exported_mnist_notebook_builds_and_runs_under_torchrun() {
     assert!(o.status.success(), "{}", common::text(&o));
     let main = std::fs::read_to_string(out.join("src/main.rs")).unwrap();
     assert!(
-        main.contains("fn main()") && main.contains("Dist::init()") && main.contains("fit("),
+        main.contains("fn main()") && main.contains("spawn(2") && main.contains("fit("),
         "{main}"
     );
     assert!(
@@ -39,20 +39,7 @@ fn exported_mnist_notebook_builds_and_runs_under_torchrun() {
         "{toml}"
     );
 
-    // Build it against the same artifacts (same target directory, lock file and profile).
-    let build = common::run_with_deadline(
-        Command::new(env!("CARGO"))
-            .args(["build", "--message-format", "short", "--manifest-path"])
-            .arg(out.join("Cargo.toml"))
-            .env("CARGO_TARGET_DIR", Path::new(ROOT).join("target"))
-            .env("LIBTORCH", std::env::var("LIBTORCH").unwrap())
-            .env("LIBTORCH_CXX11_ABI", "1"),
-        Duration::from_secs(1500),
-        "cargo build of the exported project",
-    );
-    assert!(build.status.success(), "{}", common::text(&build));
-    let exe = Path::new(ROOT).join("target/debug/nb-02-mnist-ddp");
-
+    let exe = common::build_exported(&out);
     let run = common::run_with_deadline(
         Command::new(common::venv_bin("torchrun"))
             .args(["--standalone", "--nproc-per-node=2", "--no-python"])

@@ -99,4 +99,34 @@ fn every_notebook_runs_headless() {
         "00-setup-check should print the libtorch version:\n{setup}"
     );
     assert!(setup.contains("world size 1, all-reduced [1.0, 2.0, 3.0]"), "{setup}");
+
+    // `spawn` from a notebook: the kernel's 2 thread ranks, after `lr` was changed in a cell,
+    // against the same notebook exported and run as 2 processes under torchrun, bit for bit.
+    assert!(stdout.contains("notebook spawn check: ok"), "{stdout}");
+    let check = Path::new(ROOT).join("target/spawn-check");
+    let scratch = common::WorkDir::new("spawn-check");
+    let project = scratch.join("project");
+    let export = common::run_with_deadline(
+        Command::new(env!("CARGO_BIN_EXE_trainbook-export"))
+            .arg(check.join("spawn-check.ipynb"))
+            .arg(&project),
+        Duration::from_secs(60),
+        "trainbook-export",
+    );
+    assert!(export.status.success(), "{}", common::text(&export));
+    let exe = common::build_exported(&project);
+    let run = common::run_with_deadline(
+        Command::new(venv_bin("torchrun"))
+            .args(["--standalone", "--nproc-per-node=2", "--no-python"])
+            .arg(&exe)
+            .current_dir(Path::new(ROOT).join("notebooks")),
+        Duration::from_secs(600),
+        "exported spawn check under torchrun",
+    );
+    assert!(run.status.success(), "{}", common::text(&run));
+    let read = |name: &str| std::fs::read_to_string(check.join(name)).unwrap();
+    assert!(
+        read("threads-0.1.txt") == read("processes-0.1.txt"),
+        "the notebook's thread ranks and the exported program's torchrun processes differ"
+    );
 }

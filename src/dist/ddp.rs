@@ -250,7 +250,8 @@ impl<'a> Ddp<'a> {
             r.prepare_for_backward(&outputs)?;
         }
         self.forward_sync.set(sync);
-        loss.f_backward().map_err(|e| match e {
+        // Backward waits inside for the other ranks' gradients (the Reducer's all-reduce).
+        crate::launch::blocking(|| loss.f_backward()).map_err(|e| match e {
             tch::TchError::Torch(message) if self.reducer.is_some() => {
                 Error::Dist { op: "allreduce (DDP backward)".into(), message }
             }

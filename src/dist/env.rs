@@ -26,6 +26,8 @@ pub enum Launcher {
     Pmi,
     /// Slurm's `srun` (`SLURM_PROCID`, `SLURM_NTASKS`).
     Slurm,
+    /// Threads of one process started by [`spawn`](crate::launch::spawn) (no environment).
+    Threads,
 }
 
 impl fmt::Display for Launcher {
@@ -38,6 +40,7 @@ impl fmt::Display for Launcher {
             Launcher::OpenMpi => "open-mpi (mpirun)",
             Launcher::Pmi => "mpich/pmi (mpiexec)",
             Launcher::Slurm => "slurm (srun)",
+            Launcher::Threads => "threads (trainbook::launch::spawn)",
         })
     }
 }

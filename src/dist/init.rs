@@ -143,6 +143,43 @@ impl Dist {
         Ok(Dist { env: Some(env), pg: Some(pg), device })
     }
 
+    /// Rank `rank` of `world` ranks that are threads of this process ([`spawn`]): joins the
+    /// group through a TCPStore on the loopback at `port` (hosted by rank 0), with NCCL on a
+    /// CUDA device and Gloo on the CPU.
+    ///
+    /// [`spawn`]: crate::launch::spawn
+    pub(crate) fn for_thread_rank(
+        rank: usize,
+        world: usize,
+        port: u16,
+        device: Device,
+        timeout: Duration,
+    ) -> Result<Dist> {
+        let env = LaunchEnv {
+            launcher: Launcher::Threads,
+            rank,
+            local_rank: rank,
+            world_size: world,
+            local_world_size: world,
+            master_addr: "127.0.0.1".into(),
+            master_port: port,
+            agent_store: false,
+            restart_count: 0,
+            warnings: Vec::new(),
+        };
+        if world == 1 {
+            return Ok(Dist { env: None, pg: None, device });
+        }
+        let backend = if device.is_cuda() { Backend::Nccl } else { Backend::Gloo };
+        if !backend.is_available() {
+            return Err(Error::DistEnv(format!(
+                "the {backend} backend needs trainbook built with the `cuda` feature"
+            )));
+        }
+        let pg = connect(&env, backend, timeout)?;
+        Ok(Dist { env: Some(env), pg: Some(pg), device })
+    }
+
     /// A world of one on `device` (no launcher, no store, no group), whatever the environment
     /// says: for notebooks and tests that must not join a job.
     pub fn single(device: Device) -> Dist {

@@ -90,7 +90,7 @@ impl Work {
     /// Blocks until the collective finished; errors name the operation (e.g. a peer that died).
     pub fn wait(self) -> Result<()> {
         // SAFETY: `raw` is a live work handle; it is freed by Drop after this returns.
-        let err = unsafe { ffi::tb_work_wait(self.raw, 0) };
+        let err = crate::launch::blocking(|| unsafe { ffi::tb_work_wait(self.raw, 0) });
         ffi::check(self.op, err)
     }
 }
@@ -126,7 +126,7 @@ impl ProcessGroup {
         };
         let mut raw = std::ptr::null_mut();
         // SAFETY: the store handle is live; on success `raw` is an owned process-group handle.
-        let err = unsafe {
+        let err = crate::launch::blocking(|| unsafe {
             ffi::tb_pg_new(
                 store.raw(),
                 id,
@@ -135,7 +135,7 @@ impl ProcessGroup {
                 duration_ms(timeout),
                 &mut raw,
             )
-        };
+        });
         ffi::check(
             &format!(
                 "create {backend} process group (rank {rank} of {size}) via {}",
@@ -242,7 +242,7 @@ impl ProcessGroup {
         self.check_rank(root)?;
         let ptrs = tensor_ptrs(tensors);
         // SAFETY: the pointers refer to `tensors`, alive for the (blocking) call.
-        let err = unsafe {
+        let err = crate::launch::blocking(|| unsafe {
             ffi::tb_pg_broadcast_coalesced(
                 self.raw,
                 ptrs.as_ptr(),
@@ -250,7 +250,7 @@ impl ProcessGroup {
                 buffer_bytes as i64,
                 root as i32,
             )
-        };
+        });
         ffi::check("broadcast_coalesced", err)
     }
 
@@ -259,7 +259,9 @@ impl ProcessGroup {
     pub fn verify_params_across_processes(&self, params: &[Tensor]) -> Result<()> {
         let ptrs = tensor_ptrs(params);
         // SAFETY: as in broadcast_coalesced.
-        let err = unsafe { ffi::tb_pg_verify_params(self.raw, ptrs.as_ptr(), ptrs.len()) };
+        let err = crate::launch::blocking(|| unsafe {
+            ffi::tb_pg_verify_params(self.raw, ptrs.as_ptr(), ptrs.len())
+        });
         ffi::check("verify parameters across processes", err)
     }
 

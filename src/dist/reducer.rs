@@ -93,9 +93,10 @@ impl Reducer {
     pub fn prepare_for_forward(&self, prepare: bool) -> Result<bool> {
         let mut rebuilt: c_int = 0;
         // SAFETY: live handle; `rebuilt` is a valid out-pointer.
-        let err = unsafe {
+        // Rebuilding the buckets waits for rank 0's broadcast.
+        let err = crate::launch::blocking(|| unsafe {
             ffi::tb_reducer_prepare_for_forward(self.raw, prepare as c_int, &mut rebuilt)
-        };
+        });
         ffi::check("DDP forward", err).map_err(|e| self.name_unused(e))?;
         Ok(rebuilt != 0)
     }
@@ -113,7 +114,7 @@ impl Reducer {
     /// gradients arrived): marks the unused parameters and reduces every bucket.
     pub fn delay_all_reduce(&self) -> Result<()> {
         // SAFETY: live handle.
-        let err = unsafe { ffi::tb_reducer_delay_all_reduce(self.raw) };
+        let err = crate::launch::blocking(|| unsafe { ffi::tb_reducer_delay_all_reduce(self.raw) });
         ffi::check("allreduce (DDP static graph, first iteration)", err)
     }
 

@@ -41,7 +41,7 @@ impl Store {
         let mut raw = std::ptr::null_mut();
         let workers = num_workers.map(|n| n as i64).unwrap_or(-1);
         // SAFETY: pointers are valid for the call; on success `raw` receives an owned handle.
-        let err = unsafe {
+        let err = crate::launch::blocking(|| unsafe {
             ffi::tb_tcp_store_new(
                 c_host.as_ptr(),
                 port,
@@ -51,7 +51,7 @@ impl Store {
                 duration_ms(timeout),
                 &mut raw,
             )
-        };
+        });
         let role = if is_server { "hosting" } else { "connecting to" };
         ffi::check(&format!("TCPStore ({role} {host}:{port})"), err)?;
         Ok(Store { raw, description: format!("TCPStore {host}:{port}") })
@@ -84,7 +84,9 @@ impl Store {
         let mut ptr = std::ptr::null_mut();
         let mut len = 0usize;
         // SAFETY: out-pointers are valid; on success `ptr` owns `len` bytes freed below.
-        let err = unsafe { ffi::tb_store_get(self.raw, c_key.as_ptr(), &mut ptr, &mut len) };
+        let err = crate::launch::blocking(|| unsafe {
+            ffi::tb_store_get(self.raw, c_key.as_ptr(), &mut ptr, &mut len)
+        });
         ffi::check(&format!("store get {key:?} from {}", self.description), err)?;
         let bytes = unsafe {
             let v = std::slice::from_raw_parts(ptr, len).to_vec();

@@ -66,8 +66,9 @@ impl Default for FitConfig {
     }
 }
 
-/// The outcome of [`Trainer::fit`](super::Trainer::fit), the same on every rank.
-#[derive(Debug)]
+/// The outcome of [`Trainer::fit`](super::Trainer::fit), the same on every rank. It is
+/// `Serialize`, so a [`spawn`](crate::launch::spawn)ed rank can return it.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct FitReport {
     /// One record per epoch trained so far (a resumed run includes the earlier epochs).
     pub history: Vec<EpochRecord>,

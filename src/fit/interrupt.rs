@@ -9,6 +9,7 @@
 //! small all-reduce every [`AGREE_EVERY`] steps (a single process checks every step).
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 use crate::dist::Dist;
 use crate::Result;
@@ -25,7 +26,7 @@ pub fn request_stop() {
 }
 
 /// Where and when a run was stopped early.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Interruption {
     /// The epoch in progress (0-based).
     pub epoch: u64,
@@ -52,10 +53,43 @@ extern "C" fn on_sigint(_signal: libc::c_int) {
 
 static SIGNALLED: AtomicBool = AtomicBool::new(false);
 
+/// The runs watching at once (the ranks of a `spawn` each run `fit` in a thread) and the
+/// action the first one replaced: installed by the first, restored by the last.
+static WATCHERS: Mutex<(usize, Option<libc::sigaction>)> = Mutex::new((0, None));
+
+fn install_handler() {
+    let mut watchers = WATCHERS.lock().unwrap_or_else(PoisonError::into_inner);
+    watchers.0 += 1;
+    if watchers.0 > 1 {
+        return;
+    }
+    // SAFETY: a zeroed sigaction is a valid "no flags, empty mask" value; the handler only
+    // touches atomics (see on_sigint), and the previous action is restored by the last watcher.
+    watchers.1 = unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = on_sigint as *const () as libc::sighandler_t;
+        libc::sigemptyset(&mut action.sa_mask);
+        let mut old: libc::sigaction = std::mem::zeroed();
+        (libc::sigaction(libc::SIGINT, &action, &mut old) == 0).then_some(old)
+    };
+}
+
+fn restore_handler() {
+    let mut watchers = WATCHERS.lock().unwrap_or_else(PoisonError::into_inner);
+    watchers.0 = watchers.0.saturating_sub(1);
+    if watchers.0 == 0 {
+        if let Some(old) = watchers.1.take() {
+            // SAFETY: restores the action that was installed before the first watcher.
+            unsafe {
+                libc::sigaction(libc::SIGINT, &old, std::ptr::null_mut());
+            }
+        }
+    }
+}
+
 /// Watches for a stop request during one run: installs the SIGINT handler (restoring the
-/// previous one when dropped) and knows the run's stop file.
+/// previous one when the last watcher is dropped) and knows the run's stop file.
 pub(crate) struct StopWatch {
-    previous: Option<libc::sigaction>,
     stop_file: PathBuf,
     is_main: bool,
     steps: u64,
@@ -70,18 +104,12 @@ impl StopWatch {
             dist.println(format!("removing {} left by an earlier run", stop_file.display()));
             let _ = std::fs::remove_file(&stop_file);
         }
-        REQUESTED.store(false, Ordering::SeqCst);
-        SIGNALLED.store(false, Ordering::SeqCst);
-        // SAFETY: a zeroed sigaction is a valid "no flags, empty mask" value; the handler only
-        // touches atomics (see on_sigint), and the previous action is restored on drop.
-        let previous = unsafe {
-            let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = on_sigint as *const () as libc::sighandler_t;
-            libc::sigemptyset(&mut action.sa_mask);
-            let mut old: libc::sigaction = std::mem::zeroed();
-            (libc::sigaction(libc::SIGINT, &action, &mut old) == 0).then_some(old)
-        };
-        StopWatch { previous, stop_file, is_main: dist.is_main(), steps: 0 }
+        if WATCHERS.lock().unwrap_or_else(PoisonError::into_inner).0 == 0 {
+            REQUESTED.store(false, Ordering::SeqCst);
+            SIGNALLED.store(false, Ordering::SeqCst);
+        }
+        install_handler();
+        StopWatch { stop_file, is_main: dist.is_main(), steps: 0 }
     }
 
     /// The stop file of this run (`OUT/STOP`).
@@ -116,11 +144,6 @@ impl StopWatch {
 
 impl Drop for StopWatch {
     fn drop(&mut self) {
-        if let Some(old) = &self.previous {
-            // SAFETY: restores the action that was installed before `start`.
-            unsafe {
-                libc::sigaction(libc::SIGINT, old, std::ptr::null_mut());
-            }
-        }
+        restore_handler();
     }
 }

@@ -51,7 +51,7 @@ impl RunningMetrics {
 
 /// A confusion matrix, `counts[true][predicted]` (scikit-learn's `confusion_matrix` layout:
 /// rows are true classes, columns predictions).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ConfusionMatrix {
     /// `counts[t][p]`: samples of true class `t` predicted as `p`; square, one row per class.
     pub counts: Vec<Vec<u64>>,

@@ -206,3 +206,26 @@ pub fn text(out: &Output) -> String {
         String::from_utf8_lossy(&out.stderr)
     )
 }
+
+/// Builds a project written by `trainbook-export` against this crate's artifacts (same target
+/// directory, lock file and profile) and returns its binary.
+pub fn build_exported(project: &Path) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let build = run_with_deadline(
+        Command::new(env!("CARGO"))
+            .args(["build", "--message-format", "short", "--manifest-path"])
+            .arg(project.join("Cargo.toml"))
+            .env("CARGO_TARGET_DIR", root.join("target"))
+            .env("LIBTORCH", std::env::var("LIBTORCH").unwrap())
+            .env("LIBTORCH_CXX11_ABI", "1"),
+        Duration::from_secs(1500),
+        "cargo build of the exported project",
+    );
+    assert!(build.status.success(), "{}", text(&build));
+    let toml = std::fs::read_to_string(project.join("Cargo.toml")).unwrap();
+    let name = toml
+        .lines()
+        .find_map(|l| l.strip_prefix("name = \"").and_then(|n| n.strip_suffix('"')))
+        .expect("the exported Cargo.toml names its package");
+    root.join("target/debug").join(name)
+}

@@ -1,6 +1,14 @@
-//! Launching programs as multi-process jobs (the exported notebooks, the examples) under
-//! torchrun, with their output streamed as it comes (into a notebook cell, or a terminal), and
-//! killing one worker on purpose to watch fault tolerance at work.
+//! Running a job's ranks. [`spawn`] runs a closure (a notebook's own code) as the ranks of a
+//! c10d group, threads of the calling process or, under a launcher, the launcher's processes.
+//! The rest launches programs (the exported notebooks, the examples) under torchrun, with
+//! their output streamed as it comes (into a notebook cell, or a terminal), and kills one
+//! worker on purpose to watch fault tolerance at work.
+mod baton;
+mod spawn;
+
+pub(crate) use baton::blocking;
+pub use spawn::{spawn, spawn_with, SpawnOptions};
+
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
