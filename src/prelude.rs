@@ -25,8 +25,9 @@ pub use crate::dist::{Backend, Ddp, DdpOptions, Dist, DistOptions};
 pub use crate::fit::{FitConfig, FitReport, Trainer};
 pub use crate::launch::{spawn, spawn_with, SpawnOptions};
 pub use crate::models::{
-    freeze_backbone, load_safetensors, resnet34, resnet34_classifier, save_safetensors,
-    to_channels_last, Head, MnistNet, ResNet,
+    freeze_backbone, load_safetensors, resnet, resnet18, resnet18_classifier, resnet34,
+    resnet34_classifier, resnet50, resnet50_classifier, save_safetensors, to_channels_last, Head,
+    HeadKind, MnistNet, ResNet,
 };
 pub use crate::notebook::{confusion_matrix_plot, image_grid, loss_accuracy_curves, Figure};
 pub use crate::train::{

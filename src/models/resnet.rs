@@ -1,88 +1,52 @@
-//! ResNet34 with torchvision's parameter and buffer names (`conv1`, `bn1`, `layer1.0.conv1`,
-//! `layer2.0.downsample.0`, ...) and a replaceable head. The course's head is
-//! `fc = Sequential(Linear(512, 512), ReLU, Linear(512, classes))`, i.e. `fc.0.*` and `fc.2.*`.
+//! torchvision's ResNet family (ResNet18, 34, 50, 101 and 152) with its parameter and buffer
+//! names (`conv1`, `bn1`, `layer1.0.conv1`, `layer2.0.downsample.0`, `fc`, ...), so that
+//! torchvision's weights load by name, and a replaceable head. The course's head is
+//! `fc = Sequential(Linear(512, 512), ReLU, Linear(512, classes))`, i.e. `fc.0.*` and `fc.2.*`;
+//! for ResNet50/101/152, whose pooled features are 2048 wide, it starts with
+//! `Linear(2048, 512)`. The blocks are in `resnet_blocks`.
 use super::layers::linear;
-use tch::nn::init::{FanInOut, NonLinearity, NormalOrUniform};
-use tch::nn::{self, ConvConfig, Init, ModuleT};
+use super::resnet_blocks::{bn, conv, Block, BlockKind};
+use crate::{Error, Result};
+use tch::nn::{self, ModuleT};
 use tch::Tensor;
 
-/// torchvision's conv initialisation: kaiming normal, fan_out, ReLU.
-fn conv(p: nn::Path, c_in: i64, c_out: i64, k: i64, stride: i64, padding: i64) -> nn::Conv2D {
-    let ws_init = Init::Kaiming {
-        dist: NormalOrUniform::Normal,
-        fan: FanInOut::FanOut,
-        non_linearity: NonLinearity::ReLU,
-    };
-    nn::conv2d(
-        p,
-        c_in,
-        c_out,
-        k,
-        ConvConfig { stride, padding, bias: false, ws_init, ..Default::default() },
-    )
+/// The depths [`resnet`] builds: torchvision's `resnet18` to `resnet152`.
+pub const RESNET_DEPTHS: [usize; 5] = [18, 34, 50, 101, 152];
+
+/// torchvision's blocks per stage (`layer1` to `layer4`) for each depth of [`RESNET_DEPTHS`].
+fn architecture(depth: usize) -> Option<(BlockKind, [i64; 4])> {
+    Some(match depth {
+        18 => (BlockKind::Basic, [2, 2, 2, 2]),
+        34 => (BlockKind::Basic, [3, 4, 6, 3]),
+        50 => (BlockKind::Bottleneck, [3, 4, 6, 3]),
+        101 => (BlockKind::Bottleneck, [3, 4, 23, 3]),
+        152 => (BlockKind::Bottleneck, [3, 8, 36, 3]),
+        _ => return None,
+    })
 }
 
-fn bn(p: nn::Path, c: i64) -> nn::BatchNorm {
-    nn::batch_norm2d(p, c, Default::default())
-}
+/// The width of the course head's hidden layer (`fc.0`).
+const MLP_WIDTH: i64 = 512;
 
-#[derive(Debug)]
-struct BasicBlock {
-    conv1: nn::Conv2D,
-    bn1: nn::BatchNorm,
-    conv2: nn::Conv2D,
-    bn2: nn::BatchNorm,
-    downsample: Option<(nn::Conv2D, nn::BatchNorm)>,
-}
-
-impl BasicBlock {
-    fn new(p: &nn::Path, c_in: i64, c_out: i64, stride: i64) -> Self {
-        // Created in torchvision's order (conv1, bn1, conv2, bn2, downsample) so that the
-        // parameter order, which DDP's buckets follow, is torch's.
-        let (conv1, bn1) = (conv(p / "conv1", c_in, c_out, 3, stride, 1), bn(p / "bn1", c_out));
-        let (conv2, bn2) = (conv(p / "conv2", c_out, c_out, 3, 1, 1), bn(p / "bn2", c_out));
-        let downsample = (stride != 1 || c_in != c_out).then(|| {
-            (
-                conv(p / "downsample" / "0", c_in, c_out, 1, stride, 0),
-                bn(p / "downsample" / "1", c_out),
-            )
-        });
-        BasicBlock { conv1, bn1, conv2, bn2, downsample }
-    }
-}
-
-impl ModuleT for BasicBlock {
-    fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
-        let out = xs
-            .apply(&self.conv1)
-            .apply_t(&self.bn1, train)
-            .relu()
-            .apply(&self.conv2)
-            .apply_t(&self.bn2, train);
-        let identity = match &self.downsample {
-            Some((c, b)) => xs.apply(c).apply_t(b, train),
-            None => xs.shallow_clone(),
-        };
-        (out + identity).relu()
-    }
-}
-
-/// The classification head that replaces torchvision's `fc`.
+/// The classification head that replaces torchvision's `fc`. `features` below is the width
+/// of the pooled features: 512 for ResNet18/34, 2048 for ResNet50/101/152.
 #[derive(Debug)]
 pub enum Head {
-    /// torchvision's own `fc = Linear(512, classes)`.
+    /// torchvision's own `fc = Linear(features, classes)`.
     Linear(nn::Linear),
-    /// The course's `fc = Sequential(Linear(512, 512), ReLU, Linear(512, classes))`.
+    /// The course's `fc = Sequential(Linear(features, 512), ReLU, Linear(512, classes))`.
     Mlp(nn::Linear, nn::Linear),
 }
 
-/// torchvision's ResNet built from basic blocks (`torchvision.models.resnet34`), with the same
+/// torchvision's ResNet (`torchvision.models.resnet18` ... `resnet152`), with the same
 /// parameter and buffer names, so torchvision's weights load into it (saved as safetensors)
 /// and its weights load into torchvision. Takes `[N, 3, H, W]` images (224x224 for ImageNet
 /// weights, normalised with [`Normalize::imagenet`](crate::transforms::Normalize::imagenet))
 /// and returns `[N, classes]` logits; `forward_t(x, train)` uses batch statistics in
 /// BatchNorm (and updates the running ones) only when `train` is true. Build it with
-/// [`resnet34`] or [`resnet34_classifier`].
+/// [`resnet`] (any depth of [`RESNET_DEPTHS`]), [`resnet18`], [`resnet34`], [`resnet50`] or the
+/// course-head variants [`resnet18_classifier`], [`resnet34_classifier`],
+/// [`resnet50_classifier`].
 ///
 /// # Example
 ///
@@ -109,25 +73,90 @@ pub enum Head {
 pub struct ResNet {
     conv1: nn::Conv2D,
     bn1: nn::BatchNorm,
-    layers: Vec<Vec<BasicBlock>>,
+    layers: Vec<Vec<Block>>,
     head: Head,
+    features: i64,
 }
 
-/// Which head [`resnet34`] builds.
+/// Which head [`resnet`] builds (the same options for every depth); `features` is the width
+/// of the pooled features, 512 for ResNet18/34 and 2048 for ResNet50/101/152.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HeadKind {
-    /// torchvision's `fc = Linear(512, classes)` (parameters `fc.weight`, `fc.bias`).
+    /// torchvision's `fc = Linear(features, classes)` (parameters `fc.weight`, `fc.bias`).
     Linear,
-    /// The course's `fc = Sequential(Linear(512, 512), ReLU, Linear(512, classes))`
+    /// The course's `fc = Sequential(Linear(features, 512), ReLU, Linear(512, classes))`
     /// (parameters `fc.0.*`, `fc.2.*`).
     Mlp,
 }
 
-/// ResNet34 (basic blocks 3, 4, 6, 3) with `classes` outputs and the given head, under `path`
-/// (usually `vs.root()`): `torchvision.models.resnet34(num_classes=classes)` for
-/// [`HeadKind::Linear`]. Convolutions are initialised as torchvision's (Kaiming normal,
-/// fan-out, ReLU), BatchNorm as tch's `batch_norm2d` (weight uniform in [0, 1), bias 0), the
-/// head as `torch.nn.Linear`.
+/// The ResNet of `depth` (18, 34, 50, 101 or 152: [`RESNET_DEPTHS`]) with `classes` outputs
+/// and the given head, under `path` (usually `vs.root()`):
+/// `torchvision.models.resnet{depth}(num_classes=classes)` for [`HeadKind::Linear`]. Depths 18
+/// and 34 stack basic blocks, 50 and up bottlenecks (with the stride on their 3x3 convolution,
+/// as torchvision's "ResNet v1.5"). Convolutions are initialised as torchvision's (Kaiming
+/// normal, fan-out, ReLU), BatchNorm as tch's `batch_norm2d` (weight uniform in [0, 1), bias 0;
+/// torchvision starts from weight 1), the head as `torch.nn.Linear`; parameters are created in
+/// torchvision's order, which DDP's buckets follow. Errors: [`Error::InvalidArgument`] naming
+/// `depth` when it is not one of [`RESNET_DEPTHS`].
+///
+/// ```
+/// # fn main() -> trainbook::Result<()> {
+/// use tch::nn::{ModuleT, VarStore};
+/// use tch::{Device, Kind, Tensor};
+/// use trainbook::models::{resnet, HeadKind};
+/// let vs = VarStore::new(Device::Cpu);
+/// let model = resnet(&vs.root(), 18, 10, HeadKind::Linear)?;
+/// assert_eq!(model.num_features(), 512);
+/// let images = Tensor::zeros([2, 3, 64, 64], (Kind::Float, Device::Cpu));
+/// assert_eq!(model.forward_t(&images, false).size(), [2, 10]);
+/// assert!(resnet(&vs.root(), 20, 10, HeadKind::Linear).is_err());
+/// # Ok(()) }
+/// ```
+pub fn resnet(path: &nn::Path, depth: usize, classes: i64, head: HeadKind) -> Result<ResNet> {
+    if architecture(depth).is_none() {
+        return Err(Error::InvalidArgument(format!(
+            "ResNet depth {depth}: torchvision's ResNets have depths {RESNET_DEPTHS:?}"
+        )));
+    }
+    Ok(build(path, depth, classes, head))
+}
+
+/// [`resnet`] for a depth of [`RESNET_DEPTHS`].
+fn build(path: &nn::Path, depth: usize, classes: i64, head: HeadKind) -> ResNet {
+    let (block, blocks) = architecture(depth).expect("one of RESNET_DEPTHS");
+    // The stem first: parameters are created in torchvision's order (DDP's buckets follow it).
+    let (conv1, bn1) = (conv(path / "conv1", 3, 64, 7, 2, 3), bn(path / "bn1", 64));
+    let mut layers = Vec::new();
+    let mut c_in = 64;
+    for (i, &n) in blocks.iter().enumerate() {
+        let p = path / format!("layer{}", i + 1);
+        let planes = 64 << i;
+        let mut layer = Vec::new();
+        for b in 0..n {
+            let stride = if i > 0 && b == 0 { 2 } else { 1 };
+            layer.push(Block::new(block, &(&p / b), c_in, planes, stride));
+            c_in = planes * block.expansion();
+        }
+        layers.push(layer);
+    }
+    let fc = path / "fc";
+    let head = match head {
+        HeadKind::Linear => Head::Linear(linear(&fc, c_in, classes)),
+        HeadKind::Mlp => Head::Mlp(
+            linear(&(&fc / "0"), c_in, MLP_WIDTH),
+            linear(&(&fc / "2"), MLP_WIDTH, classes),
+        ),
+    };
+    ResNet { conv1, bn1, layers, head, features: c_in }
+}
+
+/// ResNet18 (basic blocks 2, 2, 2, 2): [`resnet`] with depth 18.
+pub fn resnet18(path: &nn::Path, classes: i64, head: HeadKind) -> ResNet {
+    build(path, 18, classes, head)
+}
+
+/// ResNet34 (basic blocks 3, 4, 6, 3): [`resnet`] with depth 34,
+/// `torchvision.models.resnet34(num_classes=classes)` for [`HeadKind::Linear`].
 ///
 /// ```no_run
 /// use tch::nn::{ModuleT, VarStore};
@@ -139,34 +168,17 @@ pub enum HeadKind {
 /// assert_eq!(model.forward_t(&images, true).size(), [2, 1000]);
 /// ```
 pub fn resnet34(path: &nn::Path, classes: i64, head: HeadKind) -> ResNet {
-    // The stem first: parameters are created in torchvision's order (DDP's buckets follow it).
-    let (conv1, bn1) = (conv(path / "conv1", 3, 64, 7, 2, 3), bn(path / "bn1", 64));
-    let mut layers = Vec::new();
-    let mut c_in = 64;
-    for (i, (&blocks, &c_out)) in [3i64, 4, 6, 3].iter().zip(&[64i64, 128, 256, 512]).enumerate() {
-        let p = path / format!("layer{}", i + 1);
-        let stride = if i == 0 { 1 } else { 2 };
-        let layer = (0..blocks)
-            .map(|b| {
-                BasicBlock::new(
-                    &(&p / b),
-                    if b == 0 { c_in } else { c_out },
-                    c_out,
-                    if b == 0 { stride } else { 1 },
-                )
-            })
-            .collect();
-        layers.push(layer);
-        c_in = c_out;
-    }
-    let fc = path / "fc";
-    let head = match head {
-        HeadKind::Linear => Head::Linear(linear(&fc, 512, classes)),
-        HeadKind::Mlp => {
-            Head::Mlp(linear(&(&fc / "0"), 512, 512), linear(&(&fc / "2"), 512, classes))
-        }
-    };
-    ResNet { conv1, bn1, layers, head }
+    build(path, 34, classes, head)
+}
+
+/// ResNet50 (bottlenecks 3, 4, 6, 3; 2048 features): [`resnet`] with depth 50.
+pub fn resnet50(path: &nn::Path, classes: i64, head: HeadKind) -> ResNet {
+    build(path, 50, classes, head)
+}
+
+/// ResNet18 with the course's `fc.0`/`fc.2` MLP head and `classes` outputs.
+pub fn resnet18_classifier(path: &nn::Path, classes: i64) -> ResNet {
+    resnet18(path, classes, HeadKind::Mlp)
 }
 
 /// The course's model: ResNet34 with the `fc.0`/`fc.2` MLP head and `classes` outputs.
@@ -174,8 +186,14 @@ pub fn resnet34_classifier(path: &nn::Path, classes: i64) -> ResNet {
     resnet34(path, classes, HeadKind::Mlp)
 }
 
+/// ResNet50 with the course's MLP head (`fc.0 = Linear(2048, 512)`, `fc.2`) and `classes`
+/// outputs.
+pub fn resnet50_classifier(path: &nn::Path, classes: i64) -> ResNet {
+    resnet50(path, classes, HeadKind::Mlp)
+}
+
 impl ResNet {
-    /// The 512-dimensional pooled features (everything but the head).
+    /// The pooled features (everything but the head), `[N, num_features()]`.
     pub fn features(&self, xs: &Tensor, train: bool) -> Tensor {
         let mut x = xs.apply(&self.conv1).apply_t(&self.bn1, train).relu().max_pool2d(
             [3, 3],
@@ -191,6 +209,12 @@ impl ResNet {
         }
         x.adaptive_avg_pool2d([1, 1]).flatten(1, -1)
     }
+
+    /// The width of [`features`](ResNet::features), the head's input (torchvision's
+    /// `fc.in_features`): 512 for ResNet18/34, 2048 for ResNet50/101/152.
+    pub fn num_features(&self) -> i64 {
+        self.features
+    }
 }
 
 impl ModuleT for ResNet {
@@ -203,8 +227,9 @@ impl ModuleT for ResNet {
     }
 }
 
-/// Freezes (or unfreezes) everything but the head `fc.*`: frozen parameters get no gradient,
-/// so the optimizer leaves them alone. (The course's `require_grad = False` typo froze nothing.)
+/// Freezes (or unfreezes) everything but the head `fc.*`, for a ResNet of any depth and head:
+/// frozen parameters get no gradient, so the optimizer leaves them alone. (The course's
+/// `require_grad = False` typo froze nothing.)
 pub fn freeze_backbone(vs: &nn::VarStore, freeze: bool) {
     for (name, t) in vs.variables() {
         if name.starts_with("fc.")
@@ -214,5 +239,34 @@ pub fn freeze_backbone(vs: &nn::VarStore, freeze: bool) {
             continue;
         }
         let _ = t.set_requires_grad(!freeze);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tch::nn::VarStore;
+    use tch::Device;
+
+    #[test]
+    fn depths_have_torchvisions_parameter_counts() {
+        // torchvision's counts with the 1000-class `fc` (its model documentation's "params").
+        for (depth, want, features) in [(18, 11_689_512, 512), (50, 25_557_032, 2048)] {
+            let vs = VarStore::new(Device::Cpu);
+            let net = resnet(&vs.root(), depth, 1000, HeadKind::Linear).unwrap();
+            let count: i64 = vs.trainable_variables().iter().map(|t| t.numel() as i64).sum();
+            assert_eq!((count, net.num_features()), (want, features), "resnet{depth}");
+        }
+    }
+
+    #[test]
+    fn unknown_depth_is_an_invalid_argument_naming_it() {
+        let vs = VarStore::new(Device::Cpu);
+        let err = resnet(&vs.root(), 20, 3, HeadKind::Mlp).unwrap_err();
+        assert!(
+            matches!(&err, Error::InvalidArgument(m) if m.contains("depth 20") && m.contains("152")),
+            "{err}"
+        );
+        assert!(vs.variables().is_empty(), "nothing created for a refused depth");
     }
 }

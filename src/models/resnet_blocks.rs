@@ -1,0 +1,122 @@
+//! The residual blocks of torchvision's ResNets, with its parameter and buffer names: the
+//! `BasicBlock` of ResNet18/34 (two 3x3 convolutions) and the `Bottleneck` of ResNet50/101/152
+//! (1x1, 3x3, 1x1 with 4x the channels out; the stride on the 3x3 convolution, i.e. "ResNet
+//! v1.5"), each with a `downsample` (1x1 convolution and BatchNorm) when its shape changes.
+use tch::nn::init::{FanInOut, NonLinearity, NormalOrUniform};
+use tch::nn::{self, ConvConfig, Init, ModuleT};
+use tch::Tensor;
+
+/// torchvision's conv initialisation: kaiming normal, fan_out, ReLU.
+pub(super) fn conv(
+    p: nn::Path,
+    c_in: i64,
+    c_out: i64,
+    k: i64,
+    stride: i64,
+    padding: i64,
+) -> nn::Conv2D {
+    let ws_init = Init::Kaiming {
+        dist: NormalOrUniform::Normal,
+        fan: FanInOut::FanOut,
+        non_linearity: NonLinearity::ReLU,
+    };
+    nn::conv2d(
+        p,
+        c_in,
+        c_out,
+        k,
+        ConvConfig { stride, padding, bias: false, ws_init, ..Default::default() },
+    )
+}
+
+/// BatchNorm as tch's `batch_norm2d` initialises it (weight uniform in [0, 1), bias 0), where
+/// torchvision starts from weight 1: kept so that a seeded ResNet34 starts from the same weights
+/// as before the family existed.
+pub(super) fn bn(p: nn::Path, c: i64) -> nn::BatchNorm {
+    nn::batch_norm2d(p, c, Default::default())
+}
+
+/// The `downsample` branch, `Sequential(conv1x1(c_in, c_out, stride), BatchNorm2d(c_out))`,
+/// that torchvision adds to a block's first block when the stride or the channels change.
+fn downsample(
+    p: &nn::Path,
+    c_in: i64,
+    c_out: i64,
+    stride: i64,
+) -> Option<(nn::Conv2D, nn::BatchNorm)> {
+    (stride != 1 || c_in != c_out).then(|| {
+        (conv(p / "downsample" / "0", c_in, c_out, 1, stride, 0), bn(p / "downsample" / "1", c_out))
+    })
+}
+
+/// A residual block with torchvision's names: its `BasicBlock` (`conv1`, `conv2`, both 3x3) or
+/// its `Bottleneck` (`conv1` 1x1, `conv2` 3x3, `conv3` 1x1 to 4x the width; groups 1, base
+/// width 64), each with a `downsample` when its shape changes.
+#[derive(Debug)]
+pub(super) struct Block {
+    conv1: nn::Conv2D,
+    bn1: nn::BatchNorm,
+    conv2: nn::Conv2D,
+    bn2: nn::BatchNorm,
+    /// `conv3`, `bn3`: only in a bottleneck.
+    conv3: Option<(nn::Conv2D, nn::BatchNorm)>,
+    downsample: Option<(nn::Conv2D, nn::BatchNorm)>,
+}
+
+/// Which residual block a ResNet stacks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum BlockKind {
+    /// Two 3x3 convolutions (ResNet18/34).
+    Basic,
+    /// 1x1, 3x3, 1x1 convolutions (ResNet50/101/152).
+    Bottleneck,
+}
+
+impl BlockKind {
+    /// The ratio of a block's output channels to its width (`planes`): 1 or 4.
+    pub(super) fn expansion(self) -> i64 {
+        match self {
+            BlockKind::Basic => 1,
+            BlockKind::Bottleneck => 4,
+        }
+    }
+}
+
+impl Block {
+    /// A block of `kind` under `p` taking `c_in` channels, of width `planes` (`planes *
+    /// expansion` channels out), with `stride` on its 3x3 convolution.
+    pub(super) fn new(kind: BlockKind, p: &nn::Path, c_in: i64, planes: i64, stride: i64) -> Self {
+        let c_out = planes * kind.expansion();
+        // Created in torchvision's order (conv1, bn1, conv2, bn2[, conv3, bn3], downsample) so
+        // that the parameter order, which DDP's buckets follow, is torch's.
+        let (k1, s1, s2) = match kind {
+            BlockKind::Basic => (3, stride, 1),
+            BlockKind::Bottleneck => (1, 1, stride),
+        };
+        let (conv1, bn1) = (conv(p / "conv1", c_in, planes, k1, s1, k1 / 2), bn(p / "bn1", planes));
+        let (conv2, bn2) = (conv(p / "conv2", planes, planes, 3, s2, 1), bn(p / "bn2", planes));
+        let conv3 = (kind == BlockKind::Bottleneck)
+            .then(|| (conv(p / "conv3", planes, c_out, 1, 1, 0), bn(p / "bn3", c_out)));
+        let downsample = downsample(p, c_in, c_out, stride);
+        Block { conv1, bn1, conv2, bn2, conv3, downsample }
+    }
+}
+
+impl ModuleT for Block {
+    fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
+        let mut out = xs
+            .apply(&self.conv1)
+            .apply_t(&self.bn1, train)
+            .relu()
+            .apply(&self.conv2)
+            .apply_t(&self.bn2, train);
+        if let Some((conv3, bn3)) = &self.conv3 {
+            out = out.relu().apply(conv3).apply_t(bn3, train);
+        }
+        let identity = match &self.downsample {
+            Some((c, b)) => xs.apply(c).apply_t(b, train),
+            None => xs.shallow_clone(),
+        };
+        (out + identity).relu()
+    }
+}
