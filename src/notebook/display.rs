@@ -1,5 +1,7 @@
 //! evcxr's rich-output protocol: a block on stdout framed by `EVCXR_BEGIN_CONTENT <mime>` and
-//! `EVCXR_END_CONTENT` becomes an inline picture or HTML in the Jupyter cell.
+//! `EVCXR_END_CONTENT` becomes an inline picture or HTML in the Jupyter cell. evcxr's REPL
+//! (`evcxr`, scripts/trainbook-repl) shows no pictures: there the content is saved to a file
+//! and its path printed.
 use std::io::Write;
 
 use base64::Engine;
@@ -46,12 +48,54 @@ pub fn write_content(out: &mut impl Write, mime: Mime, bytes: &[u8]) -> std::io:
     out.flush()
 }
 
-/// Shows `bytes` inline when running in a notebook and returns whether it did; outside a
-/// notebook nothing is printed (callers save a file instead). Errors: writing to stdout
-/// failed.
+/// True in evcxr's REPL: its runtime process is the REPL's program itself, `evcxr` (the
+/// kernel's is `evcxr_jupyter`), or `TRAINBOOK_REPL=1` (set by scripts/trainbook-repl).
+fn in_repl() -> bool {
+    in_notebook()
+        && (std::env::var_os("TRAINBOOK_REPL").is_some_and(|v| v == "1")
+            || std::env::current_exe().is_ok_and(|exe| exe.file_name() == Some("evcxr".as_ref())))
+}
+
+/// In the REPL: writes `bytes` to the first free `figure-N.<ext>` in `$TRAINBOOK_FIGURES`
+/// (default `figures/`, relative to the working directory) and prints the file's path.
+fn save_for_repl(mime: Mime, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = std::env::var_os("TRAINBOOK_FIGURES").unwrap_or_else(|| "figures".into());
+    let dir = std::path::absolute(dir)?;
+    let ext = match mime {
+        Mime::Png => "png",
+        Mime::Svg => "svg",
+        Mime::Html => "html",
+    };
+    let named = |e: std::io::Error, p: &std::path::Path| {
+        std::io::Error::new(e.kind(), format!("{}: {e}", p.display()))
+    };
+    std::fs::create_dir_all(&dir).map_err(|e| named(e, &dir))?;
+    for n in 1.. {
+        let path = dir.join(format!("figure-{n}.{ext}"));
+        match std::fs::File::options().write(true).create_new(true).open(&path) {
+            Ok(mut file) => {
+                file.write_all(bytes).map_err(|e| named(e, &path))?;
+                println!("figure saved to {}", path.display());
+                return Ok(());
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(named(e, &path)),
+        }
+    }
+    unreachable!("figure numbers ran out")
+}
+
+/// Shows `bytes` inline when running in a notebook and returns whether it did; in evcxr's REPL
+/// it saves them as `figure-N.png` (`.svg`, `.html`) in `$TRAINBOOK_FIGURES` (default
+/// `figures/`), prints the file's path and returns true; outside evcxr nothing is printed
+/// (callers save a file instead). Errors: writing to stdout or the file failed.
 pub fn display_bytes(mime: Mime, bytes: &[u8]) -> std::io::Result<bool> {
     if !in_notebook() {
         return Ok(false);
+    }
+    if in_repl() {
+        save_for_repl(mime, bytes)?;
+        return Ok(true);
     }
     let stdout = std::io::stdout();
     let mut lock = stdout.lock();
