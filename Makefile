@@ -4,7 +4,7 @@
 #               doctests, notebooks)
 # No root needed: without it, scripts/setup.sh unpacks the Debian packages the build needs into
 # .venv/debs (scripts/fetch-debs.sh) and says what it had to skip.
-.PHONY: setup setup-demo setup-notebook setup-repl repl demo lint test gpu-test torch-2.11-check
+.PHONY: setup setup-demo setup-notebook setup-repl repl test-repl demo lint test gpu-test torch-2.11-check
 SHELL := /bin/bash
 
 # Everything `make test` needs: the tests' Python packages (torchvision, Ray, Dask, ...), Debian
@@ -59,3 +59,8 @@ gpu-test: setup
 # build), so not part of `make test`.
 torch-2.11-check:
 	TORCH=2.11.0 TCH=0.24 CUDA_TOOLKIT=13.0.2 bash scripts/check-torch-version.sh
+
+# The REPL drive (tests/repl.rs, ignored by make test: the evcxr_repl build and a cold trainbook
+# build inside evcxr take ~30 minutes on 2 cores).
+test-repl: setup-repl
+	cargo test --test repl -- --include-ignored

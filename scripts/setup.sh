@@ -24,9 +24,8 @@
 #   4. evcxr_jupyter (the Rust Jupyter kernel), pinned
 #   5. the Jupyter kernelspec "trainbook" inside .venv (and for the user, unless CI)
 #   6. evcxr_repl (the Rust REPL; its program is called `evcxr`), the same version as
-#      evcxr_jupyter (--repl and --all)
-#   With --all, steps 4 and 6 build in one cargo target directory ($EVCXR_BUILD, removed
-#   afterwards), so the second reuses the crates the two share.
+#      evcxr_jupyter (--repl only)
+#   Steps 4 and 6 build in $EVCXR_BUILD, removed afterwards.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -249,8 +248,7 @@ install_evcxr() { # PACKAGE WHAT
     cargo install --locked "$1" --version "$EVCXR_VERSION" --target-dir "$EVCXR_BUILD" ||
       die "cargo install $1 failed (see above)."
   fi
-  # --all installs evcxr_repl right after evcxr_jupyter, in the same directory.
-  if [ -d "$EVCXR_BUILD" ] && { [ "$MODE" != all ] || [ "$1" = evcxr_repl ]; }; then
+  if [ -d "$EVCXR_BUILD" ]; then
     say "removing the build directory $EVCXR_BUILD"
     rm -rf "$EVCXR_BUILD"
   fi
@@ -309,8 +307,6 @@ if [ -z "${CI:-}" ]; then
   install_kernelspec "${XDG_DATA_HOME:-$HOME/.local/share}/jupyter/kernels"
 fi
 
-# --- 6. evcxr_repl (scripts/trainbook-repl, tests/repl.rs) ----------------------------------
-if [ "$MODE" = all ]; then
-  install_evcxr evcxr_repl "a one-time build of 10+ minutes on 2 cores, a little less after evcxr_jupyter's"
-fi
+# --- 6. evcxr_repl: only with --repl (make setup-repl, make test-repl), not with --all: its
+# build (~16 CPU-minutes) would not fit CI's budget next to make test.
 say "done${skipped:+ (skipped: ${skipped[*]})}"
