@@ -18,8 +18,9 @@
 pub use crate::checkpoint::{Checkpointer, Policy};
 pub use crate::compose;
 pub use crate::data::{
-    ensure_designsafe, ensure_mnist, Batch, DataLoader, Dataset, DistributedSampler, ImageFolder,
-    Mnist, TensorDataset, MNIST_CLASSES,
+    ensure_designsafe, ensure_mnist, ensure_tiny_imagenet, random_split, Batch, DataLoader,
+    Dataset, DistributedSampler, ImageFolder, Mnist, Subset, SubsetRandomSampler, TensorDataset,
+    TinyImageNet, MNIST_CLASSES,
 };
 pub use crate::dist::{Backend, Ddp, DdpOptions, Dist, DistOptions};
 pub use crate::fit::{FitConfig, FitReport, Trainer};

@@ -22,3 +22,21 @@ pub trait Dataset: Send + Sync {
     /// Class names, index = label.
     fn classes(&self) -> Vec<String>;
 }
+
+/// A shared data set is a data set: an `Arc<D>` can go wherever a `D` can (a
+/// [`Relabel`](super::Relabel), a [`DataLoader`](super::DataLoader)) while other code keeps
+/// using it.
+impl<D: Dataset + ?Sized> Dataset for std::sync::Arc<D> {
+    fn len(&self) -> usize {
+        (**self).len()
+    }
+    fn get(&self, index: usize, rng: &mut AugRng) -> Result<(TensorImage, i64)> {
+        (**self).get(index, rng)
+    }
+    fn label(&self, index: usize) -> i64 {
+        (**self).label(index)
+    }
+    fn classes(&self) -> Vec<String> {
+        (**self).classes()
+    }
+}

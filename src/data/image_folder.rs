@@ -127,6 +127,16 @@ impl ImageFolder {
         Ok(ImageFolder { root, classes, samples, skipped: Vec::new(), transform: None })
     }
 
+    /// A folder data set over samples found elsewhere (a layout other than `root/<class>/`),
+    /// read and transformed like the scanned ones.
+    pub(crate) fn from_parts(
+        root: PathBuf,
+        classes: Vec<String>,
+        samples: Vec<(PathBuf, i64)>,
+    ) -> ImageFolder {
+        ImageFolder { root, classes, samples, skipped: Vec::new(), transform: None }
+    }
+
     /// Sets the transform applied in [`Dataset::get`] (default: `ToTensor` only).
     pub fn with_transform(mut self, transform: Compose) -> ImageFolder {
         self.transform = Some(transform);

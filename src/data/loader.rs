@@ -11,7 +11,7 @@ use std::thread::JoinHandle;
 use tch::{Device, Kind, Tensor};
 
 use super::torch_rng::{randperm, TorchGenerator};
-use super::{Dataset, DistributedSampler};
+use super::{Dataset, DistributedSampler, SubsetRandomSampler};
 use crate::transforms::aug_rng;
 use crate::{Error, Result};
 
@@ -25,6 +25,21 @@ pub enum Order {
     Shuffle,
     /// This rank's share, in the sampler's order (`sampler=DistributedSampler(...)`).
     Distributed(DistributedSampler),
+    /// A fixed list of indices in a fresh random order each epoch
+    /// (`sampler=SubsetRandomSampler(indices, generator=...)`).
+    SubsetRandom(SubsetRandomSampler),
+}
+
+impl From<DistributedSampler> for Order {
+    fn from(sampler: DistributedSampler) -> Order {
+        Order::Distributed(sampler)
+    }
+}
+
+impl From<SubsetRandomSampler> for Order {
+    fn from(sampler: SubsetRandomSampler) -> Order {
+        Order::SubsetRandom(sampler)
+    }
 }
 
 /// One batch. `indices` are the data set indices; `is_padding[k]` marks a repeat that a
@@ -110,10 +125,12 @@ impl<D: Dataset + 'static> DataLoader<D> {
     }
 
     /// `shuffle=True`: a fresh permutation each epoch (seeded by [`seed`](Self::seed) and the
-    /// epoch). On a [`distributed`](Self::distributed) loader it sets the sampler's shuffle.
+    /// epoch). On a [`distributed`](Self::distributed) loader it sets the sampler's shuffle; a
+    /// [`SubsetRandomSampler`] is kept (it always shuffles).
     pub fn shuffle(mut self, shuffle: bool) -> Self {
         self.order = match self.order {
             Order::Distributed(s) => Order::Distributed(s.shuffle(shuffle)),
+            Order::SubsetRandom(s) => Order::SubsetRandom(s),
             _ if shuffle => Order::Shuffle,
             _ => Order::Sequential,
         };
@@ -123,7 +140,9 @@ impl<D: Dataset + 'static> DataLoader<D> {
     /// Shards the data set over the ranks of `dist`: this rank visits its part of every epoch,
     /// as with `DataLoader(dataset, sampler=DistributedSampler(dataset, shuffle=...,
     /// seed=...))` in torch. The shuffle setting and the seed carry over, whichever order the
-    /// builder calls come in; a world of one sees the whole data set.
+    /// builder calls come in; a world of one sees the whole data set. It replaces a
+    /// [`SubsetRandomSampler`]: to shard part of a data set, build the loader over a
+    /// [`Subset`](super::Subset) instead.
     ///
     /// ```
     /// use trainbook::data::{DataLoader, TensorDataset};
@@ -147,9 +166,28 @@ impl<D: Dataset + 'static> DataLoader<D> {
         self.order = Order::Distributed(sampler);
         self
     }
-    /// Visit the data in `sampler`'s order (its epoch follows [`set_epoch`](Self::set_epoch)).
-    pub fn sampler(mut self, sampler: DistributedSampler) -> Self {
-        self.order = Order::Distributed(sampler);
+    /// Visit the data in `sampler`'s order: a [`DistributedSampler`] or a
+    /// [`SubsetRandomSampler`] (torch's `sampler=`). Its epoch follows
+    /// [`set_epoch`](Self::set_epoch); a `SubsetRandomSampler` keeps its own seed.
+    ///
+    /// ```
+    /// use trainbook::data::{DataLoader, SubsetRandomSampler, TensorDataset};
+    /// use trainbook::tch::{Device, Kind, Tensor};
+    /// # fn main() -> trainbook::Result<()> {
+    /// let images = Tensor::zeros([10, 1, 2, 2], (Kind::Float, Device::Cpu));
+    /// let labels = Tensor::zeros([10], (Kind::Int64, Device::Cpu));
+    /// let data = TensorDataset::new(&images, &labels, vec!["zero".into()])?;
+    /// let sampler = SubsetRandomSampler::new([1, 3, 5, 7], 0);
+    /// let mut loader = DataLoader::new(data, 3).sampler(sampler.clone()).num_workers(0);
+    /// let mut seen = Vec::new();
+    /// for batch in loader.iter() {
+    ///     seen.extend(batch?.indices);
+    /// }
+    /// assert_eq!(seen, sampler.indices());
+    /// # Ok(()) }
+    /// ```
+    pub fn sampler(mut self, sampler: impl Into<Order>) -> Self {
+        self.order = sampler.into();
         self
     }
     /// Drop the last batch when it is smaller than the batch size (torch's `drop_last`).
@@ -185,8 +223,10 @@ impl<D: Dataset + 'static> DataLoader<D> {
     /// Selects the epoch (shuffle permutation, sampler epoch and augmentations).
     pub fn set_epoch(&mut self, epoch: u64) {
         self.epoch = epoch;
-        if let Order::Distributed(s) = &mut self.order {
-            s.set_epoch(epoch);
+        match &mut self.order {
+            Order::Distributed(s) => s.set_epoch(epoch),
+            Order::SubsetRandom(s) => s.set_epoch(epoch),
+            Order::Sequential | Order::Shuffle => {}
         }
     }
     /// The epoch set by [`set_epoch`](Self::set_epoch).
@@ -227,6 +267,7 @@ impl<D: Dataset + 'static> DataLoader<D> {
             Order::Distributed(s) => {
                 s.indices().into_iter().enumerate().map(|(k, i)| (i, s.is_padding(k))).collect()
             }
+            Order::SubsetRandom(s) => s.indices().into_iter().map(|i| (i, false)).collect(),
         }
     }
 
@@ -234,7 +275,8 @@ impl<D: Dataset + 'static> DataLoader<D> {
     pub fn num_samples(&self) -> usize {
         match &self.order {
             Order::Distributed(s) => s.len(),
-            _ => self.dataset.len(),
+            Order::SubsetRandom(s) => s.len(),
+            Order::Sequential | Order::Shuffle => self.dataset.len(),
         }
     }
 

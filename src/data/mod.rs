@@ -1,13 +1,18 @@
 //! Data sets and loading with torch/torchvision semantics: MNIST (IDX files), `ImageFolder`,
-//! the `DataLoader` and the `DistributedSampler`.
+//! Tiny ImageNet, `Subset`/`random_split`, relabelling by class name, the `DataLoader`, the
+//! `DistributedSampler` and the `SubsetRandomSampler`.
 mod dataset;
 mod decode;
 mod image_folder;
 mod loader;
 mod mnist;
+mod relabel;
 mod sampler;
 mod scripts;
+mod subset;
+mod subset_sampler;
 mod tensor_dataset;
+mod tiny_imagenet;
 mod torch_rng;
 
 pub use dataset::Dataset;
@@ -15,7 +20,11 @@ pub use decode::{decode_rgb, load_rgb};
 pub use image_folder::{ImageFolder, IMG_EXTENSIONS};
 pub use loader::{Batch, Batches, DataLoader, Order};
 pub use mnist::{Mnist, MNIST_CLASSES};
+pub use relabel::{read_class_to_idx, Relabel};
 pub use sampler::DistributedSampler;
-pub use scripts::{ensure_designsafe, ensure_mnist};
+pub use scripts::{ensure_designsafe, ensure_mnist, ensure_tiny_imagenet};
+pub use subset::{random_split, random_split_with, SplitLengths, Subset};
+pub use subset_sampler::SubsetRandomSampler;
 pub use tensor_dataset::TensorDataset;
+pub use tiny_imagenet::{Split, TinyImageNet};
 pub use torch_rng::{randperm, TorchGenerator};

@@ -1,5 +1,6 @@
 //! Making sure a data set is on disk, by running the project's data scripts (data-scripts/)
-//! when it is missing: the offline-capable MNIST builder and the DesignSafe stand-in generator.
+//! when it is missing: the offline-capable MNIST builder and the DesignSafe and Tiny ImageNet
+//! stand-in generators.
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -8,9 +9,10 @@ use crate::{Result, WithPath};
 
 /// The data scripts, compiled into the library so that it needs no source checkout: each is
 /// written to a private temporary directory and run with [`python()`].
-const SCRIPTS: [(&str, &str); 2] = [
+const SCRIPTS: [(&str, &str); 3] = [
     ("mnist.py", include_str!("../../data-scripts/mnist.py")),
     ("designsafe_standin.py", include_str!("../../data-scripts/designsafe_standin.py")),
+    ("tiny_imagenet_standin.py", include_str!("../../data-scripts/tiny_imagenet_standin.py")),
 ];
 
 /// Writes the bundled `script` to a fresh temporary directory and returns its path.
@@ -62,4 +64,36 @@ pub fn ensure_designsafe(dir: &Path, small: bool) -> Result<()> {
         );
     }
     run_script("designsafe_standin.py", &args, "DesignSafe data not found, generating the stand-in")
+}
+
+/// A Tiny ImageNet 200 folder at `root` in the archive's layout (see
+/// [`TinyImageNet`](super::TinyImageNet)): when `root/wnids.txt` is missing, the generated
+/// stand-in (data-scripts/tiny_imagenet_standin.py, 64x64 JPEGs of coloured shapes), full size
+/// (200 classes, 500 training and 50 validation images each; a few minutes) or `small` (10
+/// classes, 20 + 5 each; a second). An existing folder, real or generated, is left alone.
+///
+/// ```
+/// # fn main() -> trainbook::Result<()> {
+/// let dir = tempfile::tempdir().unwrap();
+/// let root = dir.path().join("tiny-imagenet-200");
+/// trainbook::data::ensure_tiny_imagenet(&root, true)?;
+/// assert!(root.join("val/val_annotations.txt").exists());
+/// # Ok(()) }
+/// ```
+pub fn ensure_tiny_imagenet(root: &Path, small: bool) -> Result<()> {
+    if root.join("wnids.txt").exists() {
+        return Ok(());
+    }
+    let mut args: Vec<&std::ffi::OsStr> = vec![root.as_os_str()];
+    if !small {
+        args.extend(
+            ["--classes", "200", "--train-per-class", "500", "--val-per-class", "50"]
+                .map(std::ffi::OsStr::new),
+        );
+    }
+    run_script(
+        "tiny_imagenet_standin.py",
+        &args,
+        "Tiny ImageNet not found, generating the stand-in",
+    )
 }

@@ -86,6 +86,20 @@ pub fn randperm(n: usize, g: &mut TorchGenerator) -> Vec<usize> {
     }
 }
 
+/// Advances `g` exactly as `randperm(n, g)` would, without building the permutation (a sampler
+/// that reuses one generator over epochs skips the epochs before the one it needs).
+pub(crate) fn skip_randperm(n: usize, g: &mut TorchGenerator) {
+    if (n as u64) < u64::from(u32::MAX) / 20 {
+        for _ in 0..n.saturating_sub(1) {
+            g.random();
+        }
+    } else {
+        for _ in 0..n {
+            g.random64();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,5 +129,15 @@ mod tests {
         assert_eq!(p, (0..1000).collect::<Vec<_>>());
         assert!(randperm(0, &mut TorchGenerator::new(0)).is_empty());
         assert_eq!(randperm(1, &mut TorchGenerator::new(0)), vec![0]);
+    }
+
+    #[test]
+    fn skip_randperm_consumes_what_randperm_does() {
+        for n in [0, 1, 2, 17] {
+            let (mut a, mut b) = (TorchGenerator::new(3), TorchGenerator::new(3));
+            randperm(n, &mut a);
+            skip_randperm(n, &mut b);
+            assert_eq!(a.random(), b.random(), "n = {n}");
+        }
     }
 }
