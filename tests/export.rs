@@ -22,7 +22,7 @@ fn exported_mnist_notebook_builds_and_runs_under_torchrun() {
     assert!(o.status.success(), "{}", common::text(&o));
     let main = std::fs::read_to_string(out.join("src/main.rs")).unwrap();
     assert!(
-        main.contains("fn main()") && main.contains("spawn(2") && main.contains("fit("),
+        main.contains("fn main()") && main.contains("spawn(2") && main.contains("train_epoch("),
         "{main}"
     );
     assert!(

@@ -6,6 +6,7 @@
 //! damaged checkpoints and says why; `restore` puts model, optimizer, RNG and data position back
 //! so training continues on the identical trajectory.
 mod manifest;
+mod state;
 mod store;
 
 use std::path::{Path, PathBuf};
@@ -14,82 +15,13 @@ use tch::nn::VarStore;
 use tch::{Device, Tensor};
 
 pub use manifest::{FileEntry, Manifest, FORMAT_VERSION, MANIFEST, MODEL_FILE, OPTIMIZER_FILE};
+pub use state::{Policy, ResumePoint, TrainState};
 pub use store::{open_checkpoint, scan, write_checkpoint, Checkpoint, FileWriter, ScanReport};
 
 use crate::dist::{cpu_rng_state, rng_state, set_cpu_rng_state, set_rng_state, Dist};
 use crate::models::{from_safetensors_bytes, load_state_dict, save_tensors_file, state_dict};
-use crate::train::{GradScalerState, Mode, Optimizer, RunningMetrics};
+use crate::train::{Mode, Optimizer, RunningMetrics};
 use crate::{Error, Result, WithPath};
-
-/// When to write checkpoints. The default writes `step-*` after every epoch, keeps the last
-/// 2, and keeps `best/` for the highest monitored metric (accuracy).
-#[derive(Clone, Debug)]
-pub struct Policy {
-    /// Write `step-*` at the end of every N-th epoch (default `Some(1)`; `None` or 0: never).
-    pub every_epochs: Option<u64>,
-    /// Write `step-*` every N optimizer steps, mid-epoch too (default `None`: never).
-    pub every_steps: Option<u64>,
-    /// How many `step-*` checkpoints to keep; older ones are deleted (default 2, at least 1).
-    pub keep_last: usize,
-    /// Keep `best/` by the monitored metric: [`Mode::Max`] for accuracy (the default),
-    /// [`Mode::Min`] for a loss; `None`: no `best/`.
-    pub best: Option<Mode>,
-}
-
-impl Default for Policy {
-    fn default() -> Self {
-        Policy { every_epochs: Some(1), every_steps: None, keep_last: 2, best: Some(Mode::Max) }
-    }
-}
-
-/// Borrowed view of the training state a checkpoint captures (built by the caller at each
-/// save; [`Checkpointer::after_step`] builds it only when it saves).
-pub struct TrainState<'a> {
-    /// The model's variables, saved as `model.safetensors` with PyTorch's names.
-    pub vs: &'a VarStore,
-    /// The optimizer, whose state goes to `optimizer.safetensors` (its step counts and learning
-    /// rate to the manifest).
-    pub optimizer: &'a Optimizer,
-    /// The LR scheduler's state in its serde form (`serde_json::to_value(&scheduler)`), or
-    /// `Value::Null` without one; handed back in [`ResumePoint::scheduler`].
-    pub scheduler: serde_json::Value,
-    /// The epoch in progress, 0-based (at the end of an epoch: the next one).
-    pub epoch: u64,
-    /// Batches of `epoch` already trained (0 at an epoch boundary).
-    pub batches_done: u64,
-    /// This rank's running sums for the partial epoch; the checkpoint stores their sum over
-    /// all ranks.
-    pub epoch_metrics: RunningMetrics,
-    /// The run's seed (sampler shuffle and augmentations), recorded in the manifest.
-    pub seed: u64,
-    /// The run's configuration (flags, hyper-parameters), recorded in the manifest as is.
-    pub config: serde_json::Value,
-    /// The loss scaler's state when training in float16 with a `GradScaler`.
-    pub grad_scaler: Option<GradScalerState>,
-}
-
-/// Where to continue after [`Checkpointer::restore`].
-#[derive(Clone, Debug, PartialEq)]
-pub struct ResumePoint {
-    /// The epoch to continue (the one in progress when the checkpoint was written).
-    pub epoch: u64,
-    /// Batches of `epoch` already trained: skip them (`DataLoader::skip_batches`).
-    pub batches_done: u64,
-    /// Optimizer steps taken since the start of training.
-    pub global_step: u64,
-    /// Running sums of the partial epoch, over all ranks, on rank 0; zero on the other ranks
-    /// (so that summing over ranks again gives the right total).
-    pub epoch_metrics: RunningMetrics,
-    /// The LR scheduler's state as saved in [`TrainState::scheduler`]
-    /// (`serde_json::from_value` it back).
-    pub scheduler: serde_json::Value,
-    /// Best value of the monitored metric so far (`None` before the first evaluation).
-    pub best_metric: Option<f64>,
-    /// The checkpoint directory restored from.
-    pub dir: PathBuf,
-    /// The loss scaler's state, if the checkpoint holds one.
-    pub grad_scaler: Option<GradScalerState>,
-}
 
 /// Writes checkpoints per a [`Policy`] and finds the newest intact one to resume from. Every
 /// rank creates one with the same root and calls the same methods (saving is collective:
@@ -105,7 +37,7 @@ pub struct ResumePoint {
 /// use trainbook::checkpoint::{Checkpointer, Policy, TrainState};
 /// use trainbook::dist::Dist;
 /// use trainbook::models::MnistNet;
-/// use trainbook::train::{Optimizer, RunningMetrics};
+/// use trainbook::train::Optimizer;
 /// let dist = Dist::init()?;
 /// let mut vs = VarStore::new(dist.device());
 /// let _net = MnistNet::new(&vs.root());
@@ -118,18 +50,7 @@ pub struct ResumePoint {
 /// for epoch in first_epoch..10 {
 ///     // ... train the epoch, calling `ckpt.after_step` after each optimizer step ...
 ///     let val_accuracy = 0.9;
-///     let state = TrainState {
-///         vs: &vs,
-///         optimizer: &opt,
-///         scheduler: serde_json::Value::Null,
-///         epoch: epoch + 1,
-///         batches_done: 0,
-///         epoch_metrics: RunningMetrics::default(),
-///         seed: 0,
-///         config: serde_json::Value::Null,
-///         grad_scaler: None,
-///     };
-///     ckpt.after_epoch(&dist, &state, epoch, Some(val_accuracy))?;
+///     ckpt.after_epoch(&dist, &TrainState::new(&vs, &opt, epoch + 1), epoch, Some(val_accuracy))?;
 /// }
 /// # Ok(()) }
 /// ```
