@@ -32,8 +32,9 @@ pub use crate::models::{
 };
 pub use crate::notebook::{confusion_matrix_plot, image_grid, loss_accuracy_curves, Figure};
 pub use crate::train::{
-    evaluate, read_records, train_epoch, ConfusionMatrix, CosineAnnealingLR, CrossEntropyLoss,
-    EpochOptions, EpochRecord, EpochSummary, Mode, Optimizer, Precision, ReduceLROnPlateau, StepLR,
+    evaluate, read_records, train_epoch, Anneal, Cadence, ConfusionMatrix, CosineAnnealingLR,
+    CrossEntropyLoss, EpochOptions, EpochRecord, EpochSummary, LinearLR, LrSchedule, Mode,
+    OneCycleLR, Optimizer, Precision, ReduceLROnPlateau, StepLR,
 };
 pub use crate::transforms::{
     aug_rng, AutoAugment, CenterCrop, Compose, Normalize, RandomHorizontalFlip, RandomResizedCrop,

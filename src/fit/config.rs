@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use super::interrupt::Interruption;
 use crate::checkpoint::Policy;
 use crate::dist::DdpOptions;
-use crate::train::{ConfusionMatrix, CrossEntropyLoss, EpochRecord, Precision, ReduceLROnPlateau};
+use crate::train::{ConfusionMatrix, CrossEntropyLoss, EpochRecord, LrSchedule, Precision};
 
 /// Every setting of a [`Trainer`](super::Trainer) run; the builder's methods set these fields
 /// one by one, and [`Trainer::with_config`](super::Trainer::with_config) takes them at once.
@@ -20,8 +20,9 @@ pub struct FitConfig {
     pub policy: Policy,
     /// Continue from the newest intact checkpoint in `out/checkpoints`, if any.
     pub resume: bool,
-    /// Reduce the learning rate when the validation loss stops improving.
-    pub plateau: Option<ReduceLROnPlateau>,
+    /// The learning-rate schedule, stepped per epoch after validation or after every optimizer
+    /// step (per its [`cadence`](LrSchedule::cadence)); its state goes into the checkpoints.
+    pub schedule: Option<Box<dyn LrSchedule>>,
     /// Recorded in every checkpoint (the run's seed; seeding itself is up to the caller).
     pub seed: u64,
     /// Recorded in every checkpoint manifest (the run's hyper-parameters, for example).
@@ -45,15 +46,15 @@ pub struct FitConfig {
 
 impl Default for FitConfig {
     /// One epoch into `runs/fit`, resuming if a checkpoint is there, checkpoints per
-    /// [`Policy::default`], progress shown, float32, no accumulation, default DDP options,
-    /// plain cross-entropy.
+    /// [`Policy::default`], no schedule, progress shown, float32, no accumulation, default
+    /// DDP options, plain cross-entropy.
     fn default() -> Self {
         FitConfig {
             epochs: 1,
             out: PathBuf::from("runs/fit"),
             policy: Policy::default(),
             resume: true,
-            plateau: None,
+            schedule: None,
             seed: 0,
             config: serde_json::Value::Null,
             progress: true,

@@ -1,7 +1,7 @@
 //! The training run behind [`Trainer::fit`](super::Trainer::fit): data-parallel wrap, resume
-//! from the newest intact checkpoint, epochs of train/evaluate with an optional
-//! ReduceLROnPlateau, step and epoch checkpoints (and the best model), and on rank 0 the
-//! metrics log, the curves and confusion matrix, and the final weights.
+//! from the newest intact checkpoint, epochs of train/evaluate with an optional LR schedule
+//! (stepped per epoch or per optimizer step), step and epoch checkpoints (and the best model),
+//! and on rank 0 the metrics log, the curves and confusion matrix, and the final weights.
 use std::cell::RefCell;
 
 use tch::nn::{ModuleT, VarStore};
@@ -14,8 +14,9 @@ use crate::dist::{Ddp, Dist};
 use crate::models::{save_safetensors, to_channels_last};
 use crate::notebook::{confusion_matrix_plot, loss_accuracy_curves};
 use crate::train::{
-    append_record, data_wait_note, evaluate, read_records, train_epoch, EpochOptions, EpochRecord,
-    GradScaler, Optimizer, Precision, ReduceLROnPlateau, RunningMetrics, StepInfo,
+    append_record, data_wait_note, evaluate, read_records, train_epoch, Cadence, EpochOptions,
+    EpochRecord, GradScaler, LrSchedule, Optimizer, Precision, RunningMetrics, StepInfo,
+    Validation,
 };
 use crate::Result;
 use crate::WithPath;
@@ -35,13 +36,16 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
     val: &mut DataLoader<B>,
 ) -> Result<FitReport> {
     let Model { vs, net, opt } = model;
+    if let Some(s) = &cfg.schedule {
+        s.validate()?;
+    }
     let loss_fn = &cfg.loss;
     if cfg.channels_last {
         to_channels_last(vs);
     }
     let ddp = Ddp::wrap_with(vs, dist, cfg.ddp.clone())?;
     let log = cfg.out.join("metrics.jsonl");
-    let mut plateau = cfg.plateau.clone();
+    let schedule: Option<RefCell<Box<dyn LrSchedule>>> = cfg.schedule.clone().map(RefCell::new);
     // Checkpoints are written in the background: a save costs the step a copy to host memory.
     let mut ckpt =
         Checkpointer::new(cfg.out.join("checkpoints"), cfg.policy.clone()).background(true);
@@ -61,13 +65,19 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
                 at.batches_done,
                 at.global_step
             ));
-            if let (Some(p), false) = (&mut plateau, at.scheduler.is_null()) {
-                *p = serde_json::from_value(at.scheduler.clone()).map_err(|e| {
-                    crate::Error::Checkpoint(format!(
-                        "scheduler state in {}: {e}",
-                        at.dir.display()
-                    ))
-                })?;
+            if let Some(s) = &schedule {
+                let mut s = s.borrow_mut();
+                if at.scheduler.is_null() {
+                    // A checkpoint of a run without a schedule: this one starts here.
+                    opt.set_lr(s.start(opt.lr())?);
+                } else {
+                    s.load_state(&at.scheduler).map_err(|e| {
+                        crate::Error::Checkpoint(format!(
+                            "scheduler state in {}: {e}",
+                            at.dir.display()
+                        ))
+                    })?;
+                }
             }
             (start_epoch, skip, start_metrics) =
                 (at.epoch, at.batches_done as usize, at.epoch_metrics);
@@ -80,6 +90,10 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
                     read_records(&log)?.into_iter().filter(|r| r.epoch < start_epoch).collect();
             }
         }
+    }
+    if let (Some(s), None) = (&schedule, &resumed_from) {
+        // torch's scheduler constructor: LinearLR and OneCycleLR set the first step's rate.
+        opt.set_lr(s.borrow_mut().start(opt.lr())?);
     }
     if start_epoch >= cfg.epochs && resumed_from.is_some() {
         // Nothing to train: say so, and leave the finished run's files as they are.
@@ -102,8 +116,15 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
         let _ = std::fs::remove_file(&log);
         history.iter().try_for_each(|r| append_record(&log, r))?;
     }
-    let scheduler_json = |p: &Option<ReduceLROnPlateau>| {
-        p.as_ref().map_or(serde_json::Value::Null, |p| serde_json::to_value(p).unwrap_or_default())
+    let scheduler_json =
+        || schedule.as_ref().map_or(serde_json::Value::Null, |s| s.borrow().state());
+    let cadence = schedule.as_ref().map(|s| s.borrow().cadence());
+    // A per-step schedule advances after every optimizer step, before the step's checkpoint.
+    let advance_step = |lr: f64| -> Result<f64> {
+        match &schedule {
+            Some(s) => s.borrow_mut().advance(lr, None),
+            None => Ok(lr),
+        }
     };
     let ckpt = RefCell::new(ckpt);
     let watch = RefCell::new(StopWatch::start(dist, &cfg.out));
@@ -113,12 +134,11 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
     for epoch in start_epoch..cfg.epochs {
         train.set_epoch(epoch);
         train.skip_batches(std::mem::take(&mut skip));
-        let sched = scheduler_json(&plateau);
         let on_step = |info: &StepInfo| -> Result<()> {
             let state = || TrainState {
                 vs,
                 optimizer: info.optimizer,
-                scheduler: sched.clone(),
+                scheduler: scheduler_json(),
                 epoch,
                 batches_done: info.batches_done as u64,
                 epoch_metrics: info.metrics(),
@@ -142,6 +162,9 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
             .on_step(&on_step)
             .start_metrics(std::mem::take(&mut start_metrics))
             .accumulate(cfg.accumulate);
+        if cadence == Some(Cadence::Step) {
+            opts = opts.lr_after_step(&advance_step);
+        }
         opts.progress = cfg.progress;
         opts = opts.precision(cfg.precision).channels_last(cfg.channels_last);
         if let Some(s) = &scaler {
@@ -177,9 +200,12 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
             other => other?,
         };
         let v = evaluate(net, val, loss_fn, &opts)?;
+        // Per-epoch schedules: the rate of the whole epoch; per-step ones: the rate after the
+        // epoch's last step (both resume-independent).
         let lr_used = opt.lr();
-        if let Some(p) = &mut plateau {
-            opt.set_lr(p.step(v.loss, opt.lr()));
+        if let (Some(s), Some(Cadence::Epoch)) = (&schedule, cadence) {
+            let validation = Validation { loss: v.loss, accuracy: v.accuracy };
+            opt.set_lr(s.borrow_mut().advance(opt.lr(), Some(validation))?);
         }
         let wait = data_wait_note(&t.data_wait_s, t.seconds);
         dist.println(format!("epoch {}/{}: train loss {:.4} acc {:.2}% | val loss {:.4} acc {:.2}% | lr {lr_used:.2e} | {:.1} img/s | {wait}", epoch + 1, cfg.epochs, t.loss, t.accuracy * 100.0, v.loss, v.accuracy * 100.0, t.img_per_s));
@@ -192,7 +218,7 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
         let state = TrainState {
             vs,
             optimizer: opt,
-            scheduler: scheduler_json(&plateau),
+            scheduler: scheduler_json(),
             epoch: epoch + 1,
             batches_done: 0,
             epoch_metrics: RunningMetrics::default(),

@@ -10,7 +10,7 @@ use super::run::{run, Model};
 use crate::checkpoint::Policy;
 use crate::data::{DataLoader, Dataset};
 use crate::dist::{DdpOptions, Dist};
-use crate::train::{CrossEntropyLoss, Mode, Optimizer, Precision, ReduceLROnPlateau};
+use crate::train::{CrossEntropyLoss, LrSchedule, Mode, Optimizer, Precision, ReduceLROnPlateau};
 use crate::Result;
 
 /// A training run on one rank of `dist` (a world of one without a launcher): resume from the
@@ -127,10 +127,32 @@ impl<'d> Trainer<'d> {
         self
     }
 
-    /// Adjust the learning rate after each epoch by the validation loss.
-    pub fn plateau(mut self, scheduler: ReduceLROnPlateau) -> Self {
-        self.cfg.plateau = Some(scheduler);
+    /// The learning-rate schedule (default none): [`ReduceLROnPlateau`],
+    /// [`StepLR`](crate::train::StepLR), [`CosineAnnealingLR`](crate::train::CosineAnnealingLR),
+    /// [`LinearLR`](crate::train::LinearLR), [`OneCycleLR`](crate::train::OneCycleLR) or any
+    /// [`LrSchedule`]. A fresh run [`start`](LrSchedule::start)s it on the optimizer's rate;
+    /// it is then stepped after each epoch's validation or after every optimizer step, per its
+    /// [`cadence`](LrSchedule::cadence). Its state goes into every checkpoint and comes back
+    /// on resume, so a resumed run follows the same rates. Bad hyper-parameters make `fit`
+    /// fail with [`Error::InvalidArgument`](crate::Error::InvalidArgument) before training.
+    ///
+    /// ```no_run
+    /// # use trainbook::prelude::*;
+    /// # fn main() -> trainbook::Result<()> {
+    /// # let dist = Dist::single(Device::Cpu);
+    /// // 10 epochs of 469 optimizer steps: one cycle over the whole run.
+    /// let trainer = Trainer::new(&dist).epochs(10).schedule(OneCycleLR::new(0.01, 10 * 469));
+    /// # Ok(()) }
+    /// ```
+    pub fn schedule(mut self, schedule: impl LrSchedule + 'static) -> Self {
+        self.cfg.schedule = Some(Box::new(schedule));
         self
+    }
+
+    /// [`schedule`](Self::schedule) with a [`ReduceLROnPlateau`]: after each epoch it looks at
+    /// the validation loss ([`Mode::Min`]) or the validation accuracy ([`Mode::Max`]).
+    pub fn plateau(self, scheduler: ReduceLROnPlateau) -> Self {
+        self.schedule(scheduler)
     }
 
     /// The seed recorded in checkpoints (seeding itself is up to the caller). Default 0.

@@ -80,6 +80,11 @@ impl StepInfo<'_> {
 /// A callback run after every training step.
 pub type OnStep<'a> = &'a dyn Fn(&StepInfo) -> Result<()>;
 
+/// A per-step learning-rate update: called with the rate the optimizer step just used, it
+/// returns the rate of the next step (a per-step [`LrSchedule`](super::LrSchedule)'s
+/// `advance`).
+pub type LrAfterStep<'a> = &'a dyn Fn(f64) -> Result<f64>;
+
 /// Where to run and how to report.
 pub struct EpochOptions<'a> {
     /// Where the model lives; batches are moved there.
@@ -92,6 +97,9 @@ pub struct EpochOptions<'a> {
     pub hooks: &'a dyn StepHooks,
     /// Called after every optimizer step (checkpoints mid-epoch).
     pub on_step: Option<OnStep<'a>>,
+    /// Sets the learning rate after every optimizer step, before `on_step` (so a checkpoint
+    /// written there holds the new rate): a per-step schedule.
+    pub lr_after_step: Option<LrAfterStep<'a>>,
     /// Sums carried over from the part of the epoch done before a resume.
     pub start_metrics: RunningMetrics,
     /// Gradient accumulation: micro-batches per optimizer step (1: a step per batch).
@@ -113,6 +121,7 @@ impl Default for EpochOptions<'_> {
             reporter: &ConsoleProgress,
             hooks: &SingleProcess,
             on_step: None,
+            lr_after_step: None,
             start_metrics: RunningMetrics::default(),
             accumulate: 1,
             precision: Precision::F32,
@@ -153,6 +162,13 @@ impl<'a> EpochOptions<'a> {
     /// Calls `f` after every optimizer step.
     pub fn on_step(mut self, f: OnStep<'a>) -> Self {
         self.on_step = Some(f);
+        self
+    }
+    /// After every optimizer step, sets the learning rate to `f(rate the step used)`, e.g.
+    /// `&|lr| schedule.borrow_mut().advance(lr, None)` for a per-step
+    /// [`LrSchedule`](super::LrSchedule) in a `RefCell`. It runs before `on_step`.
+    pub fn lr_after_step(mut self, f: LrAfterStep<'a>) -> Self {
+        self.lr_after_step = Some(f);
         self
     }
     /// Starts the epoch's sums from `m` (the part done before a resume).
@@ -300,6 +316,10 @@ pub fn train_epoch<D: Dataset + 'static>(
             match opts.grad_scaler {
                 Some(scaler) => drop(scaler.borrow_mut().step(optimizer)?),
                 None => optimizer.step()?,
+            }
+            if let Some(f) = opts.lr_after_step {
+                let lr = f(optimizer.lr())?;
+                optimizer.set_lr(lr);
             }
             if let Some(f) = opts.on_step {
                 f(&StepInfo { batches_done: position + 1, optimizer, running: &running })?;

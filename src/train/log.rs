@@ -21,7 +21,8 @@ pub struct EpochRecord {
     pub val_loss: Option<f64>,
     /// Validation accuracy in [0, 1]; `None` when the epoch was not evaluated.
     pub val_acc: Option<f64>,
-    /// The learning rate used during the epoch.
+    /// The learning rate used during the epoch (with a per-step schedule: the rate after its
+    /// last optimizer step).
     pub lr: f64,
     /// Number of ranks that trained the epoch.
     pub world_size: usize,

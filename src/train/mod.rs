@@ -15,7 +15,8 @@ mod timing;
 
 pub use device_metrics::{host_reads, DeviceMetrics};
 pub use epoch::{
-    evaluate, train_epoch, EpochOptions, EpochSummary, OnStep, SingleProcess, StepHooks, StepInfo,
+    evaluate, train_epoch, EpochOptions, EpochSummary, LrAfterStep, OnStep, SingleProcess,
+    StepHooks, StepInfo,
 };
 pub use grad_scaler::{GradScaler, GradScalerConfig, GradScalerState};
 pub use log::{append_record, read_records, EpochRecord};
@@ -23,5 +24,8 @@ pub use loss::CrossEntropyLoss;
 pub use metrics::{ConfusionMatrix, RunningMetrics};
 pub use optim::{named_parameters, Kernels, Optimizer, OptimizerKind, OptimizerMeta};
 pub use precision::Precision;
-pub use schedule::{CosineAnnealingLR, Mode, ReduceLROnPlateau, StepLR};
+pub use schedule::{
+    Anneal, Cadence, CosineAnnealingLR, LinearLR, LrSchedule, Mode, OneCycleLR, ReduceLROnPlateau,
+    StepLR, Validation,
+};
 pub use timing::{data_wait_note, LOADER_BOUND_FRACTION};

@@ -1,6 +1,8 @@
-//! Learning-rate schedules with torch's semantics: `ReduceLROnPlateau`, `StepLR`,
-//! `CosineAnnealingLR`. Each is a small serde struct, so its state goes into checkpoints.
+//! [`ReduceLROnPlateau`] and its [`Mode`].
 use serde::{Deserialize, Serialize};
+
+use super::{check, from_state, to_state, Cadence, LrSchedule, Validation};
+use crate::{Error, Result};
 
 /// Whether a lower (loss) or higher (accuracy) monitored value is better.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -26,6 +28,7 @@ pub enum Mode {
 /// assert_eq!(lr, 0.05);
 /// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ReduceLROnPlateau {
     /// Whether lower ([`Mode::Min`]) or higher ([`Mode::Max`]) metrics are better.
     pub mode: Mode,
@@ -140,60 +143,65 @@ impl ReduceLROnPlateau {
     }
 }
 
-/// `torch.optim.lr_scheduler.StepLR`: multiply by `gamma` every `step_size` epochs.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct StepLR {
-    /// Period of the decay in epochs (at least 1).
-    pub step_size: u64,
-    /// Multiplicative factor of the decay.
-    pub gamma: f64,
-    last_epoch: u64,
-}
-
-impl StepLR {
-    /// `StepLR(optimizer, step_size, gamma)`; a `step_size` of 0 is taken as 1.
-    pub fn new(step_size: u64, gamma: f64) -> Self {
-        StepLR { step_size: step_size.max(1), gamma, last_epoch: 0 }
+impl LrSchedule for ReduceLROnPlateau {
+    fn name(&self) -> &'static str {
+        "ReduceLROnPlateau"
     }
-    /// Advances one epoch and returns the learning rate to use next.
-    pub fn step(&mut self, lr: f64) -> f64 {
-        self.last_epoch += 1;
-        if self.last_epoch % self.step_size == 0 {
-            lr * self.gamma
-        } else {
-            lr
-        }
+    fn cadence(&self) -> Cadence {
+        Cadence::Epoch
     }
-}
-
-/// `torch.optim.lr_scheduler.CosineAnnealingLR` (torch's recursive form).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct CosineAnnealingLR {
-    /// Epochs of a half cosine period, from `base_lr` down to `eta_min` (at least 1).
-    pub t_max: u64,
-    /// The lowest learning rate.
-    pub eta_min: f64,
-    /// The initial learning rate (the optimizer's when the schedule starts).
-    pub base_lr: f64,
-    last_epoch: u64,
-}
-
-impl CosineAnnealingLR {
-    /// `CosineAnnealingLR(optimizer, T_max=t_max, eta_min)` for an optimizer whose initial
-    /// learning rate is `base_lr`; a `t_max` of 0 is taken as 1.
-    pub fn new(base_lr: f64, t_max: u64, eta_min: f64) -> Self {
-        CosineAnnealingLR { t_max: t_max.max(1), eta_min, base_lr, last_epoch: 0 }
+    fn validate(&self) -> Result<()> {
+        let name = self.name();
+        check((0.0..1.0).contains(&self.factor), name, "factor", "in [0, 1)", self.factor)?;
+        check(
+            self.threshold >= 0.0 && self.threshold.is_finite(),
+            name,
+            "threshold",
+            "finite and >= 0",
+            self.threshold,
+        )?;
+        check(
+            self.min_lr >= 0.0 && self.min_lr.is_finite(),
+            name,
+            "min_lr",
+            "finite and >= 0",
+            self.min_lr,
+        )?;
+        check(self.eps >= 0.0 && self.eps.is_finite(), name, "eps", "finite and >= 0", self.eps)
     }
-    /// Advances one epoch and returns the learning rate to use next.
-    pub fn step(&mut self, lr: f64) -> f64 {
-        use std::f64::consts::PI;
-        self.last_epoch += 1;
-        let (e, t) = (self.last_epoch as f64, self.t_max as f64);
-        if (self.last_epoch as i64 - 1 - self.t_max as i64).rem_euclid(2 * self.t_max as i64) == 0 {
-            lr + (self.base_lr - self.eta_min) * (1.0 - (PI / t).cos()) / 2.0
-        } else {
-            (1.0 + (PI * e / t).cos()) / (1.0 + (PI * (e - 1.0) / t).cos()) * (lr - self.eta_min)
-                + self.eta_min
-        }
+    /// Forgets the metrics seen (torch's constructor); the rate stays `lr`.
+    fn start(&mut self, lr: f64) -> Result<f64> {
+        self.validate()?;
+        (self.best, self.num_bad_epochs, self.cooldown_counter, self.last_epoch) = (None, 0, 0, 0);
+        Ok(lr)
+    }
+    /// [`step`](ReduceLROnPlateau::step) with the validation loss ([`Mode::Min`]) or
+    /// accuracy ([`Mode::Max`]); without `validation`, [`Error::InvalidArgument`].
+    fn advance(&mut self, lr: f64, validation: Option<Validation>) -> Result<f64> {
+        self.validate()?;
+        let v = validation.ok_or_else(|| {
+            Error::InvalidArgument(
+                "ReduceLROnPlateau steps on a validation metric: advance needs Some(Validation)"
+                    .into(),
+            )
+        })?;
+        let metric = match self.mode {
+            Mode::Min => v.loss,
+            Mode::Max => v.accuracy,
+        };
+        Ok(self.step(metric, lr))
+    }
+    fn steps(&self) -> u64 {
+        self.last_epoch
+    }
+    fn state(&self) -> serde_json::Value {
+        to_state(self)
+    }
+    fn load_state(&mut self, state: &serde_json::Value) -> Result<()> {
+        *self = from_state(self.name(), state)?;
+        Ok(())
+    }
+    fn box_clone(&self) -> Box<dyn LrSchedule> {
+        Box::new(self.clone())
     }
 }

@@ -1,0 +1,149 @@
+//! Learning-rate schedules with torch's semantics, behind one trait, [`LrSchedule`]:
+//! [`ReduceLROnPlateau`] (stepped per epoch with the validation metric), [`StepLR`] and
+//! [`CosineAnnealingLR`] (per epoch by default), [`LinearLR`] (a warmup, per optimizer step by
+//! default) and [`OneCycleLR`] (per optimizer step). Each is a small serde struct whose state
+//! goes into checkpoints as JSON ([`LrSchedule::state`], [`LrSchedule::load_state`]).
+//!
+//! The values are those of torch's `get_last_lr()` when its scheduler is stepped the usual way
+//! (`scheduler.step()` without an epoch argument): the chainable (recursive) forms for
+//! `StepLR`, `CosineAnnealingLR` and `LinearLR`, the closed form for `OneCycleLR`, which torch
+//! computes only that way.
+mod decay;
+mod plateau;
+mod warmup;
+
+use serde::{Deserialize, Serialize};
+
+pub use decay::{CosineAnnealingLR, StepLR};
+pub use plateau::{Mode, ReduceLROnPlateau};
+pub use warmup::{Anneal, LinearLR, OneCycleLR};
+
+use crate::{Error, Result};
+
+/// When a schedule steps.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Cadence {
+    /// Once per epoch, after validation (torch's usual `scheduler.step()` at the epoch's end).
+    #[default]
+    Epoch,
+    /// After every optimizer step (torch's `scheduler.step()` after `optimizer.step()` in the
+    /// batch loop), e.g. a warmup or a one-cycle policy.
+    Step,
+}
+
+/// The validation results of an epoch, which an epoch-wise schedule may look at
+/// ([`ReduceLROnPlateau`] does: the loss in [`Mode::Min`], the accuracy in [`Mode::Max`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Validation {
+    /// Mean per-sample validation loss.
+    pub loss: f64,
+    /// Validation accuracy, a fraction in [0, 1].
+    pub accuracy: f64,
+}
+
+/// A learning-rate schedule: what [`Trainer::schedule`](crate::fit::Trainer::schedule) drives.
+///
+/// The calls mirror torch's: [`start`](Self::start) is the scheduler's constructor (which
+/// may already change the learning rate: `LinearLR`, `OneCycleLR`), [`advance`](Self::advance)
+/// is `scheduler.step()`, called after every epoch or every optimizer step per
+/// [`cadence`](Self::cadence); both take the optimizer's current rate and return the rate to
+/// set (`optimizer.set_lr`). [`state`](Self::state) and [`load_state`](Self::load_state) are
+/// `state_dict()`/`load_state_dict()` as JSON, for checkpoints.
+///
+/// ```
+/// use trainbook::train::{LrSchedule, OneCycleLR, StepLR};
+/// # fn main() -> trainbook::Result<()> {
+/// // torch: StepLR(SGD(params, lr=0.1), step_size=2, gamma=0.5), stepped 4 times.
+/// let mut sched = StepLR::new(2, 0.5);
+/// let mut lr = sched.start(0.1)?;
+/// let mut lrs = vec![lr];
+/// for _ in 0..4 {
+///     lr = sched.advance(lr, None)?; // optimizer.set_lr(lr)
+///     lrs.push(lr);
+/// }
+/// assert_eq!(lrs, [0.1, 0.1, 0.05, 0.05, 0.025]);
+///
+/// // A schedule's state is JSON: a copy restored from it continues identically.
+/// let mut one_cycle = OneCycleLR::new(0.1, 10);
+/// let mut lr = one_cycle.start(0.1)?; // max_lr / div_factor = 0.004
+/// lr = one_cycle.advance(lr, None)?;
+/// let mut restored = OneCycleLR::new(0.1, 10);
+/// restored.load_state(&one_cycle.state())?;
+/// assert_eq!(restored.advance(lr, None)?, one_cycle.advance(lr, None)?);
+/// # Ok(()) }
+/// ```
+pub trait LrSchedule: std::fmt::Debug + Send + Sync {
+    /// torch's class name, e.g. `"StepLR"` (used in messages).
+    fn name(&self) -> &'static str;
+
+    /// Whether [`advance`](Self::advance) is called per epoch or per optimizer step.
+    fn cadence(&self) -> Cadence;
+
+    /// Checks the hyper-parameters: [`Error::InvalidArgument`] naming the first bad one.
+    /// [`start`](Self::start), [`advance`](Self::advance) and
+    /// [`load_state`](Self::load_state) check too.
+    fn validate(&self) -> Result<()>;
+
+    /// Starts (or restarts) the schedule for an optimizer whose rate is `lr`, as torch's
+    /// constructor does, and returns the rate of the first step.
+    fn start(&mut self, lr: f64) -> Result<f64>;
+
+    /// One step of the schedule (torch's `scheduler.step()`): `lr` is the optimizer's current
+    /// rate; returns the rate to use next. `validation` is the epoch's results for an
+    /// epoch-wise schedule in `Trainer::fit` (`None` per optimizer step);
+    /// [`ReduceLROnPlateau`] needs it.
+    fn advance(&mut self, lr: f64, validation: Option<Validation>) -> Result<f64>;
+
+    /// Steps taken since [`start`](Self::start) (torch's `last_epoch`).
+    fn steps(&self) -> u64;
+
+    /// The whole schedule (hyper-parameters and progress) as JSON, for a checkpoint.
+    fn state(&self) -> serde_json::Value;
+
+    /// Replaces the schedule by one saved with [`state`](Self::state);
+    /// [`Error::Checkpoint`] when `state` is not this kind of schedule's.
+    fn load_state(&mut self, state: &serde_json::Value) -> Result<()>;
+
+    /// A boxed copy (so that a `Box<dyn LrSchedule>` is `Clone`).
+    fn box_clone(&self) -> Box<dyn LrSchedule>;
+}
+
+impl Clone for Box<dyn LrSchedule> {
+    fn clone(&self) -> Self {
+        self.box_clone()
+    }
+}
+
+/// `value` as JSON (a schedule's fields never fail to serialise).
+fn to_state<T: Serialize>(value: &T) -> serde_json::Value {
+    serde_json::to_value(value).unwrap_or(serde_json::Value::Null)
+}
+
+/// A schedule of kind `name` read back from `state`, its hyper-parameters checked.
+fn from_state<T: serde::de::DeserializeOwned + LrSchedule>(
+    name: &str,
+    state: &serde_json::Value,
+) -> Result<T> {
+    let s: T = serde_json::from_value(state.clone())
+        .map_err(|e| Error::Checkpoint(format!("{name} state {state}: {e}")))?;
+    s.validate()?;
+    Ok(s)
+}
+
+/// [`Error::InvalidArgument`] for `schedule`'s parameter `param` unless `ok`.
+fn check(
+    ok: bool,
+    schedule: &str,
+    param: &str,
+    expected: &str,
+    got: impl std::fmt::Display,
+) -> Result<()> {
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument(format!("{schedule}: {param} must be {expected}, got {got}")))
+    }
+}
+
+#[cfg(test)]
+mod tests;

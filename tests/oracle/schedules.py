@@ -1,0 +1,48 @@
+"""torch's learning rates for tests/schedules.rs: reads a JSON list of schedule configurations
+on stdin and prints, for each, get_last_lr()[0] after construction and after every step
+(optimizer.step() then scheduler.step(), the usual order; ReduceLROnPlateau is stepped with
+the configuration's metrics)."""
+import json
+import sys
+import warnings
+
+import torch
+from torch.optim import lr_scheduler as S
+
+warnings.simplefilter("ignore")
+
+
+def sequence(c):
+    p = torch.nn.Parameter(torch.zeros(1))
+    opt = torch.optim.SGD([p], lr=c["lr"], momentum=0.9)
+    kind = c["kind"]
+    if kind == "StepLR":
+        s = S.StepLR(opt, step_size=c["step_size"], gamma=c["gamma"])
+    elif kind == "CosineAnnealingLR":
+        s = S.CosineAnnealingLR(opt, T_max=c["t_max"], eta_min=c["eta_min"])
+    elif kind == "LinearLR":
+        s = S.LinearLR(opt, start_factor=c["start_factor"], end_factor=c["end_factor"],
+                       total_iters=c["total_iters"])
+    elif kind == "OneCycleLR":
+        s = S.OneCycleLR(opt, max_lr=c["max_lr"], total_steps=c["total_steps"],
+                         pct_start=c["pct_start"], anneal_strategy=c["anneal"],
+                         div_factor=c["div_factor"], final_div_factor=c["final_div_factor"],
+                         three_phase=c["three_phase"], cycle_momentum=False)
+    elif kind == "ReduceLROnPlateau":
+        s = S.ReduceLROnPlateau(opt, mode=c["mode"], factor=c["factor"], patience=c["patience"],
+                                threshold=c["threshold"], threshold_mode=c["threshold_mode"],
+                                cooldown=c["cooldown"], min_lr=c["min_lr"])
+    else:
+        raise ValueError(kind)
+    lrs = [s.get_last_lr()[0]]
+    for k in range(c["steps"]):
+        opt.step()
+        if kind == "ReduceLROnPlateau":
+            s.step(c["metrics"][k])
+        else:
+            s.step()
+        lrs.append(s.get_last_lr()[0])
+    return lrs
+
+
+print(json.dumps([sequence(c) for c in json.load(sys.stdin)]))
