@@ -4,7 +4,7 @@
 #               doctests, notebooks)
 # No root needed: without it, scripts/setup.sh unpacks the Debian packages the build needs into
 # .venv/debs (scripts/fetch-debs.sh) and says what it had to skip.
-.PHONY: setup setup-demo setup-notebook setup-repl repl test-repl demo lint test gpu-test torch-2.11-check
+.PHONY: setup setup-demo setup-notebook setup-repl repl test-repl demo lint test notebooks gpu-test torch-2.11-check
 SHELL := /bin/bash
 
 # Everything `make test` needs: the tests' Python packages (torchvision, Ray, Dask, ...), Debian
@@ -47,6 +47,13 @@ lint: setup
 test: setup lint
 	set -o pipefail; mkdir -p target; if [ -n "$$CI" ]; then export CARGO_INCREMENTAL=0; fi; cargo test --no-fail-fast 2>&1 | tee target/test.log
 	@awk '/^test result:/ { p += $$4; f += $$6 } END { printf "all tests: %d passed, %d failed\n", p, f }' target/test.log
+
+# Runs every notebook headless and writes the executed notebooks, outputs included, back into
+# notebooks/ (committed, so the plots show on a code host; tests/notebook_outputs.rs fails when a
+# committed cell was not executed or was edited since). The notebooks start the prebuilt examples.
+notebooks: setup-notebook
+	cargo build --examples
+	.venv/bin/python scripts/run_notebooks.py --in-place
 
 # The GPU suite (tests/gpu.rs) with NCCL: on a machine with a CUDA GPU it trains against PyTorch
 # on that GPU; elsewhere every test prints SKIPPED. Not part of `make test` (which still builds

@@ -1,17 +1,22 @@
 #!/usr/bin/env python3
 """Executes trainbook's notebooks headless, top to bottom, in the `trainbook` Jupyter kernel.
 
-    .venv/bin/python scripts/run_notebooks.py [NOTEBOOK ...] [--out DIR] [--cell-timeout S]
+    .venv/bin/python scripts/run_notebooks.py [NOTEBOOK ...] [--out DIR | --in-place] [--cell-timeout S]
 
 Without arguments it runs every notebooks/*.ipynb in name order, so a new notebook is picked up
 by the tests automatically. Executed copies (with their outputs) go to --out, default
-target/notebooks/, where tests can inspect the pictures they produced. Fails on any cell error.
+target/notebooks/, where tests can inspect the pictures they produced; `--in-place` (what
+`make notebooks` uses) writes them over the notebooks themselves, so they are committed with
+their outputs. Every executed code cell records the CRC-32 of its source in its metadata
+(`trainbook.source_crc32`): tests/notebook_outputs.rs uses it to find cells edited since their
+outputs were made. Fails on any cell error.
 """
 import argparse
 import os
 import pathlib
 import sys
 import time
+import zlib
 
 import nbformat
 from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
@@ -27,6 +32,18 @@ def error_outputs(nb):
         for out in cell.get("outputs", []):
             if out.get("output_type") == "error":
                 yield index, f"{out.get('ename', '')}: {out.get('evalue', '')}".strip()
+
+
+def stamp(nb):
+    """Records each executed code cell's source CRC-32 and drops nbclient's timing metadata (it
+    would change every committed cell on every run)."""
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        cell.metadata.pop("execution", None)
+        if cell.get("execution_count") is not None:
+            crc = zlib.crc32(cell.source.encode("utf-8")) & 0xFFFFFFFF
+            cell.metadata["trainbook"] = {"source_crc32": f"{crc:08x}"}
 
 
 def run_one(path, out_dir, cell_timeout):
@@ -54,8 +71,14 @@ def run_one(path, out_dir, cell_timeout):
     except CellExecutionError as e:
         failure = str(e)[-3000:]
     finally:
+        stamp(nb)
         out_dir.mkdir(parents=True, exist_ok=True)
-        nbformat.write(nb, out_dir / path.name)
+        if failure is None or out_dir.resolve() != path.parent.resolve():
+            nbformat.write(nb, out_dir / path.name)
+        else:  # in place: the original stays as it was; the failed run goes to target/ to read
+            failed_dir = ROOT / "target" / "notebooks-failed"
+            failed_dir.mkdir(parents=True, exist_ok=True)
+            nbformat.write(nb, failed_dir / path.name)
     if failure is None:
         errors = list(error_outputs(nb))
         if errors:
@@ -212,6 +235,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("notebooks", nargs="*", type=pathlib.Path)
     parser.add_argument("--out", type=pathlib.Path, default=ROOT / "target" / "notebooks")
+    parser.add_argument("--in-place", action="store_true", help="write the executed notebooks over the originals")
     parser.add_argument("--cell-timeout", type=int, default=1800)
     args = parser.parse_args()
     paths = [p.resolve() for p in args.notebooks] or sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -222,7 +246,7 @@ def main():
     for path in paths:
         start = time.monotonic()
         print(f"notebook {path.name}: running", flush=True)
-        failure = run_one(path, args.out, args.cell_timeout)
+        failure = run_one(path, path.parent if args.in_place else args.out, args.cell_timeout)
         seconds = time.monotonic() - start
         if failure:
             failed += 1
@@ -231,7 +255,7 @@ def main():
             passed += 1
             print(f"notebook {path.name}: ok in {seconds:.0f} s", flush=True)
     print(f"notebooks: {passed} passed, {failed} failed")
-    if failed == 0 and not args.notebooks:
+    if failed == 0 and not args.notebooks and not args.in_place:
         start = time.monotonic()
         failure = check_interrupt()
         seconds = time.monotonic() - start
