@@ -134,8 +134,7 @@ fn every_notebook_runs_headless() {
     assert!(designsafe.contains("target: 93.3% on the true class, 3.3% on each other class"));
     let mnist = text("01-mnist.ipynb");
     let line = mnist.lines().find(|l| l.starts_with("reloaded model: test accuracy")).unwrap_or("");
-    let figures: Vec<&str> =
-        line.split(|c| c == ' ' || c == '(' || c == ')').filter(|w| w.ends_with('%')).collect();
+    let figures: Vec<&str> = line.split([' ', '(', ')']).filter(|w| w.ends_with('%')).collect();
     assert!(figures.len() == 2 && figures[0] == figures[1], "{mnist}");
 
     let setup = printed_text(&out_dir.join("00-setup-check.ipynb"));

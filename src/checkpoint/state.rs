@@ -27,7 +27,8 @@ impl Default for Policy {
 }
 
 /// Borrowed view of the training state a checkpoint captures (built by the caller at each
-/// save; [`Checkpointer::after_step`] builds it only when it saves).
+/// save; [`Checkpointer::after_step`](super::Checkpointer::after_step) builds it only when it
+/// saves).
 pub struct TrainState<'a> {
     /// The model's variables, saved as `model.safetensors` with PyTorch's names.
     pub vs: &'a VarStore,
@@ -52,7 +53,7 @@ pub struct TrainState<'a> {
     pub grad_scaler: Option<GradScalerState>,
 }
 
-/// Where to continue after [`Checkpointer::restore`].
+/// Where to continue after [`Checkpointer::restore`](super::Checkpointer::restore).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ResumePoint {
     /// The epoch to continue (the one in progress when the checkpoint was written).
