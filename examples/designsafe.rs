@@ -3,9 +3,9 @@
 //! smoothing 0.1, Adam 1e-4, ReduceLROnPlateau(factor 0.1, patience 5, min_lr 1e-8) on the
 //! validation loss, best-accuracy checkpoint, resumable. Without --data it generates the
 //! stand-in set (data-scripts/designsafe_standin.py). With ImageNet weights
-//! (data-scripts/resnet34_weights.py) and the real set, expect the course's ~85-90%. From random
-//! weights on the small stand-in (`--small-data --image-size 64 --epochs 8 --lr 1e-3`: 450/90
-//! images) it reaches about 60% (chance: 33%) in under a minute on 2 CPU cores.
+//! (data-scripts/resnet_weights.py --depth 34) and the real set, expect the course's ~85-90%.
+//! From random weights on the small stand-in (`--small-data --image-size 64 --epochs 8
+//! --lr 1e-3`: 450/90 images) it reaches about 60% (chance: 33%) in under a minute on 2 CPU cores.
 //!
 //!     cargo run --release --example designsafe -- --weights data/weights/resnet34.safetensors
 //!     torchrun --standalone --nproc-per-node=4 --no-python target/release/examples/designsafe --device cuda

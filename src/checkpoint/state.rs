@@ -27,7 +27,8 @@ impl Default for Policy {
 }
 
 /// Borrowed view of the training state a checkpoint captures (built by the caller at each
-/// save; [`Checkpointer::after_step`](super::Checkpointer::after_step) builds it only when it saves).
+/// save; [`Checkpointer::after_step`](super::Checkpointer::after_step) builds it only when it
+/// saves).
 pub struct TrainState<'a> {
     /// The model's variables, saved as `model.safetensors` with PyTorch's names.
     pub vs: &'a VarStore,

@@ -77,28 +77,56 @@ impl RandomResizedCrop {
     }
 
     /// The crop box `(top, left, height, width)`: up to 10 random tries, then torchvision's
-    /// fallback (the whole image clamped to the ratio range, centred).
+    /// fallback (the whole image clamped to the ratio range, centred). The draws come from
+    /// `rng`; [`RandomResizedCrop::params_from_uniform`] says how they are used.
     pub fn params(&self, width: u32, height: u32, rng: &mut AugRng) -> (u32, u32, u32, u32) {
+        self.params_from_uniform(width, height, || rng.random::<f64>())
+    }
+
+    /// torchvision's `RandomResizedCrop.get_params` step for step, fed uniform draws in
+    /// `[0, 1)` by `uniform`. Each of up to 10 tries takes one draw `u` for the area fraction
+    /// and one for the log-ratio, turned into float32 values as torch's CPU `uniform_(a, b)`
+    /// does (`x * (b - a) + a` in float32, `x` being `u` cut to 24 bits), with `log(ratio)`
+    /// computed in float32 like `torch.log(torch.tensor(ratio))` and `exp` in float32; then
+    /// `w = round(sqrt(area * scale * aspect))`, `h = round(sqrt(area * scale / aspect))` (ties
+    /// to even, Python's `round`); an accepted try (`0 < w <= width`, `0 < h <= height`) takes
+    /// two more draws for `top` and `left` (`floor(u * n)` for torch's `randint(0, n)`).
+    /// Ten rejected tries fall back to a centred crop of the whole image, clamped to the ratio
+    /// range.
+    pub fn params_from_uniform(
+        &self,
+        width: u32,
+        height: u32,
+        mut uniform: impl FnMut() -> f64,
+    ) -> (u32, u32, u32, u32) {
         let (w_img, h_img) = (width as f64, height as f64);
         let area = w_img * h_img;
-        let (log_lo, log_hi) = (self.ratio.0.ln(), self.ratio.1.ln());
+        // torch's `uniform_real`: 24 random bits, then `x * (to - from) + from` in float32.
+        let draw = |u: f64, lo: f32, hi: f32| {
+            ((u * 16777216.0).floor() / 16777216.0) as f32 * (hi - lo) + lo
+        };
+        let randint = |u: f64, n: u32| ((u * n as f64).floor() as u32).min(n - 1);
+        let (scale_lo, scale_hi) = (self.scale.0 as f32, self.scale.1 as f32);
+        let (log_lo, log_hi) = ((self.ratio.0 as f32).ln(), (self.ratio.1 as f32).ln());
         for _ in 0..10 {
-            let target_area = area * rng.random_range(self.scale.0..=self.scale.1);
-            let aspect = rng.random_range(log_lo..=log_hi).exp();
+            let target_area = area * draw(uniform(), scale_lo, scale_hi) as f64;
+            let aspect = draw(uniform(), log_lo, log_hi).exp() as f64;
             let w = (target_area * aspect).sqrt().round_ties_even();
             let h = (target_area / aspect).sqrt().round_ties_even();
             if w > 0.0 && w <= w_img && h > 0.0 && h <= h_img {
                 let (w, h) = (w as u32, h as u32);
-                let top = rng.random_range(0..=height - h);
-                let left = rng.random_range(0..=width - w);
+                let top = randint(uniform(), height - h + 1);
+                let left = randint(uniform(), width - w + 1);
                 return (top, left, h, w);
             }
         }
         let in_ratio = w_img / h_img;
-        let (w, h) = if in_ratio < self.ratio.0 {
-            (width, (w_img / self.ratio.0).round_ties_even() as u32)
-        } else if in_ratio > self.ratio.1 {
-            ((h_img * self.ratio.1).round_ties_even() as u32, height)
+        let (min_ratio, max_ratio) =
+            (self.ratio.0.min(self.ratio.1), self.ratio.0.max(self.ratio.1));
+        let (w, h) = if in_ratio < min_ratio {
+            (width, (w_img / min_ratio).round_ties_even() as u32)
+        } else if in_ratio > max_ratio {
+            ((h_img * max_ratio).round_ties_even() as u32, height)
         } else {
             (width, height)
         };
