@@ -2,18 +2,13 @@
 //! sampler order, decoded and augmented by worker threads with bounded prefetch, delivered in
 //! a stable order whatever the thread count. Errors from workers (with the file name) end the
 //! iteration as an `Err` item instead of a panic.
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc;
-use std::sync::{Arc, Condvar, Mutex};
-use std::thread::JoinHandle;
+use std::sync::Arc;
 
-use tch::{Device, Kind, Tensor};
+use tch::{Device, Tensor};
 
+use super::batches::{Batches, Plans};
 use super::torch_rng::{randperm, TorchGenerator};
 use super::{Dataset, DistributedSampler, SubsetRandomSampler};
-use crate::transforms::aug_rng;
-use crate::{Error, Result};
 
 /// The order in which a loader visits the data set each epoch.
 #[derive(Clone, Debug)]
@@ -297,222 +292,13 @@ impl<D: Dataset + 'static> DataLoader<D> {
     /// Iterates over this epoch's batches (after any [`skip_batches`](Self::skip_batches)).
     pub fn iter(&mut self) -> Batches {
         let order = self.epoch_order();
-        let mut plans: Vec<Vec<(usize, bool)>> =
-            order.chunks(self.batch_size).map(<[_]>::to_vec).collect();
+        let mut plans: Plans = order.chunks(self.batch_size).map(<[_]>::to_vec).collect();
         if self.drop_last && plans.last().is_some_and(|b| b.len() < self.batch_size) {
             plans.pop();
         }
-        let skip = std::mem::take(&mut self.skip).min(plans.len());
-        let plans: Arc<Vec<Vec<(usize, bool)>>> = Arc::new(plans);
-        let shared = Arc::new(Shared {
-            next: AtomicUsize::new(skip),
-            consumed: Mutex::new(skip),
-            wake: Condvar::new(),
-            stop: AtomicBool::new(false),
-        });
-        let (tx, rx) = mpsc::channel();
-        let mut workers = Vec::new();
-        if self.num_workers > 0 {
-            let ahead = self.num_workers * self.prefetch;
-            for _ in 0..self.num_workers {
-                let (dataset, plans, shared, tx) =
-                    (self.dataset.clone(), plans.clone(), shared.clone(), tx.clone());
-                let (seed, epoch) = (self.seed, self.epoch);
-                workers.push(std::thread::spawn(move || {
-                    worker(&*dataset, &plans, &shared, &tx, seed, epoch, ahead)
-                }));
-            }
-        }
-        let inline = if self.num_workers == 0 {
-            Some((self.dataset.clone() as Arc<dyn Dataset>, self.seed, self.epoch))
-        } else {
-            None
-        };
-        Batches {
-            plans,
-            next: skip,
-            pending: BTreeMap::new(),
-            rx,
-            shared,
-            workers,
-            inline,
-            device: self.device,
-            failed: false,
-        }
-    }
-}
-
-struct Shared {
-    next: AtomicUsize,
-    consumed: Mutex<usize>,
-    wake: Condvar,
-    stop: AtomicBool,
-}
-
-/// Decoded, augmented and stacked samples of one batch, built by a worker thread (so the
-/// allocation and copy of the batch tensor happen in parallel, not in the consumer).
-struct CpuBatch {
-    images: Tensor,
-    labels: Vec<i64>,
-}
-
-fn load_batch(
-    dataset: &dyn Dataset,
-    plan: &[(usize, bool)],
-    seed: u64,
-    epoch: u64,
-) -> Result<CpuBatch> {
-    let mut images: Option<(Tensor, [usize; 3])> = None;
-    let mut labels = Vec::with_capacity(plan.len());
-    for (k, &(index, _)) in plan.iter().enumerate() {
-        let (img, label) = dataset.get(index, &mut aug_rng(seed, epoch, index as u64))?;
-        let shape = img.shape();
-        let (batch, batch_shape) = images.get_or_insert_with(|| {
-            let [c, h, w] = shape;
-            (
-                Tensor::empty(
-                    [plan.len() as i64, c as i64, h as i64, w as i64],
-                    (Kind::Float, Device::Cpu),
-                ),
-                shape,
-            )
-        });
-        if shape != *batch_shape {
-            return Err(Error::Dataset(format!(
-                "sample {index} has shape {shape:?} but the batch has {batch_shape:?}: add a Resize/CenterCrop so all samples match"
-            )));
-        }
-        let n = img.data.len();
-        // SAFETY: `batch` is a contiguous float tensor of plan.len() * n elements that only this
-        // thread holds; slot k is in bounds.
-        let slot =
-            unsafe { std::slice::from_raw_parts_mut((batch.data_ptr() as *mut f32).add(k * n), n) };
-        slot.copy_from_slice(&img.data);
-        labels.push(label);
-    }
-    let images =
-        images.map(|(t, _)| t).unwrap_or_else(|| Tensor::empty([0], (Kind::Float, Device::Cpu)));
-    Ok(CpuBatch { images, labels })
-}
-
-fn worker(
-    dataset: &dyn Dataset,
-    plans: &[Vec<(usize, bool)>],
-    shared: &Shared,
-    tx: &mpsc::Sender<(usize, Result<CpuBatch>)>,
-    seed: u64,
-    epoch: u64,
-    ahead: usize,
-) {
-    loop {
-        let b = shared.next.fetch_add(1, Ordering::SeqCst);
-        if b >= plans.len() || shared.stop.load(Ordering::SeqCst) {
-            return;
-        }
-        {
-            let mut consumed = shared.consumed.lock().unwrap_or_else(|e| e.into_inner());
-            while b >= *consumed + ahead && !shared.stop.load(Ordering::SeqCst) {
-                consumed = shared.wake.wait(consumed).unwrap_or_else(|e| e.into_inner());
-            }
-        }
-        if shared.stop.load(Ordering::SeqCst) {
-            return;
-        }
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            load_batch(dataset, &plans[b], seed, epoch)
-        }))
-        .unwrap_or_else(|_| {
-            Err(Error::Loader(format!("a worker thread panicked while loading batch {b}")))
-        });
-        if tx.send((b, result)).is_err() {
-            return;
-        }
-    }
-}
-
-/// The iterator returned by [`DataLoader::iter`].
-pub struct Batches {
-    plans: Arc<Vec<Vec<(usize, bool)>>>,
-    next: usize,
-    pending: BTreeMap<usize, Result<CpuBatch>>,
-    rx: mpsc::Receiver<(usize, Result<CpuBatch>)>,
-    shared: Arc<Shared>,
-    workers: Vec<JoinHandle<()>>,
-    inline: Option<(Arc<dyn Dataset>, u64, u64)>,
-    device: Device,
-    failed: bool,
-}
-
-impl Batches {
-    fn to_batch(&self, b: usize, cpu: CpuBatch) -> Batch {
-        let plan = &self.plans[b];
-        let mut images = cpu.images;
-        let mut labels = Tensor::from_slice(&cpu.labels);
-        if self.device != Device::Cpu {
-            images =
-                images.pin_memory(self.device).to_device_(self.device, Kind::Float, true, false);
-            labels =
-                labels.pin_memory(self.device).to_device_(self.device, Kind::Int64, true, false);
-        }
-        Batch {
-            images,
-            labels,
-            indices: plan.iter().map(|p| p.0).collect(),
-            is_padding: plan.iter().map(|p| p.1).collect(),
-            position: b,
-        }
-    }
-}
-
-impl Iterator for Batches {
-    type Item = Result<Batch>;
-
-    fn next(&mut self) -> Option<Result<Batch>> {
-        if self.failed || self.next >= self.plans.len() {
-            return None;
-        }
-        let b = self.next;
-        let result = if let Some((dataset, seed, epoch)) = &self.inline {
-            load_batch(&**dataset, &self.plans[b], *seed, *epoch)
-        } else {
-            loop {
-                if let Some(r) = self.pending.remove(&b) {
-                    break r;
-                }
-                match self.rx.recv() {
-                    Ok((i, r)) => {
-                        self.pending.insert(i, r);
-                    }
-                    Err(_) => {
-                        break Err(Error::Loader("worker threads stopped unexpectedly".into()))
-                    }
-                }
-            }
-        };
-        self.next += 1;
-        *self.shared.consumed.lock().unwrap_or_else(|e| e.into_inner()) = self.next;
-        self.shared.wake.notify_all();
-        match result {
-            Ok(cpu) => Some(Ok(self.to_batch(b, cpu))),
-            Err(e) => {
-                self.failed = true;
-                Some(Err(e))
-            }
-        }
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        let left = self.plans.len().saturating_sub(self.next);
-        (left, Some(left))
-    }
-}
-
-impl Drop for Batches {
-    fn drop(&mut self) {
-        self.shared.stop.store(true, Ordering::SeqCst);
-        self.shared.wake.notify_all();
-        for w in self.workers.drain(..) {
-            let _ = w.join();
-        }
+        let skip = std::mem::take(&mut self.skip);
+        let dataset = self.dataset.clone() as Arc<dyn Dataset>;
+        let (workers, stream) = ((self.num_workers, self.prefetch), (self.seed, self.epoch));
+        Batches::start(dataset, plans, skip, workers, stream, self.device)
     }
 }

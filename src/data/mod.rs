@@ -1,6 +1,7 @@
 //! Data sets and loading with torch/torchvision semantics: MNIST (IDX files), `ImageFolder`,
 //! Tiny ImageNet, `Subset`/`random_split`, relabelling by class name, the `DataLoader`, the
 //! `DistributedSampler` and the `SubsetRandomSampler`.
+mod batches;
 mod dataset;
 mod decode;
 mod image_folder;
@@ -15,10 +16,11 @@ mod tensor_dataset;
 mod tiny_imagenet;
 mod torch_rng;
 
+pub use batches::Batches;
 pub use dataset::Dataset;
 pub use decode::{decode_rgb, load_rgb};
 pub use image_folder::{ImageFolder, IMG_EXTENSIONS};
-pub use loader::{Batch, Batches, DataLoader, Order};
+pub use loader::{Batch, DataLoader, Order};
 pub use mnist::{Mnist, MNIST_CLASSES};
 pub use relabel::{read_class_to_idx, Relabel};
 pub use sampler::DistributedSampler;
