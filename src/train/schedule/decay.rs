@@ -1,7 +1,7 @@
 //! Decays stepped per epoch by default: [`StepLR`] and [`CosineAnnealingLR`].
 use serde::{Deserialize, Serialize};
 
-use super::{check, from_state, to_state, Cadence, LrSchedule, Validation};
+use super::{check, from_state, state_methods, to_state, Cadence, LrSchedule, Validation};
 use crate::Result;
 
 /// `torch.optim.lr_scheduler.StepLR`: multiply by `gamma` every `step_size` epochs (or
@@ -79,19 +79,7 @@ impl LrSchedule for StepLR {
         self.validate()?;
         Ok(self.step(lr))
     }
-    fn steps(&self) -> u64 {
-        self.last_epoch
-    }
-    fn state(&self) -> serde_json::Value {
-        to_state(self)
-    }
-    fn load_state(&mut self, state: &serde_json::Value) -> Result<()> {
-        *self = from_state(self.name(), state)?;
-        Ok(())
-    }
-    fn box_clone(&self) -> Box<dyn LrSchedule> {
-        Box::new(self.clone())
-    }
+    state_methods!();
 }
 
 /// `torch.optim.lr_scheduler.CosineAnnealingLR` in torch's recursive form: from `base_lr`
@@ -166,17 +154,5 @@ impl LrSchedule for CosineAnnealingLR {
         self.validate()?;
         Ok(self.step(lr))
     }
-    fn steps(&self) -> u64 {
-        self.last_epoch
-    }
-    fn state(&self) -> serde_json::Value {
-        to_state(self)
-    }
-    fn load_state(&mut self, state: &serde_json::Value) -> Result<()> {
-        *self = from_state(self.name(), state)?;
-        Ok(())
-    }
-    fn box_clone(&self) -> Box<dyn LrSchedule> {
-        Box::new(self.clone())
-    }
+    state_methods!();
 }

@@ -114,6 +114,27 @@ impl Clone for Box<dyn LrSchedule> {
     }
 }
 
+/// The `LrSchedule` methods every schedule implements alike: its step count is its
+/// `last_epoch` field, and its state is the whole struct as JSON (read back and re-validated).
+macro_rules! state_methods {
+    () => {
+        fn steps(&self) -> u64 {
+            self.last_epoch
+        }
+        fn state(&self) -> serde_json::Value {
+            to_state(self)
+        }
+        fn load_state(&mut self, state: &serde_json::Value) -> Result<()> {
+            *self = from_state(self.name(), state)?;
+            Ok(())
+        }
+        fn box_clone(&self) -> Box<dyn LrSchedule> {
+            Box::new(self.clone())
+        }
+    };
+}
+use state_methods;
+
 /// `value` as JSON (a schedule's fields never fail to serialise).
 fn to_state<T: Serialize>(value: &T) -> serde_json::Value {
     serde_json::to_value(value).unwrap_or(serde_json::Value::Null)

@@ -1,7 +1,7 @@
 //! [`ReduceLROnPlateau`] and its [`Mode`].
 use serde::{Deserialize, Serialize};
 
-use super::{check, from_state, to_state, Cadence, LrSchedule, Validation};
+use super::{check, from_state, state_methods, to_state, Cadence, LrSchedule, Validation};
 use crate::{Error, Result};
 
 /// Whether a lower (loss) or higher (accuracy) monitored value is better.
@@ -191,17 +191,5 @@ impl LrSchedule for ReduceLROnPlateau {
         };
         Ok(self.step(metric, lr))
     }
-    fn steps(&self) -> u64 {
-        self.last_epoch
-    }
-    fn state(&self) -> serde_json::Value {
-        to_state(self)
-    }
-    fn load_state(&mut self, state: &serde_json::Value) -> Result<()> {
-        *self = from_state(self.name(), state)?;
-        Ok(())
-    }
-    fn box_clone(&self) -> Box<dyn LrSchedule> {
-        Box::new(self.clone())
-    }
+    state_methods!();
 }

@@ -2,7 +2,7 @@
 //! [`OneCycleLR`] policy.
 use serde::{Deserialize, Serialize};
 
-use super::{check, from_state, to_state, Cadence, LrSchedule, Validation};
+use super::{check, from_state, state_methods, to_state, Cadence, LrSchedule, Validation};
 use crate::{Error, Result};
 
 /// `torch.optim.lr_scheduler.LinearLR`: the rate is multiplied by `start_factor` at the start,
@@ -84,19 +84,7 @@ impl LrSchedule for LinearLR {
         let done = (self.last_epoch - 1) as f64;
         Ok(lr * (1.0 + (e - s) / (self.total_iters as f64 * s + done * (e - s))))
     }
-    fn steps(&self) -> u64 {
-        self.last_epoch
-    }
-    fn state(&self) -> serde_json::Value {
-        to_state(self)
-    }
-    fn load_state(&mut self, state: &serde_json::Value) -> Result<()> {
-        *self = from_state(self.name(), state)?;
-        Ok(())
-    }
-    fn box_clone(&self) -> Box<dyn LrSchedule> {
-        Box::new(self.clone())
-    }
+    state_methods!();
 }
 
 /// How [`OneCycleLR`] moves between two rates (torch's `anneal_strategy`).
@@ -288,17 +276,5 @@ impl LrSchedule for OneCycleLR {
         self.last_epoch += 1;
         Ok(lr)
     }
-    fn steps(&self) -> u64 {
-        self.last_epoch
-    }
-    fn state(&self) -> serde_json::Value {
-        to_state(self)
-    }
-    fn load_state(&mut self, state: &serde_json::Value) -> Result<()> {
-        *self = from_state(self.name(), state)?;
-        Ok(())
-    }
-    fn box_clone(&self) -> Box<dyn LrSchedule> {
-        Box::new(self.clone())
-    }
+    state_methods!();
 }
