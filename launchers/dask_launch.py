@@ -9,6 +9,17 @@ torchrun would set; rank 0's output is streamed here through Dask's event log, e
 are gathered, and on a failure the other ranks are stopped and, with --max-failures, the whole
 group starts again (a trainbook program resumes from its checkpoints).
 
+Each rank's future returns what the rank reported (dispatch.run's futures give back what each
+worker's function returned): its exit status, the tail of its output, one report per finished
+epoch and its final report; rank 0's reports also arrive on the driver as they happen. From
+Python:
+
+    from dask_launch import launch
+    result = launch(["target/release/examples/dogs", "--epochs", "3"], num_workers=2, local_workers=2)
+    for r in result.ranks: print(r["status"], r["result"]["best_val_acc"])
+
+From the command line it prints each report and the result, and `--result-json FILE` saves it.
+
     python launchers/dask_launch.py --local-workers 2 --num-workers 2 -- target/release/examples/mnist
     python launchers/dask_launch.py --scheduler tcp://head:8786 --num-workers 4 -- /shared/bin/designsafe
 
@@ -25,6 +36,7 @@ from distributed import Client, LocalCluster, as_completed, get_worker
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import launch_common as common  # noqa: E402
+from launch_results import Collector, write_result  # noqa: E402
 
 cloudpickle.register_pickle_by_value(common)
 
@@ -83,7 +95,8 @@ def pick_workers(client, n, wait):
     return sorted(workers, key=lambda w: (first_seen[host_of(w)], w))[:n]
 
 
-def run_group(client, args, attempt):
+def run_group(client, args, attempt, collector):
+    collector.new_attempt()
     workers = pick_workers(client, args.num_workers, args.wait_for_workers)
     hosts = [host_of(w) for w in workers]
     master_addr = hosts[0]
@@ -93,11 +106,18 @@ def run_group(client, args, attempt):
     streamed = threading.Event()
 
     def show(event):
-        if event[1] == END_OF_STREAM:
+        line = event[1]
+        if line == END_OF_STREAM:
             streamed.set()
-        else:
-            sys.stdout.write(event[1])
+            return
+        parsed = common.parse_report(line)
+        if parsed is None:
+            sys.stdout.write(line)
             sys.stdout.flush()
+        elif parsed[0] == "report":
+            collector.rank0_report(parsed[1])
+        else:
+            collector.rank0_result(parsed[1])
 
     client.subscribe_topic(topic, show)
     extra = common.parse_env_pairs(args.env)
@@ -123,9 +143,11 @@ def run_group(client, args, attempt):
     for fut in as_completed(list(futures)):
         rank = futures[fut]
         try:
-            status, tail = fut.result()
+            outcome = fut.result()
         except Exception as e:  # the worker died or the task could not run
-            status, tail = None, f"{type(e).__name__}: {e}"
+            outcome = {"status": None, "tail": f"{type(e).__name__}: {e}", "reports": [], "result": None}
+        collector.rank_outcome(rank, outcome)
+        status, tail = outcome["status"], outcome["tail"]
         if status != 0:
             failures.append((rank, status, tail))
             if not stopped:
@@ -147,6 +169,7 @@ def parse_args(argv):
     p.add_argument("--resources", type=resource_spec, default={},
                    help="worker resources each rank needs, e.g. GPU=1 (workers started with --resources GPU=1)")
     p.add_argument("--wait-for-workers", type=float, default=30.0, help="seconds to wait for enough workers (default 30)")
+    p.add_argument("--result-json", metavar="FILE", help="write the job's result (every rank's reports) to FILE as JSON")
     return common.parse_launch_args(p, argv, "dask_launch.py")
 
 
@@ -158,8 +181,13 @@ def resource_spec(text):
         raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=AMOUNT[,NAME=AMOUNT...]")
 
 
-def main(argv=None):
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+def run(args, on_report=None, client=None):
+    """Runs the parsed job to its end on `client` (or the cluster the options name); returns
+    its Result, whose `ranks` hold what each rank's future returned."""
+    collector = Collector(on_report)
+    if client is not None:
+        outcome = common.run_with_retries(lambda attempt: run_group(client, args, attempt, collector), args.max_failures, "dask_launch")
+        return collector.result(*outcome)
     cluster = None
     if args.local_workers is not None:
         cluster = LocalCluster(n_workers=args.local_workers, threads_per_worker=1, processes=True, dashboard_address=None)
@@ -170,11 +198,33 @@ def main(argv=None):
             raise SystemExit("dask_launch: give --scheduler ADDRESS (or DASK_SCHEDULER_ADDRESS), or --local-workers N")
         client = Client(address)
     try:
-        return common.run_with_retries(lambda attempt: run_group(client, args, attempt), args.max_failures, "dask_launch")
+        outcome = common.run_with_retries(lambda attempt: run_group(client, args, attempt, collector), args.max_failures, "dask_launch")
     finally:
         client.close()
         if cluster is not None:
             cluster.close()
+    return collector.result(*outcome)
+
+
+def launch(command, num_workers, on_report=None, client=None, **options):
+    """Runs `command` (a list: program and arguments) as `num_workers` ranks, one per Dask
+    worker, and returns the Result; `on_report(metrics)` is called on every epoch rank 0
+    finishes. Give a `client` of your own (`distributed.Client`) or the options as keywords
+    (local_workers=2, scheduler="tcp://head:8786", resources="GPU=1", max_failures=1, ...)."""
+    argv = common.options_to_argv(dict(options, num_workers=num_workers)) + ["--", *map(str, command)]
+    return run(parse_args(argv), on_report, client)
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+
+    def show(m):
+        common.log(f"dask_launch: report {common.describe_report(m)}")
+
+    result = run(args, show)
+    common.log(result.summary())
+    write_result(result, args.result_json)
+    return result.returncode
 
 
 if __name__ == "__main__":

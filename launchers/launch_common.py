@@ -7,6 +7,7 @@ value, so workers do not need it on their path.
 import argparse
 import collections
 import ctypes
+import json
 import os
 import signal
 import socket
@@ -16,6 +17,10 @@ import time
 import uuid
 
 TAIL_LINES = 40
+
+# The lines a trainbook program prints when TRAINBOOK_REPORT is set (src/fit/report.rs): one JSON
+# object per finished epoch, and one when the run ends.
+REPORT_PREFIXES = {"trainbook-report ": "report", "trainbook-result ": "result"}
 
 
 def free_port():
@@ -48,6 +53,7 @@ def rank_env(rank, world_size, local_rank, local_world_size, master_addr, master
         "MASTER_PORT": str(master_port),
         "TRAINBOOK_LAUNCHER": launcher,
         "TRAINBOOK_RESTART_COUNT": str(attempt),
+        "TRAINBOOK_REPORT": "1",
     }
     env.update(extra or {})
     return env
@@ -80,6 +86,35 @@ def parse_launch_args(p, argv, script):
     if os.path.exists(args.command[0]):
         args.command[0] = os.path.abspath(args.command[0])
     return args
+
+
+def options_to_argv(options):
+    """Keyword options as command-line options: `use_gpu=True` -> `--use-gpu`, `env=[...]` ->
+    one `--env` each, dicts as JSON; None and False are left out."""
+    argv = []
+    for key, value in options.items():
+        flag = "--" + key.replace("_", "-")
+        if value is None or value is False:
+            continue
+        if value is True:
+            argv.append(flag)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                argv += [flag, str(v)]
+        elif isinstance(value, dict):
+            argv += [flag, json.dumps(value)]
+        else:
+            argv += [flag, str(value)]
+    return argv
+
+
+def describe_report(m):
+    """One epoch report in a line."""
+    nan = float("nan")
+    text = f"epoch {m.get('epoch', -1) + 1}: train loss {m.get('train_loss', nan):.4f}, acc {100 * m.get('train_acc', nan):.2f}%"
+    if m.get("val_loss") is not None:
+        text += f" | val loss {m['val_loss']:.4f}, acc {100 * m.get('val_acc', nan):.2f}%"
+    return text
 
 
 def parse_env_pairs(pairs):
@@ -121,15 +156,36 @@ def start_rank(cmd, env, cwd=None):
     )
 
 
+def parse_report(line):
+    """`("report" | "result", dict)` for a report line of a trainbook program, else None (an
+    ordinary line, or a report line whose JSON is damaged)."""
+    for prefix, kind in REPORT_PREFIXES.items():
+        if line.startswith(prefix):
+            try:
+                return kind, json.loads(line[len(prefix):])
+            except ValueError:
+                return None
+    return None
+
+
 def pump(proc, on_line=None):
-    """Reads the rank's output to the end (passing each line to `on_line`) and waits for it.
-    Returns (exit status, last lines of output)."""
+    """Reads the rank's output to the end (passing each line to `on_line`, report lines
+    included) and waits for it. Returns the rank's outcome as a dict: `status` (exit status),
+    `tail` (its last lines of ordinary output), `reports` (one dict per epoch) and `result`
+    (the run's final report, None if it printed none)."""
     tail = collections.deque(maxlen=TAIL_LINES)
+    reports, result = [], None
     for line in proc.stdout:
-        tail.append(line)
+        parsed = parse_report(line)
+        if parsed is None:
+            tail.append(line)
+        elif parsed[0] == "report":
+            reports.append(parsed[1])
+        else:
+            result = parsed[1]
         if on_line is not None:
             on_line(line)
-    return proc.wait(), "".join(tail)
+    return {"status": proc.wait(), "tail": "".join(tail), "reports": reports, "result": result}
 
 
 def stop_rank(proc, grace=5.0):
@@ -175,7 +231,8 @@ def run_with_retries(run_group, max_failures, name):
     """Runs `run_group(attempt)` until it succeeds or `max_failures` retries are spent, as Ray
     Train's FailureConfig(max_failures) does: the whole group restarts, and the program resumes
     from its own checkpoints. `run_group` returns a list of (rank, status, tail) for failed
-    ranks (empty on success). Returns the process exit code for the launcher."""
+    ranks (empty on success). Returns (exit code for the launcher, attempts made, a one-line
+    description of the first failure of the last attempt or None)."""
     attempts = max_failures + 1
     for attempt in range(attempts):
         start = time.monotonic()
@@ -183,15 +240,16 @@ def run_with_retries(run_group, max_failures, name):
         took = time.monotonic() - start
         if not failures:
             log(f"{name}: all ranks finished (attempt {attempt + 1}/{attempts}, {took:.1f} s)")
-            return 0
+            return 0, attempt + 1, None
         first = failures[0]
-        log(f"{name}: attempt {attempt + 1}/{attempts} failed after {took:.1f} s: rank {first[0]} {describe_status(first[1])}")
+        error = f"rank {first[0]} {describe_status(first[1])}"
+        log(f"{name}: attempt {attempt + 1}/{attempts} failed after {took:.1f} s: {error}")
         for rank, status, tail in failures:
             if tail.strip():
                 log(f"--- last output of rank {rank} ({describe_status(status)}) ---\n{tail.rstrip()}")
         if attempt + 1 < attempts:
             log(f"{name}: restarting the whole group (attempt {attempt + 2}/{attempts}); trainbook programs resume from their checkpoints")
-    return exit_code(first[1])
+    return exit_code(first[1]), attempts, error
 
 
 def log(message):

@@ -10,6 +10,17 @@ LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT). Rank 0's output is streamed here; w
 fails the others are stopped, and with --max-failures the whole group is started again (a
 trainbook program resumes from its checkpoints). Exits with the job's status.
 
+Like `TorchTrainer.fit()`, it gives back a result: every epoch rank 0 finishes is reported as it
+happens (`ray.train.report`'s counterpart) and the job's metrics, checkpoints and error come
+back at the end. From Python:
+
+    from ray_launch import launch
+    result = launch(["target/release/examples/tiny_imagenet", "--epochs", "2"], num_workers=2,
+                    on_report=lambda m: print("epoch", m["epoch"] + 1, m["val_loss"]))
+    print(result.metrics["val_acc"], result.best_checkpoint)
+
+From the command line it prints each report and the result, and `--result-json FILE` saves it.
+
     python launchers/ray_launch.py --num-workers 2 -- target/release/examples/mnist --epochs 1
     python launchers/ray_launch.py --address auto --num-workers 8 --use-gpu --max-failures 2 -- \\
         /shared/trainbook/target/release/examples/designsafe --data /shared/Dataset_2
@@ -30,6 +41,7 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import launch_common as common  # noqa: E402
+from launch_results import Collector, write_result  # noqa: E402
 
 cloudpickle.register_pickle_by_value(common)
 
@@ -72,6 +84,7 @@ def parse_args(argv):
     p.add_argument("--address", default=None, help="Ray cluster to join ('auto', ray://host:10001); default: RAY_ADDRESS, else a local Ray")
     p.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray started when no cluster is given")
     p.add_argument("--placement-timeout", type=float, default=120.0, help="seconds to wait for the resources (default 120)")
+    p.add_argument("--result-json", metavar="FILE", help="write the job's result (metrics, checkpoints) to FILE as JSON")
     args = common.parse_launch_args(p, argv, "ray_launch.py")
     if args.gpus_per_worker is None:
         args.gpus_per_worker = 1.0 if args.use_gpu else 0.0
@@ -112,7 +125,8 @@ def start_group(args):
     return pg, [actors[i] for i in order], [nodes[i] for i in order]
 
 
-def run_group(args, attempt):
+def run_group(args, attempt, collector):
+    collector.new_attempt()
     pg, actors, nodes = start_group(args)
     try:
         hosts = [ip for ip, _ in nodes]
@@ -126,39 +140,50 @@ def run_group(args, attempt):
                 env["CUDA_VISIBLE_DEVICES"] = ",".join(visible[ip])
             envs.append(env)
         common.log(f"ray_launch: {len(actors)} ranks on {len(set(hosts))} node(s), master {master_addr}:{master_port}")
-        return supervise(args, actors, envs)
+        return supervise(args, actors, envs, collector)
     finally:
         for a in actors:
             ray.kill(a)
         remove_placement_group(pg)
 
 
-def supervise(args, actors, envs):
-    """Runs every rank; streams rank 0; on the first failure stops the others. Returns the
-    failed ranks as (rank, status, tail)."""
+def supervise(args, actors, envs, collector):
+    """Runs every rank; streams rank 0 (its report lines go to `collector`); on the first
+    failure stops the others. Returns the failed ranks as (rank, status, tail)."""
     results = queue.Queue()
 
     def stream_rank0():
         status, tail = None, collections.deque(maxlen=common.TAIL_LINES)
+        reports, final = [], None
         try:
             for ref in actors[0].run_streaming.options(num_returns="streaming").remote(args.command, envs[0], args.cwd):
                 item = ray.get(ref)
                 if isinstance(item, tuple) and item and item[0] == "exit":
                     status = item[1]
-                else:
+                    continue
+                parsed = common.parse_report(item)
+                if parsed is None:
                     sys.stdout.write(item)
                     sys.stdout.flush()
                     tail.append(item)
+                elif parsed[0] == "report":
+                    reports.append(parsed[1])
+                    collector.rank0_report(parsed[1])
+                else:
+                    final = parsed[1]
+                    collector.rank0_result(final)
         except ray.exceptions.RayError as e:
             tail.append(f"{type(e).__name__}: {e}\n")
+        collector.rank_outcome(0, {"status": status, "tail": "".join(tail), "reports": reports, "result": final})
         results.put((0, status, "".join(tail)))
 
     def wait_rank(rank, ref):
         try:
-            status, tail = ray.get(ref)
+            outcome = ray.get(ref)
         except ray.exceptions.RayError as e:
-            status, tail = None, f"{type(e).__name__}: {e}"
-        results.put((rank, status, tail))
+            outcome = {"status": None, "tail": f"{type(e).__name__}: {e}", "reports": [], "result": None}
+        collector.rank_outcome(rank, outcome)
+        results.put((rank, outcome["status"], outcome["tail"]))
 
     threads = [threading.Thread(target=stream_rank0, daemon=True)]
     for rank in range(1, len(actors)):
@@ -183,16 +208,43 @@ def supervise(args, actors, envs):
     return failures
 
 
-def main(argv=None):
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+def run(args, on_report=None):
+    """Runs the parsed job to its end; returns its Result."""
     init = {"address": args.address, "include_dashboard": False, "log_to_driver": False}
     if args.address is None and not os.environ.get("RAY_ADDRESS") and args.num_cpus is not None:
         init["num_cpus"] = args.num_cpus
-    ray.init(**init)
+    started_ray = not ray.is_initialized()
+    if started_ray:
+        ray.init(**init)
+    collector = Collector(on_report)
     try:
-        return common.run_with_retries(lambda attempt: run_group(args, attempt), args.max_failures, "ray_launch")
+        outcome = common.run_with_retries(lambda attempt: run_group(args, attempt, collector), args.max_failures, "ray_launch")
     finally:
-        ray.shutdown()
+        if started_ray:
+            ray.shutdown()
+    return collector.result(*outcome)
+
+
+def launch(command, num_workers, on_report=None, **options):
+    """Runs `command` (a list: program and arguments) as `num_workers` ranks and returns the
+    Result; `on_report(metrics)` is called on every epoch rank 0 finishes. `options` are the
+    command-line options as keywords (use_gpu=True, cpus_per_worker=2, max_failures=1,
+    address="auto", env=["KEY=VALUE"], ...). A Ray already initialised in this process is
+    used as it is; otherwise one is started (and shut down) per the options."""
+    argv = common.options_to_argv(dict(options, num_workers=num_workers)) + ["--", *map(str, command)]
+    return run(parse_args(argv), on_report)
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+
+    def show(m):
+        common.log(f"ray_launch: report {common.describe_report(m)}")
+
+    result = run(args, show)
+    common.log(result.summary())
+    write_result(result, args.result_json)
+    return result.returncode
 
 
 if __name__ == "__main__":

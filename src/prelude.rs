@@ -18,9 +18,9 @@
 pub use crate::checkpoint::{Checkpointer, Policy};
 pub use crate::compose;
 pub use crate::data::{
-    ensure_designsafe, ensure_mnist, ensure_tiny_imagenet, random_split, Batch, DataLoader,
+    ensure_designsafe, ensure_mnist, ensure_stanford_dogs, ensure_tiny_imagenet, random_split, Batch, DataLoader,
     Dataset, DistributedSampler, ImageFolder, Mnist, Subset, SubsetRandomSampler, TensorDataset,
-    TinyImageNet, MNIST_CLASSES,
+    TinyImageNet, MNIST_CLASSES, Relabel, readable_class_name,
 };
 pub use crate::dist::{Backend, Ddp, DdpOptions, Dist, DistOptions};
 pub use crate::fit::{FitConfig, FitReport, Trainer};
@@ -34,8 +34,9 @@ pub use crate::notebook::{confusion_matrix_plot, image_grid, loss_accuracy_curve
 pub use crate::train::{
     evaluate, read_records, train_epoch, Anneal, Cadence, ConfusionMatrix, CosineAnnealingLR,
     CrossEntropyLoss, EpochOptions, EpochRecord, EpochSummary, LinearLR, LrSchedule, Mode,
-    OneCycleLR, Optimizer, Precision, ReduceLROnPlateau, StepLR,
+    OneCycleLR, Optimizer, Precision, Prediction, ReduceLROnPlateau, StepLR,
 };
+pub use crate::train::{predict, predictions};
 pub use crate::transforms::{
     aug_rng, AutoAugment, CenterCrop, Compose, Normalize, RandomHorizontalFlip, RandomResizedCrop,
     Resize, ToTensor,

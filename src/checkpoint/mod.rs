@@ -118,6 +118,15 @@ impl Checkpointer {
     pub fn best_metric(&self) -> Option<f64> {
         self.best
     }
+    /// The newest `step-*` directory this checkpointer wrote (the write may still be in flight
+    /// in the background); `None` before its first.
+    pub fn last_saved(&self) -> Option<PathBuf> {
+        self.last_saved_step.map(|step| self.root.join(format!("{STEP_PREFIX}{step:09}")))
+    }
+    /// The `best/` directory, once a best checkpoint was written (or restored).
+    pub fn best_dir(&self) -> Option<PathBuf> {
+        self.best.map(|_| self.root.join(BEST_DIR))
+    }
 
     /// The newest intact `step-*` checkpoint (highest global step); damaged ones are reported on
     /// stderr by rank 0 (file and reason) and skipped. `None` (with a message) when there is

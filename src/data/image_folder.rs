@@ -182,6 +182,11 @@ impl ImageFolder {
     pub fn class_to_idx(&self) -> BTreeMap<String, i64> {
         self.classes.iter().enumerate().map(|(i, c)| (c.clone(), i as i64)).collect()
     }
+    /// The classes as a person reads them: each folder name through [`readable_class_name`]
+    /// (Stanford Dogs' `n02085620-Chihuahua` becomes `Chihuahua`).
+    pub fn readable_classes(&self) -> Vec<String> {
+        self.classes.iter().map(|c| readable_class_name(c)).collect()
+    }
     /// `(path, class index)` of every image, in torchvision's order.
     pub fn samples(&self) -> &[(PathBuf, i64)] {
         &self.samples
@@ -194,6 +199,22 @@ impl ImageFolder {
     pub fn skipped(&self) -> &[(PathBuf, String)] {
         &self.skipped
     }
+}
+
+/// A class folder's name as a person reads it: a leading WordNet id (`n` and eight digits, then
+/// `-`, as in Stanford Dogs' and ImageNet's folders) is dropped and underscores become spaces;
+/// other names are returned as they are.
+///
+/// ```
+/// use trainbook::data::readable_class_name;
+/// assert_eq!(readable_class_name("n02085782-Japanese_spaniel"), "Japanese spaniel");
+/// assert_eq!(readable_class_name("C4"), "C4");
+/// ```
+pub fn readable_class_name(folder: &str) -> String {
+    let b = folder.as_bytes();
+    let wnid = b.len() > 10 && b[0] == b'n' && b[1..9].iter().all(u8::is_ascii_digit) && b[9] == b'-';
+    let name = if wnid { &folder[10..] } else { folder };
+    name.replace('_', " ")
 }
 
 impl Dataset for ImageFolder {

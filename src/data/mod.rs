@@ -1,5 +1,5 @@
 //! Data sets and loading with torch/torchvision semantics: MNIST (IDX files), `ImageFolder`,
-//! Tiny ImageNet, `Subset`/`random_split`, relabelling by class name, the `DataLoader`, the
+//! Tiny ImageNet, Stanford Dogs' folders, `Subset`/`random_split`, relabelling by class name, the `DataLoader`, the
 //! `DistributedSampler` and the `SubsetRandomSampler`.
 mod batches;
 mod dataset;
@@ -19,12 +19,12 @@ mod torch_rng;
 pub use batches::Batches;
 pub use dataset::Dataset;
 pub use decode::{decode_rgb, load_rgb};
-pub use image_folder::{ImageFolder, IMG_EXTENSIONS};
+pub use image_folder::{readable_class_name, ImageFolder, IMG_EXTENSIONS};
 pub use loader::{Batch, DataLoader, Order};
 pub use mnist::{Mnist, MNIST_CLASSES};
 pub use relabel::{read_class_to_idx, Relabel};
 pub use sampler::DistributedSampler;
-pub use scripts::{ensure_designsafe, ensure_mnist, ensure_tiny_imagenet};
+pub use scripts::{ensure_designsafe, ensure_mnist, ensure_stanford_dogs, ensure_tiny_imagenet};
 pub use subset::{random_split, random_split_with, SplitLengths, Subset};
 pub use subset_sampler::SubsetRandomSampler;
 pub use tensor_dataset::TensorDataset;

@@ -1,6 +1,6 @@
 //! Making sure a data set is on disk, by running the project's data scripts (data-scripts/)
-//! when it is missing: the offline-capable MNIST builder and the DesignSafe and Tiny ImageNet
-//! stand-in generators.
+//! when it is missing: the offline-capable MNIST builder and the DesignSafe, Tiny ImageNet and
+//! Stanford Dogs stand-in generators.
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -9,10 +9,11 @@ use crate::{Result, WithPath};
 
 /// The data scripts, compiled into the library so that it needs no source checkout: each is
 /// written to a private temporary directory and run with [`python()`].
-const SCRIPTS: [(&str, &str); 3] = [
+const SCRIPTS: [(&str, &str); 4] = [
     ("mnist.py", include_str!("../../data-scripts/mnist.py")),
     ("designsafe_standin.py", include_str!("../../data-scripts/designsafe_standin.py")),
     ("tiny_imagenet_standin.py", include_str!("../../data-scripts/tiny_imagenet_standin.py")),
+    ("stanford_dogs_standin.py", include_str!("../../data-scripts/stanford_dogs_standin.py")),
 ];
 
 /// Writes the bundled `script` to a fresh temporary directory and returns its path.
@@ -95,5 +96,31 @@ pub fn ensure_tiny_imagenet(root: &Path, small: bool) -> Result<()> {
         "tiny_imagenet_standin.py",
         &args,
         "Tiny ImageNet not found, generating the stand-in",
+    )
+}
+
+/// A Stanford Dogs folder at `root` in the real set's layout (`root/Images/<wnid>-<Name>/*.jpg`,
+/// as images.tar unpacks) with `root/class_to_imagenet.tsv` (each breed folder's ImageNet-1k
+/// index, for [`Relabel::from_file`](super::Relabel::from_file)): when `root/Images` is
+/// missing, the generated stand-in (data-scripts/stanford_dogs_standin.py: drawn dogs of
+/// Stanford Dogs' first breeds, with their real folder names), full size (12 breeds x 150
+/// images of 200-500 px; about half a minute) or `small` (6 x 40 at 96-160 px; a few seconds).
+/// An existing folder, real or generated, is left alone; data-scripts/stanford_dogs.py fetches
+/// the real set.
+pub fn ensure_stanford_dogs(root: &Path, small: bool) -> Result<()> {
+    if root.join("Images").is_dir() {
+        return Ok(());
+    }
+    let mut args: Vec<&std::ffi::OsStr> = vec![root.as_os_str()];
+    if !small {
+        args.extend(
+            ["--breeds", "12", "--per-breed", "150", "--min-size", "200", "--max-size", "500"]
+                .map(std::ffi::OsStr::new),
+        );
+    }
+    run_script(
+        "stanford_dogs_standin.py",
+        &args,
+        "Stanford Dogs not found, generating the stand-in",
     )
 }

@@ -8,6 +8,7 @@ use tch::nn::{ModuleT, VarStore};
 
 use super::config::{FitConfig, FitReport};
 use super::interrupt::{Interruption, StopWatch};
+use super::report;
 use crate::checkpoint::{Checkpointer, TrainState};
 use crate::data::{DataLoader, Dataset};
 use crate::dist::{Ddp, Dist};
@@ -103,13 +104,15 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
             cfg.out.display(),
             cfg.epochs
         ));
-        return Ok(FitReport {
+        let outcome = FitReport {
             history,
             confusion: None,
             best_val_acc: ckpt.best_metric(),
             resumed_from,
             interrupted: None,
-        });
+        };
+        report::run_done(dist.rank(), &cfg.out, &outcome, &ckpt);
+        return Ok(outcome);
     }
     if dist.is_main() {
         std::fs::create_dir_all(&cfg.out).with_path(&cfg.out)?;
@@ -189,13 +192,15 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
                     ));
                 }
                 let best_val_acc = ckpt.borrow().best_metric();
-                return Ok(FitReport {
+                let outcome = FitReport {
                     history,
                     confusion,
                     best_val_acc,
                     resumed_from,
                     interrupted: stop,
-                });
+                };
+                report::run_done(dist.rank(), &cfg.out, &outcome, &ckpt.borrow());
+                return Ok(outcome);
             }
             other => other?,
         };
@@ -227,17 +232,50 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
             grad_scaler: scaler_state(),
         };
         ckpt.borrow_mut().after_epoch(dist, &state, epoch, Some(v.accuracy))?;
+        if let Some(done) = history.last() {
+            report::epoch_done(dist.rank(), done, &ckpt.borrow());
+        }
     }
     // The last checkpoint is complete (or its error reported) before the run says it is done.
     ckpt.borrow_mut().wait()?;
     if dist.is_main() && !history.is_empty() {
         loss_accuracy_curves(&history)?.save(cfg.out.join("curves.png"))?;
         if let Some(cm) = &confusion {
-            confusion_matrix_plot(cm, &val.dataset().classes())?
-                .save(cfg.out.join("confusion.png"))?;
+            save_confusion_plot(dist, cm, &val.dataset().classes(), &cfg.out)?;
         }
         save_safetensors(vs, &cfg.out.join("model.safetensors"))?;
     }
     let best_val_acc = ckpt.borrow().best_metric();
-    Ok(FitReport { history, confusion, best_val_acc, resumed_from, interrupted: None })
+    let outcome = FitReport { history, confusion, best_val_acc, resumed_from, interrupted: None };
+    report::run_done(dist.rank(), &cfg.out, &outcome, &ckpt.borrow());
+    Ok(outcome)
+}
+
+/// The most classes a confusion.png shows (a 40x40 grid of counts is still readable).
+const PLOTTED_CLASSES: usize = 40;
+
+/// Rank 0's confusion.png: every class, or only the classes that occur when the model has
+/// more outputs (1000 ImageNet classes, a dozen in the data); none when even those are too many.
+fn save_confusion_plot(
+    dist: &Dist,
+    cm: &crate::train::ConfusionMatrix,
+    names: &[String],
+    out: &std::path::Path,
+) -> Result<()> {
+    let present = cm.present_classes();
+    if present.len() > PLOTTED_CLASSES {
+        dist.println(format!(
+            "confusion.png not drawn: {} classes occur (at most {PLOTTED_CLASSES} are drawn)",
+            present.len()
+        ));
+        return Ok(());
+    }
+    let shown: Vec<usize> = if cm.classes() <= PLOTTED_CLASSES && names.len() == cm.classes() {
+        (0..cm.classes()).collect()
+    } else {
+        present
+    };
+    let label = |i: usize| names.get(i).cloned().unwrap_or_else(|| i.to_string());
+    let labels: Vec<String> = shown.iter().map(|&i| label(i)).collect();
+    confusion_matrix_plot(&cm.restricted(&shown), &labels)?.save(out.join("confusion.png"))
 }

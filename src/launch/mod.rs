@@ -1,12 +1,17 @@
 //! Running a job's ranks. [`spawn`] runs a closure (a notebook's own code) as the ranks of a
 //! c10d group, threads of the calling process or, under a launcher, the launcher's processes.
-//! The rest launches programs (the exported notebooks, the examples) under torchrun, with
+//! The rest launches programs (the exported notebooks, the examples) under torchrun, Ray or
+//! Dask (and reads back what Ray and Dask jobs report), with
 //! their output streamed as it comes (into a notebook cell, or a terminal), and kills one
 //! worker on purpose to watch fault tolerance at work.
 mod baton;
+mod cluster;
 mod spawn;
 
 pub(crate) use baton::blocking;
+pub use cluster::{
+    dask_launch, launchers_dir, ray_launch, EpochReport, LaunchResult, RankOutcome, RunReport,
+};
 pub use spawn::{spawn, spawn_with, SpawnOptions};
 
 use std::io::{BufRead, BufReader, Read};

@@ -105,6 +105,26 @@ impl ConfusionMatrix {
             })
             .collect()
     }
+    /// The classes that occur, as a true label or as a prediction, in increasing order: with
+    /// 1000 output classes and a dozen in the data, the dozen (and any class predicted wrongly).
+    pub fn present_classes(&self) -> Vec<usize> {
+        let n = self.classes();
+        (0..n).filter(|&i| (0..n).any(|j| self.counts[i][j] + self.counts[j][i] > 0)).collect()
+    }
+    /// The matrix of only `classes` (rows and columns in that order); samples whose true class
+    /// or prediction is outside them are left out. Indices past the matrix are ignored.
+    ///
+    /// ```
+    /// use trainbook::train::ConfusionMatrix;
+    /// let cm = ConfusionMatrix { counts: vec![vec![0; 5], vec![0, 3, 0, 1, 0], vec![0; 5], vec![0, 2, 0, 4, 0], vec![0; 5]] };
+    /// assert_eq!(cm.present_classes(), [1, 3]);
+    /// assert_eq!(cm.restricted(&[1, 3]).counts, [[3, 1], [2, 4]]);
+    /// ```
+    pub fn restricted(&self, classes: &[usize]) -> ConfusionMatrix {
+        let keep: Vec<usize> = classes.iter().copied().filter(|&c| c < self.classes()).collect();
+        let counts = keep.iter().map(|&t| keep.iter().map(|&p| self.counts[t][p]).collect());
+        ConfusionMatrix { counts: counts.collect() }
+    }
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 //! The training loop: optimizers with checkpointable state, LR schedules, loss, exact metrics,
-//! the per-epoch train/evaluate helpers and the metrics log.
+//! the per-epoch train/evaluate helpers, predictions with their confidence and the metrics log.
 mod device_metrics;
 mod epoch;
 mod grad_scaler;
@@ -10,6 +10,7 @@ mod metrics;
 mod multi_tensor;
 mod optim;
 mod precision;
+mod predict;
 mod schedule;
 mod timing;
 
@@ -24,6 +25,7 @@ pub use loss::CrossEntropyLoss;
 pub use metrics::{ConfusionMatrix, RunningMetrics};
 pub use optim::{named_parameters, Kernels, Optimizer, OptimizerKind, OptimizerMeta};
 pub use precision::Precision;
+pub use predict::{predict, predictions, Prediction};
 pub use schedule::{
     Anneal, Cadence, CosineAnnealingLR, LinearLR, LrSchedule, Mode, OneCycleLR, ReduceLROnPlateau,
     StepLR, Validation,
