@@ -13,14 +13,16 @@
 //! (the tutorial's `prepare_data_loader` does the same; its per-rank accuracy divides by a
 //! rounded-down share, here the metrics are exact over all ranks).
 //!
-//!     cargo run --release --example tiny_imagenet -- --data /fsx/tiny-imagenet-200
-//!     python launchers/ray_launch.py --num-workers 2 --use-gpu --cpus-per-worker 4 -- \
-//!         target/release/examples/tiny_imagenet --data /fsx/tiny-imagenet-200
-//!     torchrun --standalone --nproc-per-node=2 --no-python target/release/examples/tiny_imagenet
+//! ```text
+//! cargo run --release --example tiny_imagenet -- --data /fsx/tiny-imagenet-200
+//! python launchers/ray_launch.py --num-workers 2 --use-gpu --cpus-per-worker 4 -- \
+//!     target/release/examples/tiny_imagenet --data /fsx/tiny-imagenet-200
+//! torchrun --standalone --nproc-per-node=2 --no-python target/release/examples/tiny_imagenet
+//! ```
 //!
 //! On the small stand-in from scratch on a CPU (10 classes of coloured shapes, 200/50 images):
-//! `--small-data --image-size 64 --resize 73 --lr 0.05 --momentum 0.9 --epochs 6` reaches well
-//! above the 10% of chance in about a minute on 2 cores.
+//! `--small-data --image-size 48 --resize 55 --batch-size 16 --lr 0.02 --momentum 0.9 --epochs 6`
+//! reaches about 50% (chance: 10%) in half a minute on 2 cores, as 1 rank or 2.
 use std::path::PathBuf;
 
 use clap::Parser;

@@ -18,9 +18,9 @@
 pub use crate::checkpoint::{Checkpointer, Policy};
 pub use crate::compose;
 pub use crate::data::{
-    ensure_designsafe, ensure_mnist, ensure_stanford_dogs, ensure_tiny_imagenet, random_split, Batch, DataLoader,
-    Dataset, DistributedSampler, ImageFolder, Mnist, Subset, SubsetRandomSampler, TensorDataset,
-    TinyImageNet, MNIST_CLASSES, Relabel, readable_class_name,
+    ensure_designsafe, ensure_mnist, ensure_stanford_dogs, ensure_tiny_imagenet, random_split,
+    readable_class_name, Batch, DataLoader, Dataset, DistributedSampler, ImageFolder, Mnist,
+    Relabel, Subset, SubsetRandomSampler, TensorDataset, TinyImageNet, MNIST_CLASSES,
 };
 pub use crate::dist::{Backend, Ddp, DdpOptions, Dist, DistOptions};
 pub use crate::fit::{FitConfig, FitReport, Trainer};

@@ -54,9 +54,14 @@ fn every_notebook_runs_headless() {
     assert!(stdout.contains("kernel interrupt check: ok"), "{stdout}");
 
     // The course notebooks show real plots: decode every inline PNG and check its size.
-    for (name, min_pngs) in
-        [("01-mnist", 3), ("02-mnist-ddp", 2), ("03-designsafe", 4), ("04-designsafe-torchrun", 2)]
-    {
+    for (name, min_pngs) in [
+        ("01-mnist", 3),
+        ("02-mnist-ddp", 2),
+        ("03-designsafe", 4),
+        ("04-designsafe-torchrun", 2),
+        ("05-tiny-imagenet-ray", 4),
+        ("06-dogs-dask", 3),
+    ] {
         let nb: serde_json::Value = serde_json::from_str(
             &std::fs::read_to_string(out_dir.join(format!("{name}.ipynb"))).unwrap(),
         )
@@ -136,6 +141,38 @@ fn every_notebook_runs_headless() {
     let line = mnist.lines().find(|l| l.starts_with("reloaded model: test accuracy")).unwrap_or("");
     let figures: Vec<&str> = line.split([' ', '(', ')']).filter(|w| w.ends_with('%')).collect();
     assert!(figures.len() == 2 && figures[0] == figures[1], "{mnist}");
+
+    // 05: validation labels come from val_annotations.txt; the result that came back to the
+    // driver holds the validation losses the program printed itself, and both ranks reported.
+    let ray = text("05-tiny-imagenet-ray.ipynb");
+    assert!(ray.contains("validation pictures per label: [5, 5, 5, 5, 5, 5, 5, 5, 5, 5]"), "{ray}");
+    let list = |prefix: &str| {
+        let line = ray.lines().find(|l| l.contains(prefix)).unwrap_or("");
+        line.split_once('[').and_then(|(_, r)| r.split_once(']')).map(|(l, _)| l.to_string())
+    };
+    let (printed, returned) = (list("validation loss per epoch: ["), list("loss_results: ["));
+    assert!(printed.is_some() && printed == returned, "{ray}");
+    for rank in 0..2 {
+        assert!(
+            ray.contains(&format!("rank {rank}: exit status Some(0), 6 epoch reports")),
+            "{ray}"
+        );
+    }
+    // 06: the tutorial's test loader reads training pictures only; the fixed one none; the
+    // confidence equals the softmax by hand; each rank's future returned its outcome.
+    let dask = text("06-dogs-dask.ipynb");
+    assert!(dask.contains("tutorial's test loader: 192 pictures, 192 of them training pictures"));
+    assert!(dask.contains("test loader on the test indices: 48 pictures, 0 of them training"));
+    assert!(dask.contains("shared seed: 0 overlapping pictures"), "{dask}");
+    let confidences: Vec<&str> = dask.lines().filter(|l| l.contains("(by hand ")).collect();
+    assert_eq!(confidences.len(), 3, "{dask}");
+    for line in confidences {
+        let (left, right) = line.split_once(" (by hand ").unwrap();
+        assert!(left.ends_with(right.trim_end_matches(')')), "{line}");
+    }
+    for rank in 0..2 {
+        assert!(dask.contains(&format!("rank {rank}: status Some(0), 6 epoch reports")), "{dask}");
+    }
 
     let setup = printed_text(&out_dir.join("00-setup-check.ipynb"));
     assert!(

@@ -212,7 +212,8 @@ impl ImageFolder {
 /// ```
 pub fn readable_class_name(folder: &str) -> String {
     let b = folder.as_bytes();
-    let wnid = b.len() > 10 && b[0] == b'n' && b[1..9].iter().all(u8::is_ascii_digit) && b[9] == b'-';
+    let wnid =
+        b.len() > 10 && b[0] == b'n' && b[1..9].iter().all(u8::is_ascii_digit) && b[9] == b'-';
     let name = if wnid { &folder[10..] } else { folder };
     name.replace('_', " ")
 }

@@ -10,7 +10,7 @@ use super::config::{FitConfig, FitReport};
 use super::interrupt::{Interruption, StopWatch};
 use super::report;
 use crate::checkpoint::{Checkpointer, TrainState};
-use crate::data::{DataLoader, Dataset};
+use crate::data::{readable_class_name, DataLoader, Dataset};
 use crate::dist::{Ddp, Dist};
 use crate::models::{save_safetensors, to_channels_last};
 use crate::notebook::{confusion_matrix_plot, loss_accuracy_curves};
@@ -192,13 +192,8 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
                     ));
                 }
                 let best_val_acc = ckpt.borrow().best_metric();
-                let outcome = FitReport {
-                    history,
-                    confusion,
-                    best_val_acc,
-                    resumed_from,
-                    interrupted: stop,
-                };
+                let outcome =
+                    FitReport { history, confusion, best_val_acc, resumed_from, interrupted: stop };
                 report::run_done(dist.rank(), &cfg.out, &outcome, &ckpt.borrow());
                 return Ok(outcome);
             }
@@ -256,6 +251,7 @@ const PLOTTED_CLASSES: usize = 40;
 
 /// Rank 0's confusion.png: every class, or only the classes that occur when the model has
 /// more outputs (1000 ImageNet classes, a dozen in the data); none when even those are too many.
+/// Folder names are shown readable (`n02085620-Chihuahua` as `Chihuahua`).
 fn save_confusion_plot(
     dist: &Dist,
     cm: &crate::train::ConfusionMatrix,
@@ -275,7 +271,7 @@ fn save_confusion_plot(
     } else {
         present
     };
-    let label = |i: usize| names.get(i).cloned().unwrap_or_else(|| i.to_string());
+    let label = |i: usize| names.get(i).map_or(i.to_string(), |n| readable_class_name(n));
     let labels: Vec<String> = shown.iter().map(|&i| label(i)).collect();
     confusion_matrix_plot(&cm.restricted(&shown), &labels)?.save(out.join("confusion.png"))
 }

@@ -19,16 +19,31 @@ pub fn launchers_dir() -> PathBuf {
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("launchers"))
 }
 
-fn launcher(script: &str, options: &[String], result_json: &Path, program: &Path, args: &[&str]) -> Result<Command> {
+fn launcher(
+    script: &str,
+    options: &[String],
+    result_json: &Path,
+    program: &Path,
+    args: &[&str],
+) -> Result<Command> {
     let path = launchers_dir().join(script);
     if !path.is_file() {
         return Err(failed(
             format!("launchers/{script}"),
-            format!("not found at {} (set TRAINBOOK_LAUNCHERS to the launchers folder)", path.display()),
+            format!(
+                "not found at {} (set TRAINBOOK_LAUNCHERS to the launchers folder)",
+                path.display()
+            ),
         ));
     }
     let mut cmd = Command::new(crate::programs::python());
-    cmd.arg(path).args(options).arg("--result-json").arg(result_json).arg("--").arg(program).args(args);
+    cmd.arg(path)
+        .args(options)
+        .arg("--result-json")
+        .arg(result_json)
+        .arg("--")
+        .arg(program)
+        .args(args);
     Ok(cmd)
 }
 
@@ -48,8 +63,20 @@ fn launcher(script: &str, options: &[String], result_json: &Path, program: &Path
 /// println!("{:?}", LaunchResult::read(result)?.metrics);
 /// # Ok(()) }
 /// ```
-pub fn ray_launch(workers: usize, cpus: usize, extra: &[&str], result_json: &Path, program: &Path, args: &[&str]) -> Result<Command> {
-    let mut options = vec!["--num-workers".to_string(), workers.to_string(), "--num-cpus".into(), cpus.to_string()];
+pub fn ray_launch(
+    workers: usize,
+    cpus: usize,
+    extra: &[&str],
+    result_json: &Path,
+    program: &Path,
+    args: &[&str],
+) -> Result<Command> {
+    let mut options = vec![
+        "--num-workers".to_string(),
+        workers.to_string(),
+        "--num-cpus".into(),
+        cpus.to_string(),
+    ];
     options.extend(extra.iter().map(|s| s.to_string()));
     launcher("ray_launch.py", &options, result_json, program, args)
 }
@@ -58,9 +85,15 @@ pub fn ray_launch(workers: usize, cpus: usize, extra: &[&str], result_json: &Pat
 /// PROGRAM ARGS...`: the program as `workers` ranks, one per worker of a local Dask cluster
 /// (`extra` options such as `--scheduler tcp://head:8786` replace the local cluster's), its
 /// result written to `result_json`.
-pub fn dask_launch(workers: usize, extra: &[&str], result_json: &Path, program: &Path, args: &[&str]) -> Result<Command> {
+pub fn dask_launch(
+    workers: usize,
+    extra: &[&str],
+    result_json: &Path,
+    program: &Path,
+    args: &[&str],
+) -> Result<Command> {
     let mut options = vec!["--num-workers".to_string(), workers.to_string()];
-    if !extra.iter().any(|o| *o == "--scheduler") {
+    if !extra.contains(&"--scheduler") {
         options.extend(["--local-workers".to_string(), workers.to_string()]);
     }
     options.extend(extra.iter().map(|s| s.to_string()));
