@@ -36,7 +36,7 @@ from distributed import Client, LocalCluster, as_completed, get_worker
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import launch_common as common  # noqa: E402
-from launch_results import Collector, write_result  # noqa: E402
+from launch_results import Collector, run_cli  # noqa: E402
 
 cloudpickle.register_pickle_by_value(common)
 
@@ -216,15 +216,7 @@ def launch(command, num_workers, on_report=None, client=None, **options):
 
 
 def main(argv=None):
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-
-    def show(m):
-        common.log(f"dask_launch: report {common.describe_report(m)}")
-
-    result = run(args, show)
-    common.log(result.summary())
-    write_result(result, args.result_json)
-    return result.returncode
+    return run_cli("dask_launch", run, parse_args(sys.argv[1:] if argv is None else argv))
 
 
 if __name__ == "__main__":

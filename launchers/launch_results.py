@@ -11,7 +11,7 @@ import dataclasses
 import json
 import threading
 
-from launch_common import describe_report
+from launch_common import describe_report, log
 
 
 @dataclasses.dataclass
@@ -107,8 +107,17 @@ class Collector:
             )
 
 
-def write_result(result, path):
-    """`--result-json PATH`: the result as JSON (for scripts that start the launcher)."""
-    if path:
-        with open(path, "w") as f:
+def run_cli(name, run, args):
+    """A launcher's command line: `run(args, on_report)` with each report logged as it comes,
+    then the result's summary logged and, with `--result-json PATH`, the result saved as JSON
+    (for scripts that start the launcher). Returns the exit status."""
+
+    def show(metrics):
+        log(f"{name}: report {describe_report(metrics)}")
+
+    result = run(args, show)
+    log(result.summary())
+    if args.result_json:
+        with open(args.result_json, "w") as f:
             f.write(result.to_json())
+    return result.returncode
