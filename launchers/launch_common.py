@@ -137,9 +137,10 @@ def _die_with_parent():
         pass
 
 
-def start_rank(cmd, env, cwd=None):
-    """Starts one rank: stdout and stderr merged into one line-buffered pipe."""
-    full_env = dict(os.environ)
+def start_rank(cmd, env, cwd=None, unset=()):
+    """Starts one rank: stdout and stderr merged into one line-buffered pipe. The rank gets this
+    process's environment without the variables in `unset`, plus `env`."""
+    full_env = {k: v for k, v in os.environ.items() if k not in unset}
     full_env.update(env)
     return subprocess.Popen(
         cmd,

@@ -158,7 +158,7 @@ fn dask_retries_the_group_and_refuses_too_few_workers() {
     // First attempt: rank 1 fails before joining; the retried group runs c10d-check to the end.
     let marker = work.join("failed-once");
     let script = format!(
-        "echo \"rank $RANK sees GPUs $CUDA_VISIBLE_DEVICES\"; if [ \"$RANK\" = 1 ] && [ ! -e '{m}' ]; then touch '{m}'; exit 5; fi; exec \"$@\"",
+        "echo \"rank $RANK sees GPUs $CUDA_VISIBLE_DEVICES, malloc trim ${{MALLOC_TRIM_THRESHOLD_:-default}}\"; if [ \"$RANK\" = 1 ] && [ ! -e '{m}' ]; then touch '{m}'; exit 5; fi; exec \"$@\"",
         m = marker.display()
     );
     let check = common::target_exe("c10d-check").display().to_string();
@@ -179,7 +179,8 @@ fn dask_retries_the_group_and_refuses_too_few_workers() {
         "{stderr}"
     );
     assert!(
-        stdout.contains("c10d-check rank 0/2 (via dask") && stdout.contains("rank 0 sees GPUs 3\n"),
+        stdout.contains("c10d-check rank 0/2 (via dask")
+            && stdout.contains("rank 0 sees GPUs 3, malloc trim default\n"),
         "{stdout}"
     );
 
