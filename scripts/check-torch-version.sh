@@ -39,6 +39,9 @@ grep -E '^(tch|torch-sys) = ' Cargo.toml
 rm -f Cargo.lock
 
 export LIBTORCH LIBTORCH_CXX11_ABI=1 TRAINBOOK_VENV=$VENV CARGO_TARGET_DIR=$WORK/target
+# The copy's .cargo/config.toml points at its own (missing) .venv: CMake and NASM for
+# libjpeg-turbo come from the checkout's.
+export CMAKE=$ROOT/.venv/bin/cmake CMAKE_PROGRAM_PATH=$ROOT/.venv/bin
 say "cargo test against $("$VENV/bin/python" -c 'import torch; print(torch.__version__)') at $LIBTORCH"
 cargo test --lib --test amp --test memory_format --test training_loop --test models_parity --test gpu
 say "cargo check --features cuda"

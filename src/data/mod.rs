@@ -5,6 +5,7 @@ mod batches;
 mod dataset;
 mod decode;
 mod image_folder;
+mod jpeg;
 mod loader;
 mod mnist;
 mod relabel;
