@@ -18,8 +18,8 @@ import argparse
 import pathlib
 import sys
 import tarfile
-import urllib.error
-import urllib.request
+
+from download import download
 
 URL = "http://vision.stanford.edu/aditya86/ImageNetDogs/images.tar"
 
@@ -58,19 +58,7 @@ def class_map(folders, categories):
 
 def fetch(out):
     tar_path = out / "images.tar"
-    if not tar_path.exists():
-        print(f"downloading {URL} (about 760 MB) ...", flush=True)
-        part = tar_path.with_suffix(".tar.part")
-        try:
-            urllib.request.urlretrieve(URL, part)
-        except (urllib.error.URLError, OSError) as e:
-            part.unlink(missing_ok=True)
-            sys.exit(
-                f"stanford_dogs.py: cannot download {URL}: {e}\n"
-                f"Offline? Copy images.tar into {out} by other means and run this again, or use the "
-                f"stand-in: python data-scripts/stanford_dogs_standin.py {out}"
-            )
-        part.rename(tar_path)
+    download(URL, tar_path, "760 MB", "stanford_dogs.py", f"python data-scripts/stanford_dogs_standin.py {out}")
     print(f"unpacking {tar_path} ...", flush=True)
     with tarfile.open(tar_path) as tar:
         tar.extractall(out, filter="data")

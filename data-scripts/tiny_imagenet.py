@@ -13,9 +13,9 @@ import argparse
 import pathlib
 import shutil
 import sys
-import urllib.error
-import urllib.request
 import zipfile
+
+from download import download
 
 URL = "http://cs231n.stanford.edu/tiny-imagenet-200.zip"
 
@@ -31,19 +31,7 @@ def main():
         return 0
     out.parent.mkdir(parents=True, exist_ok=True)
     archive = out.parent / "tiny-imagenet-200.zip"
-    if not archive.exists():
-        print(f"downloading {a.url} (about 240 MB) ...", flush=True)
-        part = archive.with_suffix(".zip.part")
-        try:
-            urllib.request.urlretrieve(a.url, part)
-        except (urllib.error.URLError, OSError) as e:
-            part.unlink(missing_ok=True)
-            sys.exit(
-                f"tiny_imagenet.py: cannot download {a.url}: {e}\n"
-                f"Offline? Copy tiny-imagenet-200.zip into {out.parent} by other means and run this again, "
-                f"or use the stand-in: python data-scripts/tiny_imagenet_standin.py {out}"
-            )
-        part.rename(archive)
+    download(a.url, archive, "240 MB", "tiny_imagenet.py", f"python data-scripts/tiny_imagenet_standin.py {out}")
     print(f"unpacking {archive} ...", flush=True)
     tmp = out.parent / f".{out.name}.unpack"
     shutil.rmtree(tmp, ignore_errors=True)
