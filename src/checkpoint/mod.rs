@@ -6,6 +6,7 @@
 //! damaged checkpoints and says why; `restore` puts model, optimizer, RNG and data position back
 //! so training continues on the identical trajectory.
 mod manifest;
+mod snapshot;
 mod state;
 mod store;
 
@@ -18,7 +19,7 @@ pub use manifest::{FileEntry, Manifest, FORMAT_VERSION, MANIFEST, MODEL_FILE, OP
 pub use state::{Policy, ResumePoint, TrainState};
 pub use store::{open_checkpoint, scan, write_checkpoint, Checkpoint, FileWriter, ScanReport};
 
-use crate::dist::{cpu_rng_state, rng_state, set_cpu_rng_state, set_rng_state, Dist};
+use crate::dist::{set_cpu_rng_state, set_rng_state, Dist};
 use crate::models::{from_safetensors_bytes, load_state_dict, save_tensors_file, state_dict};
 use crate::train::{Mode, Optimizer, RunningMetrics};
 use crate::{Error, Result, WithPath};
@@ -293,7 +294,6 @@ impl Checkpointer {
                 }));
             }
         }
-        let rng = Tensor::from_slice(&cpu_rng_state()?).to_device(dist.device());
         let m = state.epoch_metrics;
         let sums = dist.sum_f64(&[m.loss_sum, m.correct as f64, m.count as f64])?;
         let global_metrics = RunningMetrics {
@@ -301,21 +301,7 @@ impl Checkpointer {
             correct: sums[1].round() as u64,
             count: sums[2].round() as u64,
         };
-        let hex = |ts: Vec<Tensor>| {
-            ts.iter()
-                .map(|t| {
-                    Vec::<u8>::try_from(t.to_device(Device::Cpu)).map(|b| manifest::to_hex(&b))
-                })
-                .collect::<std::result::Result<Vec<String>, _>>()
-        };
-        let states = hex(dist.all_gather(&rng)?)?;
-        // On GPUs, each rank's CUDA generator too (dropout masks drawn on the device).
-        let device_states = match dist.device() {
-            Device::Cuda(_) => hex(dist.all_gather(
-                &Tensor::from_slice(&rng_state(dist.device())?).to_device(dist.device()),
-            )?)?,
-            _ => Vec::new(),
-        };
+        let (states, device_states) = snapshot::gather_rng_states(dist)?;
         let dir = self.root.join(name);
         if !dist.is_main() {
             if !self.background {
@@ -343,23 +329,8 @@ impl Checkpointer {
         };
         // A snapshot on the host: the background thread must not see later updates. The
         // optimizer's export is already a copy; on the CPU only the model needs one.
-        let host = |ts: Vec<(String, Tensor)>, copy: bool| -> Vec<(String, Tensor)> {
-            ts.into_iter()
-                .map(|(n, t)| {
-                    (
-                        n,
-                        if t.device() != Device::Cpu {
-                            t.to_device(Device::Cpu)
-                        } else if copy {
-                            t.copy()
-                        } else {
-                            t
-                        },
-                    )
-                })
-                .collect()
-        };
-        let (model, opt_tensors) = (host(state_dict(state.vs), true), host(opt_tensors, false));
+        let (model, opt_tensors) =
+            (snapshot::on_host(state_dict(state.vs), true), snapshot::on_host(opt_tensors, false));
         let (root, name, keep_last) = (self.root.clone(), name.to_string(), self.policy.keep_last);
         let write = move || -> Result<PathBuf> {
             let files: Vec<(&str, store::FileWriter)> = vec![
@@ -374,7 +345,7 @@ impl Checkpointer {
                 ))
             })?;
             if prune {
-                prune_steps(&root, keep_last)?;
+                store::prune_steps(&root, STEP_PREFIX, keep_last)?;
             }
             Ok(dir)
         };
@@ -402,32 +373,4 @@ impl Drop for Checkpointer {
             eprintln!("checkpoint: {e}");
         }
     }
-}
-
-/// Deletes all but the newest `keep_last` `step-*` checkpoints (by name, which encodes the
-/// step; nothing is re-read). Each is first renamed to a hidden name, so a crash during the
-/// deletion never leaves a half-deleted `step-*` behind; leftovers of crashed writers
-/// (hidden temporary directories of other processes) are removed too.
-fn prune_steps(root: &Path, keep_last: usize) -> Result<()> {
-    let mut names: Vec<String> = std::fs::read_dir(root)
-        .with_path(root)?
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    let pid = std::process::id().to_string();
-    for stale in names.iter().filter(|n| {
-        n.starts_with('.')
-            && [".tmp-", ".old-", ".deleting-"].iter().any(|t| n.contains(t))
-            && !n.ends_with(&pid)
-    }) {
-        let _ = std::fs::remove_dir_all(root.join(stale));
-    }
-    names.retain(|n| n.starts_with(STEP_PREFIX));
-    names.sort_unstable_by(|a, b| b.cmp(a));
-    for old in names.iter().skip(keep_last.max(1)) {
-        let (dir, doomed) = (root.join(old), root.join(format!(".{old}.deleting-{pid}")));
-        std::fs::rename(&dir, &doomed).with_path(&dir)?;
-        std::fs::remove_dir_all(&doomed).with_path(&doomed)?;
-    }
-    Ok(())
 }

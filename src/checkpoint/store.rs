@@ -155,3 +155,31 @@ pub fn scan(root: &Path, prefix: &str) -> Result<ScanReport> {
     report.invalid.sort();
     Ok(report)
 }
+
+/// Deletes all but the newest `keep_last` checkpoints named `<prefix>*` (`step-*`) (by name, which encodes the
+/// step; nothing is re-read). Each is first renamed to a hidden name, so a crash during the
+/// deletion never leaves a half-deleted `step-*` behind; leftovers of crashed writers
+/// (hidden temporary directories of other processes) are removed too.
+pub(super) fn prune_steps(root: &Path, prefix: &str, keep_last: usize) -> Result<()> {
+    let mut names: Vec<String> = std::fs::read_dir(root)
+        .with_path(root)?
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    let pid = std::process::id().to_string();
+    for stale in names.iter().filter(|n| {
+        n.starts_with('.')
+            && [".tmp-", ".old-", ".deleting-"].iter().any(|t| n.contains(t))
+            && !n.ends_with(&pid)
+    }) {
+        let _ = std::fs::remove_dir_all(root.join(stale));
+    }
+    names.retain(|n| n.starts_with(prefix));
+    names.sort_unstable_by(|a, b| b.cmp(a));
+    for old in names.iter().skip(keep_last.max(1)) {
+        let (dir, doomed) = (root.join(old), root.join(format!(".{old}.deleting-{pid}")));
+        std::fs::rename(&dir, &doomed).with_path(&dir)?;
+        std::fs::remove_dir_all(&doomed).with_path(&doomed)?;
+    }
+    Ok(())
+}

@@ -8,7 +8,9 @@
 //! | Slurm    | SLURM_PROCID / SLURM_NTASKS / SLURM_LOCALID                | first host of the step's node list, then SLURM_LAUNCH_NODE_IPADDR | 29500 + SLURM_JOB_ID % 1000 |
 //! | Open MPI | OMPI_COMM_WORLD_RANK / _SIZE / _LOCAL_RANK                 | 127.0.0.1 when all ranks share a node | 29500                       |
 //! | PMI      | PMI_RANK / PMI_SIZE / MPI_LOCALRANKID (or MV2_…_LOCAL_RANK) | 127.0.0.1 when all ranks share a node | 29500                       |
-use super::env::{check_ranks, LaunchEnv, Launcher, Vars};
+use super::env::{LaunchEnv, Launcher};
+use super::env_vars::{check_ranks, Vars};
+use super::slurm_lists::{first_host, tasks_on_node};
 use crate::{Error, Result};
 
 /// torchrun's default port, used where the launcher gives no better choice.
@@ -78,46 +80,6 @@ fn slurm_tasks_on_this_node(v: &Vars) -> Result<Option<usize>> {
         }
     }
     v.optional_number("SLURM_NTASKS_PER_NODE")
-}
-
-/// Slurm's compressed per-node counts: `2(x3),1` means 2, 2, 2, 1.
-fn tasks_on_node(spec: &str, node: usize) -> Option<usize> {
-    let mut seen = 0;
-    for item in spec.split(',') {
-        let (count, repeat) = match item.split_once("(x") {
-            Some((c, r)) => {
-                (c.trim().parse().ok()?, r.trim_end_matches(')').parse::<usize>().ok()?)
-            }
-            None => (item.trim().parse().ok()?, 1),
-        };
-        if node < seen + repeat {
-            return Some(count);
-        }
-        seen += repeat;
-    }
-    None
-}
-
-/// The first host of a Slurm host list: `node[01-04,07],gpu5` -> `node01`,
-/// `rack[1-2]-n[003-004]` -> `rack1-n003`. Zero padding is kept, as Slurm does.
-pub fn first_host(list: &str) -> Option<String> {
-    let mut host = String::new();
-    let mut chars = list.trim().chars();
-    while let Some(c) = chars.next() {
-        match c {
-            ',' => break,
-            '[' => {
-                let group: String = chars.by_ref().take_while(|&c| c != ']').collect();
-                let first = group.split(',').next()?.split(['-', ':']).next()?.trim();
-                if first.is_empty() {
-                    return None;
-                }
-                host.push_str(first);
-            }
-            c => host.push(c),
-        }
-    }
-    (!host.is_empty()).then_some(host)
 }
 
 /// `mpirun` from Open MPI. Nothing tells where rank 0 runs, so a job across nodes must pass
@@ -228,26 +190,6 @@ mod tests {
         let vars: HashMap<String, String> =
             pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         LaunchEnv::from_map(&vars)
-    }
-
-    #[test]
-    fn host_lists() {
-        assert_eq!(first_host("node[01-04,07],gpu5").as_deref(), Some("node01"));
-        assert_eq!(first_host("nid001,nid002").as_deref(), Some("nid001"));
-        assert_eq!(first_host("rack[1-2]-n[003-004]").as_deref(), Some("rack1-n003"));
-        assert_eq!(first_host("c[7,9]").as_deref(), Some("c7"));
-        assert_eq!(first_host("login1").as_deref(), Some("login1"));
-        assert_eq!(first_host(""), None);
-        assert_eq!(first_host("n[]"), None);
-    }
-
-    #[test]
-    fn slurm_tasks_per_node() {
-        assert_eq!(tasks_on_node("2(x3),1", 0), Some(2));
-        assert_eq!(tasks_on_node("2(x3),1", 2), Some(2));
-        assert_eq!(tasks_on_node("2(x3),1", 3), Some(1));
-        assert_eq!(tasks_on_node("4", 1), None);
-        assert_eq!(tasks_on_node("x", 0), None);
     }
 
     #[test]

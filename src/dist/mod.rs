@@ -3,11 +3,13 @@
 //! TCPStore and Gloo/NCCL process groups reached through the C++ shim in `csrc/`.
 mod ddp;
 mod env;
+mod env_vars;
 mod ffi;
 mod hpc_env;
 mod init;
 mod process_group;
 mod reducer;
+mod slurm_lists;
 mod store;
 
 use std::time::Duration;
@@ -17,10 +19,11 @@ use tch::Device;
 pub use ddp::{Ddp, DdpOptions};
 pub use env::{LaunchEnv, Launcher};
 pub(crate) use ffi::take_message as take_shim_message;
-pub use hpc_env::{first_host, DEFAULT_MASTER_PORT};
+pub use hpc_env::DEFAULT_MASTER_PORT;
 pub use init::{Dist, DistOptions};
 pub use process_group::{Backend, ProcessGroup, Work};
 pub use reducer::CommHook;
+pub use slurm_lists::first_host;
 pub use store::Store;
 
 use crate::Result;

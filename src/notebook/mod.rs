@@ -1,12 +1,14 @@
 //! Showing results to a student: inline in Jupyter (the evcxr kernel's rich output protocol)
 //! or, outside a notebook, as files and plain text.
+mod confusion_plot;
 mod display;
 mod grid;
 mod plot;
 
+pub use confusion_plot::confusion_matrix_plot;
 pub use display::{display_bytes, in_notebook, Mime};
 pub use grid::image_grid;
-pub use plot::{confusion_matrix_plot, loss_accuracy_curves, Figure};
+pub use plot::{loss_accuracy_curves, Figure};
 
 /// Shows a notebook cell's final value in an exported program: a [`Figure`] is displayed inline
 /// in a notebook and saved as `figures/<label>.png` otherwise; any other value is printed as

@@ -9,9 +9,11 @@ mod loss;
 mod metrics;
 mod multi_tensor;
 mod optim;
+mod optim_state;
 mod precision;
 mod predict;
 mod schedule;
+mod single_tensor;
 mod timing;
 
 pub use device_metrics::{host_reads, DeviceMetrics};
@@ -23,7 +25,8 @@ pub use grad_scaler::{GradScaler, GradScalerConfig, GradScalerState};
 pub use log::{append_record, read_records, EpochRecord};
 pub use loss::CrossEntropyLoss;
 pub use metrics::{ConfusionMatrix, RunningMetrics};
-pub use optim::{named_parameters, Kernels, Optimizer, OptimizerKind, OptimizerMeta};
+pub use optim::{named_parameters, Kernels, Optimizer, OptimizerKind};
+pub use optim_state::OptimizerMeta;
 pub use precision::Precision;
 pub use predict::{predict, predictions, Prediction};
 pub use schedule::{

@@ -12,6 +12,8 @@ use serde::{Deserialize, Serialize};
 use tch::nn::VarStore;
 use tch::Tensor;
 
+use super::optim_state::OptimizerMeta;
+use super::optim_state::ParamState;
 use crate::{Error, Result};
 
 /// Which update rule, with its hyper-parameters (torch's defaults via `Default`).
@@ -78,30 +80,6 @@ pub enum Kernels {
     /// torch.optim's single-tensor loop (`foreach=False, fused=False`): a few kernels per
     /// parameter.
     PerTensor,
-}
-
-#[derive(Default)]
-pub(super) struct ParamState {
-    /// Steps taken (host count); with fused Adam the device scalar `step_tensor` is the truth.
-    pub(super) step: u64,
-    /// Fused Adam's step count (a float32 scalar on the parameter's device, as in torch).
-    pub(super) step_tensor: Option<Tensor>,
-    pub(super) exp_avg: Option<Tensor>,
-    pub(super) exp_avg_sq: Option<Tensor>,
-    pub(super) momentum_buffer: Option<Tensor>,
-}
-
-/// The non-tensor part of an optimizer's state (kind, learning rate, step counts), saved next
-/// to the state tensors (in a checkpoint's manifest).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct OptimizerMeta {
-    /// The update rule and hyper-parameters; a restore into another rule is refused.
-    /// `None` accepts any optimizer.
-    pub kind: Option<OptimizerKind>,
-    /// The learning rate at export, restored by [`Optimizer::load_state_dict`].
-    pub lr: f64,
-    /// Steps taken by each parameter, by name (torch's `state[p]["step"]`).
-    pub steps: BTreeMap<String, u64>,
 }
 
 /// An optimizer over a model's trainable parameters, e.g. `Optimizer::sgd(&vs, 0.01, 0.9)`;
@@ -240,7 +218,7 @@ impl Optimizer {
                     if grad.defined() {
                         let st = self.state.entry(name.clone()).or_default();
                         st.sync_step();
-                        update(self.kind, self.lr, p, &grad, st);
+                        super::single_tensor::update(self.kind, self.lr, p, &grad, st);
                     }
                 }
             });
@@ -386,68 +364,5 @@ impl Optimizer {
         self.state = state;
         self.lr = meta.lr;
         Ok(())
-    }
-}
-
-impl ParamState {
-    /// The step count: the device scalar's value when fused Adam keeps one (a read from the
-    /// device, done only when the state is exported), else the host count.
-    fn current_step(&self) -> u64 {
-        self.step_tensor.as_ref().map_or(self.step, |t| t.double_value(&[]).round() as u64)
-    }
-    /// Folds a device step count back into the host count (leaving fused Adam).
-    fn sync_step(&mut self) {
-        if self.step_tensor.is_some() {
-            self.step = self.current_step();
-            self.step_tensor = None;
-        }
-    }
-}
-
-/// torch.optim's single-tensor update of one parameter.
-fn update(kind: OptimizerKind, lr: f64, p: &mut Tensor, grad: &Tensor, st: &mut ParamState) {
-    match kind {
-        OptimizerKind::Sgd { momentum, dampening, nesterov, weight_decay } => {
-            let mut d_p =
-                if weight_decay != 0.0 { grad + &*p * weight_decay } else { grad.shallow_clone() };
-            if momentum != 0.0 {
-                let buf = match st.momentum_buffer.take() {
-                    None => d_p.detach().copy(),
-                    Some(mut buf) => {
-                        let _ = buf.g_mul_scalar_(momentum);
-                        let _ = buf.g_add_(&(&d_p * (1.0 - dampening)));
-                        buf
-                    }
-                };
-                d_p = if nesterov { &d_p + &buf * momentum } else { buf.shallow_clone() };
-                st.momentum_buffer = Some(buf);
-            }
-            st.step += 1;
-            let _ = p.g_add_(&(d_p * -lr));
-        }
-        OptimizerKind::Adam { beta1, beta2, eps, weight_decay }
-        | OptimizerKind::AdamW { beta1, beta2, eps, weight_decay } => {
-            st.step += 1;
-            let decoupled = matches!(kind, OptimizerKind::AdamW { .. });
-            let grad = if decoupled {
-                let _ = p.g_mul_scalar_(1.0 - lr * weight_decay);
-                grad.shallow_clone()
-            } else if weight_decay != 0.0 {
-                grad + &*p * weight_decay
-            } else {
-                grad.shallow_clone()
-            };
-            let exp_avg = st.exp_avg.get_or_insert_with(|| p.zeros_like());
-            let _ = exp_avg.lerp_(&grad, 1.0 - beta1);
-            let exp_avg_sq = st.exp_avg_sq.get_or_insert_with(|| p.zeros_like());
-            let _ = exp_avg_sq.g_mul_scalar_(beta2);
-            let _ = exp_avg_sq.addcmul_(&(&grad * (1.0 - beta2)), &grad);
-            let step = st.step as f64;
-            let bias_correction1 = 1.0 - beta1.powf(step);
-            let bias_correction2 = 1.0 - beta2.powf(step);
-            let step_size = lr / bias_correction1;
-            let denom = exp_avg_sq.sqrt() / bias_correction2.sqrt() + eps;
-            let _ = p.addcdiv_(&(&*exp_avg * -step_size), &denom);
-        }
     }
 }
