@@ -17,6 +17,10 @@ use turbojpeg_sys as tj;
 
 use crate::transforms::Image;
 
+/// PIL's decompression-bomb limit: twice `Image.MAX_IMAGE_PIXELS` (89,478,485); larger images
+/// are refused before any memory is set aside for them.
+const MAX_PIXELS: usize = 2 * 89_478_485;
+
 /// The first bytes of every JPEG file (SOI marker and the next marker's 0xFF).
 pub(crate) fn is_jpeg(bytes: &[u8]) -> bool {
     bytes.starts_with(&[0xFF, 0xD8, 0xFF])
@@ -123,6 +127,12 @@ fn decode_with(decoder: &mut Decompressor, bytes: &[u8]) -> Result<Image, String
     let (width, height) = decoder.size();
     if width == 0 || height == 0 {
         return Err("JPEG header without an image size".into());
+    }
+    if width * height > MAX_PIXELS {
+        return Err(format!(
+            "a {width}x{height} image exceeds {MAX_PIXELS} pixels, the limit beyond which PIL \
+             refuses to open a file (DecompressionBombError)"
+        ));
     }
     let colorspace = decoder.get(tj::TJPARAM_TJPARAM_COLORSPACE);
     let cmyk = colorspace == tj::TJCS_TJCS_CMYK as i32 || colorspace == tj::TJCS_TJCS_YCCK as i32;
@@ -235,8 +245,21 @@ mod tests {
     }
 
     #[test]
+    fn huge_images_are_refused_as_pil_does() {
+        let img = image::RgbImage::from_pixel(8, 8, image::Rgb([200, 30, 90]));
+        let mut bytes = Vec::new();
+        image::codecs::jpeg::JpegEncoder::new(&mut bytes).encode_image(&img).unwrap();
+        assert_eq!(decode_jpeg(&bytes).unwrap().width(), 8);
+        // SOF0's height and width (after FF C0, the length and the precision) set to 60000.
+        let sof = bytes.windows(2).position(|w| w == [0xFF, 0xC0]).unwrap();
+        bytes[sof + 5..sof + 9].copy_from_slice(&[0xEA, 0x60, 0xEA, 0x60]);
+        let err = decode_jpeg(&bytes).unwrap_err();
+        assert!(err.contains("60000x60000") && err.contains("DecompressionBombError"), "{err}");
+    }
+
+    #[test]
     fn garbage_is_an_error_naming_the_problem() {
         let err = decode_jpeg(&[0xFF, 0xD8, 0xFF, 0x00, 0x01, 0x02]).unwrap_err();
-        assert!(!err.is_empty());
+        assert!(err.contains("without an image size"), "{err}");
     }
 }
