@@ -147,12 +147,7 @@ impl LaunchEnv {
 
     /// A world of one on this machine (no launcher): rank 0 hosts a store on a free local port.
     pub fn single_process() -> Result<LaunchEnv> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(|e| {
-                Error::DistEnv(format!("no free local port for a single-process store: {e}"))
-            })?
-            .port();
+        let port = super::free_port()?;
         Ok(LaunchEnv {
             launcher: Launcher::Env,
             rank: 0,

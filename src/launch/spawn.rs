@@ -192,18 +192,6 @@ fn rank_devices(nprocs: usize, wanted: Option<Device>) -> Result<Vec<Device>> {
     Ok((0..nprocs).map(|k| if cuda { Device::Cuda(k) } else { Device::Cpu }).collect())
 }
 
-/// A free TCP port on the loopback for the group's store.
-fn free_port() -> Result<u16> {
-    let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).map_err(|e| Error::Dist {
-        op: "spawn: find a free port".into(),
-        message: e.to_string(),
-    })?;
-    Ok(listener
-        .local_addr()
-        .map_err(|e| Error::Dist { op: "spawn: find a free port".into(), message: e.to_string() })?
-        .port())
-}
-
 /// How one thread rank ended: its result, its CPU generator state, and when it ended.
 struct RankEnd<R> {
     result: Result<R>,
@@ -217,7 +205,7 @@ where
     R: Send,
 {
     let devices = rank_devices(nprocs, opts.device)?;
-    let port = free_port()?;
+    let port = crate::dist::free_port()?;
     let start_state = cpu_rng_state()?;
     let caller_threads = tch::get_num_threads();
     let threads = opts

@@ -136,8 +136,9 @@ pub fn kill_rank_after_first_checkpoint(
     }
 }
 
+/// A port for a test's store: never one that another test of this binary was given.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    trainbook::dist::free_port().unwrap()
 }
 
 /// Waits for `child` up to `limit`, killing it when it overruns; returns its captured output.
