@@ -19,8 +19,9 @@ pub use manifest::{FileEntry, Manifest, FORMAT_VERSION, MANIFEST, MODEL_FILE, OP
 pub use state::{Policy, ResumePoint, TrainState};
 pub use store::{open_checkpoint, scan, write_checkpoint, Checkpoint, FileWriter, ScanReport};
 
-use crate::dist::{set_cpu_rng_state, set_rng_state, Dist};
+use crate::dist::Dist;
 use crate::models::{from_safetensors_bytes, load_state_dict, save_tensors_file, state_dict};
+use crate::rng::{set_cpu_rng_state, set_rng_state};
 use crate::train::{Mode, Optimizer, RunningMetrics};
 use crate::{Error, Result, WithPath};
 

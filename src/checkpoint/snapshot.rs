@@ -4,7 +4,8 @@
 use tch::{Device, Tensor};
 
 use super::manifest;
-use crate::dist::{cpu_rng_state, rng_state, Dist};
+use crate::dist::Dist;
+use crate::rng::{cpu_rng_state, rng_state};
 use crate::Result;
 
 /// Each rank's CPU generator state and, on GPUs, its CUDA generator's (dropout masks drawn on

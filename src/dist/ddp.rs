@@ -251,7 +251,7 @@ impl<'a> Ddp<'a> {
         }
         self.forward_sync.set(sync);
         // Backward waits inside for the other ranks' gradients (the Reducer's all-reduce).
-        crate::launch::blocking(|| loss.f_backward()).map_err(|e| match e {
+        crate::rng::blocking(|| loss.f_backward()).map_err(|e| match e {
             tch::TchError::Torch(message) if self.reducer.is_some() => {
                 Error::Dist { op: "allreduce (DDP backward)".into(), message }
             }

@@ -1,5 +1,6 @@
 //! Raw declarations of the C API in `csrc/c10d_shim.h` (compiled by `build.rs`).
-//! Only `dist::store` and `dist::process_group` call these; everything else uses the safe types.
+//! Only `dist::store`, `dist::process_group` and `dist::reducer` call these; everything else
+//! uses the safe types. Errors are read through the shim's one convention (`crate::shim`).
 use std::os::raw::{c_char, c_int, c_void};
 
 #[repr(C)]
@@ -26,23 +27,6 @@ pub const HOOK_FP16: c_int = 1;
 pub const HOOK_BF16: c_int = 2;
 
 extern "C" {
-    pub fn tb_string_free(s: *mut c_char);
-    pub fn tb_bytes_free(b: *mut u8);
-    pub fn tb_torch_version() -> *const c_char;
-    pub fn tb_has_nccl() -> c_int;
-    pub fn tb_rng_get_state(
-        device_type: c_int,
-        index: c_int,
-        out: *mut *mut u8,
-        len: *mut usize,
-    ) -> *mut c_char;
-    pub fn tb_rng_set_state(
-        device_type: c_int,
-        index: c_int,
-        state: *const u8,
-        len: usize,
-    ) -> *mut c_char;
-
     pub fn tb_tcp_store_new(
         host: *const c_char,
         port: u16,
@@ -157,22 +141,4 @@ extern "C" {
     pub fn tb_work_free(w: *mut TbWork);
 }
 
-/// The shim's error convention (NULL = success, else an owned message): the message, if any,
-/// freed here. Every C API of the shim (c10d and the optimizer/autocast kernels) uses it.
-pub(crate) fn take_message(err: *mut c_char) -> Option<String> {
-    if err.is_null() {
-        return None;
-    }
-    // SAFETY: a non-null return is a NUL-terminated string malloc'ed by the shim; we free it once.
-    Some(unsafe {
-        let text = std::ffi::CStr::from_ptr(err).to_string_lossy().into_owned();
-        tb_string_free(err);
-        text
-    })
-}
-
-/// Turns the shim's error convention into a `Result` for a c10d operation.
-pub fn check(op: &str, err: *mut c_char) -> crate::Result<()> {
-    take_message(err)
-        .map_or(Ok(()), |message| Err(crate::Error::Dist { op: op.to_string(), message }))
-}
+pub(crate) use crate::shim::check;

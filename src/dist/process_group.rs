@@ -1,5 +1,6 @@
 //! A c10d process group (Gloo for CPU tensors, NCCL for CUDA tensors) and its collectives:
-//! all-reduce (sum), broadcast, all-gather and barrier on tch tensors.
+//! all-reduce (sum), broadcast, all-gather and barrier on tch tensors; [`connect`] joins the
+//! default group the way `init_process_group(init_method="env://")` does.
 use std::os::raw::c_void;
 use std::str::FromStr;
 use std::time::Duration;
@@ -8,7 +9,42 @@ use tch::Tensor;
 
 use super::ffi;
 use super::store::{duration_ms, Store};
+use super::LaunchEnv;
 use crate::{Error, Result};
+
+/// Joins the process group described by `env`: connects to (or hosts) the TCPStore at
+/// MASTER_ADDR:MASTER_PORT and creates the group with the store keys of
+/// `torch.distributed.init_process_group(init_method="env://")`, so PyTorch ranks and
+/// trainbook ranks can form one group. Every wait is bounded by `timeout`; a missing peer is
+/// an error naming what was awaited.
+///
+/// A restarted attempt (TORCHELASTIC_RESTART_COUNT > 0) scopes its keys further
+/// ([`LaunchEnv::restart_scope`](super::LaunchEnv::restart_scope)), so that it never reads the keys of the attempt that died.
+pub fn connect(env: &LaunchEnv, backend: Backend, timeout: Duration) -> Result<ProcessGroup> {
+    let mut base = Store::tcp(
+        &env.master_addr,
+        env.master_port,
+        env.hosts_store(),
+        Some(env.world_size),
+        timeout,
+    )?;
+    if let Some(scope) = env.restart_scope() {
+        base = base.with_prefix(&scope)?;
+    }
+    let store = default_group_store(&base, backend)?;
+    ProcessGroup::new(store, backend, env.rank, env.world_size, timeout)
+}
+
+/// The view of the launch store that torch's default group uses: `init_process_group` scopes
+/// the store to `default_pg`, the group to its name `0/`, and its backend to the device type
+/// (keys such as `default_pg/0//cpu//0/1`, where Gloo publishes rank 1's address).
+pub fn default_group_store(base: &Store, backend: Backend) -> Result<Store> {
+    let device = match backend {
+        Backend::Gloo => "cpu/",
+        Backend::Nccl => "cuda/",
+    };
+    base.with_prefix("default_pg")?.with_prefix("0/")?.with_prefix(device)
+}
 
 /// The communication library behind a process group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,8 +60,7 @@ impl Backend {
     pub fn is_available(self) -> bool {
         match self {
             Backend::Gloo => true,
-            // SAFETY: a plain query without arguments.
-            Backend::Nccl => unsafe { ffi::tb_has_nccl() != 0 },
+            Backend::Nccl => crate::shim::has_nccl(),
         }
     }
 }
@@ -90,7 +125,7 @@ impl Work {
     /// Blocks until the collective finished; errors name the operation (e.g. a peer that died).
     pub fn wait(self) -> Result<()> {
         // SAFETY: `raw` is a live work handle; it is freed by Drop after this returns.
-        let err = crate::launch::blocking(|| unsafe { ffi::tb_work_wait(self.raw, 0) });
+        let err = crate::rng::blocking(|| unsafe { ffi::tb_work_wait(self.raw, 0) });
         ffi::check(self.op, err)
     }
 }
@@ -105,7 +140,7 @@ impl Drop for Work {
 impl ProcessGroup {
     /// Creates the group; blocks until all `size` ranks joined through `store` (or `timeout`).
     /// For PyTorch ranks to join the same group, scope `store` as torch does (see
-    /// [`default_group_store`](super::default_group_store)). Errors:
+    /// [`default_group_store`](default_group_store)). Errors:
     /// [`Error::InvalidArgument`] when `rank >= size`; [`Error::Dist`] when the group cannot be
     /// created (NCCL in a build without the `cuda` feature, peers missing at the timeout).
     pub fn new(
@@ -126,7 +161,7 @@ impl ProcessGroup {
         };
         let mut raw = std::ptr::null_mut();
         // SAFETY: the store handle is live; on success `raw` is an owned process-group handle.
-        let err = crate::launch::blocking(|| unsafe {
+        let err = crate::rng::blocking(|| unsafe {
             ffi::tb_pg_new(
                 store.raw(),
                 id,
@@ -242,7 +277,7 @@ impl ProcessGroup {
         self.check_rank(root)?;
         let ptrs = tensor_ptrs(tensors);
         // SAFETY: the pointers refer to `tensors`, alive for the (blocking) call.
-        let err = crate::launch::blocking(|| unsafe {
+        let err = crate::rng::blocking(|| unsafe {
             ffi::tb_pg_broadcast_coalesced(
                 self.raw,
                 ptrs.as_ptr(),
@@ -259,7 +294,7 @@ impl ProcessGroup {
     pub fn verify_params_across_processes(&self, params: &[Tensor]) -> Result<()> {
         let ptrs = tensor_ptrs(params);
         // SAFETY: as in broadcast_coalesced.
-        let err = crate::launch::blocking(|| unsafe {
+        let err = crate::rng::blocking(|| unsafe {
             ffi::tb_pg_verify_params(self.raw, ptrs.as_ptr(), ptrs.len())
         });
         ffi::check("verify parameters across processes", err)

@@ -94,7 +94,7 @@ impl Reducer {
         let mut rebuilt: c_int = 0;
         // SAFETY: live handle; `rebuilt` is a valid out-pointer.
         // Rebuilding the buckets waits for rank 0's broadcast.
-        let err = crate::launch::blocking(|| unsafe {
+        let err = crate::rng::blocking(|| unsafe {
             ffi::tb_reducer_prepare_for_forward(self.raw, prepare as c_int, &mut rebuilt)
         });
         ffi::check("DDP forward", err).map_err(|e| self.name_unused(e))?;
@@ -114,7 +114,7 @@ impl Reducer {
     /// gradients arrived): marks the unused parameters and reduces every bucket.
     pub fn delay_all_reduce(&self) -> Result<()> {
         // SAFETY: live handle.
-        let err = crate::launch::blocking(|| unsafe { ffi::tb_reducer_delay_all_reduce(self.raw) });
+        let err = crate::rng::blocking(|| unsafe { ffi::tb_reducer_delay_all_reduce(self.raw) });
         ffi::check("allreduce (DDP static graph, first iteration)", err)
     }
 

@@ -41,7 +41,7 @@ impl Store {
         let mut raw = std::ptr::null_mut();
         let workers = num_workers.map(|n| n as i64).unwrap_or(-1);
         // SAFETY: pointers are valid for the call; on success `raw` receives an owned handle.
-        let err = crate::launch::blocking(|| unsafe {
+        let err = crate::rng::blocking(|| unsafe {
             ffi::tb_tcp_store_new(
                 c_host.as_ptr(),
                 port,
@@ -84,16 +84,12 @@ impl Store {
         let mut ptr = std::ptr::null_mut();
         let mut len = 0usize;
         // SAFETY: out-pointers are valid; on success `ptr` owns `len` bytes freed below.
-        let err = crate::launch::blocking(|| unsafe {
+        let err = crate::rng::blocking(|| unsafe {
             ffi::tb_store_get(self.raw, c_key.as_ptr(), &mut ptr, &mut len)
         });
         ffi::check(&format!("store get {key:?} from {}", self.description), err)?;
-        let bytes = unsafe {
-            let v = std::slice::from_raw_parts(ptr, len).to_vec();
-            ffi::tb_bytes_free(ptr);
-            v
-        };
-        Ok(bytes)
+        // SAFETY: on success the shim returned `len` bytes at `ptr`; they are freed once, here.
+        Ok(unsafe { crate::shim::take_bytes(ptr, len) })
     }
 
     /// Atomically adds `delta` to the integer at `key` (0 when unset) and returns the new value

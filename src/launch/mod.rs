@@ -4,11 +4,9 @@
 //! Dask (and reads back what Ray and Dask jobs report), with
 //! their output streamed as it comes (into a notebook cell, or a terminal), and kills one
 //! worker on purpose to watch fault tolerance at work.
-mod baton;
 mod cluster;
 mod spawn;
 
-pub(crate) use baton::blocking;
 pub use cluster::{
     dask_launch, launchers_dir, ray_launch, EpochReport, LaunchResult, RankOutcome, RunReport,
 };

@@ -6,7 +6,7 @@
 //! (Gloo over the loopback). The closure is the caller's own code, so a hyper-parameter changed
 //! in an earlier cell is what the ranks train with; nothing is exported, saved or compiled.
 //! Each thread joins the group through its own TCPStore client exactly as a process would, and
-//! CPU ranks take turns on the one CPU random generator (see `baton`), so a thread rank
+//! CPU ranks take turns on the one CPU random generator (see `rng::turns`), so a thread rank
 //! computes bit for bit what the same rank computes as a process under torchrun.
 //!
 //! Under a launcher (the exported notebook run by `torchrun --nproc-per-node=n`), `spawn`
@@ -20,8 +20,8 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tch::{Device, Kind, Tensor};
 
-use super::baton;
-use crate::dist::{cpu_rng_state, set_cpu_rng_state, Dist, DistOptions, LaunchEnv};
+use crate::dist::{Dist, DistOptions, LaunchEnv};
+use crate::rng::{cpu_rng_state, set_cpu_rng_state};
 use crate::{Error, Result};
 
 /// Options of [`spawn_with`].
@@ -289,7 +289,7 @@ where
     let mut at = None;
     let result = (|| {
         let dist = Dist::for_thread_rank(rank, world, port, device, opts.timeout)?;
-        let turn = if device == Device::Cpu { Some(baton::enter(start_state)?) } else { None };
+        let turn = if device == Device::Cpu { Some(crate::rng::enter(start_state)?) } else { None };
         let outcome = catch_unwind(AssertUnwindSafe(|| f(&dist)));
         at = Some(Instant::now());
         let state = turn.map(|t| t.finish()).transpose();

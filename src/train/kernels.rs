@@ -53,7 +53,7 @@ extern "C" {
 }
 
 fn check(op: &str, err: *mut c_char) -> Result<()> {
-    crate::dist::take_shim_message(err)
+    crate::shim::take_message(err)
         .map_or(Ok(()), |message| Err(Error::Kernel { op: op.to_string(), message }))
 }
 

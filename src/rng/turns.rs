@@ -1,8 +1,8 @@
-//! Turns on libtorch's one CPU random generator, for ranks that are threads of one process.
+//! Ranks that are threads of one process take turns on libtorch's one CPU random generator.
 //!
 //! A process has a single default CPU generator: model initialisation, dropout and
 //! `Tensor::rand` all draw from it. Ranks started as processes (torchrun) each have their own;
-//! ranks started as threads by [`spawn`](super::spawn) would share it, and their draws would
+//! ranks started as threads by [`spawn`](crate::launch::spawn) would share it, and their draws would
 //! interleave differently on every run. So CPU ranks take turns: a rank runs its code while it
 //! holds the baton, with its own generator state installed, and hands the baton on (saving its
 //! state) whenever it waits for the other ranks (a collective, DDP's backward, the store). A
@@ -12,7 +12,7 @@
 use std::cell::RefCell;
 use std::sync::{Condvar, Mutex, PoisonError};
 
-use crate::dist::{cpu_rng_state, set_cpu_rng_state};
+use super::generator::{cpu_rng_state, set_cpu_rng_state};
 use crate::{Error, Result};
 
 /// The right to compute (and to draw from the CPU generator), held by one CPU rank thread of

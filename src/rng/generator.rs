@@ -1,0 +1,80 @@
+//! Saving and restoring the state of libtorch's default generators: the process's CPU
+//! generator (`torch.get_rng_state` / `set_rng_state`) and each CUDA device's
+//! (`torch.cuda.get_rng_state(i)` / `set_rng_state(state, i)`), through the C++ shim.
+use std::os::raw::{c_char, c_int};
+
+use tch::Device;
+
+use crate::shim::{check, take_bytes};
+use crate::{Error, Result};
+
+extern "C" {
+    fn tb_rng_get_state(
+        device_type: c_int,
+        index: c_int,
+        out: *mut *mut u8,
+        len: *mut usize,
+    ) -> *mut c_char;
+    fn tb_rng_set_state(
+        device_type: c_int,
+        index: c_int,
+        state: *const u8,
+        len: usize,
+    ) -> *mut c_char;
+}
+
+/// The state of libtorch's default CPU generator (what `torch.get_rng_state()` returns).
+pub fn cpu_rng_state() -> Result<Vec<u8>> {
+    rng_state(Device::Cpu)
+}
+
+/// Restores a state saved by [`cpu_rng_state`] (`torch.set_rng_state`).
+pub fn set_cpu_rng_state(state: &[u8]) -> Result<()> {
+    set_rng_state(Device::Cpu, state)
+}
+
+/// The shim's (device type, index) for a device that has a default generator.
+fn rng_device(device: Device) -> Result<(i32, i32)> {
+    match device {
+        Device::Cpu => Ok((0, 0)),
+        Device::Cuda(i) => Ok((1, i as i32)),
+        other => Err(Error::InvalidArgument(format!(
+            "no default random generator to save for {other:?}"
+        ))),
+    }
+}
+
+/// The state of `device`'s default generator: `torch.get_rng_state()` for the CPU,
+/// `torch.cuda.get_rng_state(i)` for `Cuda(i)` (an error naming the device where CUDA is
+/// not available).
+///
+/// ```
+/// use trainbook::dist::{rng_state, set_rng_state};
+/// use trainbook::tch::{Device, Tensor};
+///
+/// let saved = rng_state(Device::Cpu)?;
+/// let a = Tensor::rand([3], (trainbook::tch::Kind::Float, Device::Cpu));
+/// set_rng_state(Device::Cpu, &saved)?;
+/// let b = Tensor::rand([3], (trainbook::tch::Kind::Float, Device::Cpu));
+/// assert!(a.equal(&b), "the same state draws the same numbers");
+/// # Ok::<(), trainbook::Error>(())
+/// ```
+pub fn rng_state(device: Device) -> Result<Vec<u8>> {
+    let (kind, index) = rng_device(device)?;
+    let (mut ptr, mut len) = (std::ptr::null_mut(), 0usize);
+    // SAFETY: out-pointers are valid; on success `ptr` owns `len` bytes, taken below.
+    check(&format!("get {device:?} RNG state"), unsafe {
+        tb_rng_get_state(kind, index, &mut ptr, &mut len)
+    })?;
+    // SAFETY: the shim returned `len` bytes at `ptr` on success; they are freed once, here.
+    Ok(unsafe { take_bytes(ptr, len) })
+}
+
+/// Restores a state saved by [`rng_state`] for the same device.
+pub fn set_rng_state(device: Device, state: &[u8]) -> Result<()> {
+    let (kind, index) = rng_device(device)?;
+    // SAFETY: the slice is valid for the call.
+    check(&format!("set {device:?} RNG state"), unsafe {
+        tb_rng_set_state(kind, index, state.as_ptr(), state.len())
+    })
+}

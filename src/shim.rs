@@ -1,0 +1,116 @@
+//! The ground floor under everything that calls trainbook's C++ shim (`csrc/`): the shim's
+//! error convention (a C function returns NULL on success, else an owned message), the owned
+//! byte buffers it hands back, and the few queries every layer needs (the libtorch version it
+//! was compiled against, whether NCCL is built in, the versions report). The c10d declarations
+//! live in `dist/ffi.rs`, the optimizer and autocast kernels in `train/`, the generators'
+//! state in `rng/`; all of them read errors through this file.
+use std::os::raw::{c_char, c_int};
+
+use crate::{Error, Result};
+
+extern "C" {
+    fn tb_string_free(s: *mut c_char);
+    fn tb_bytes_free(b: *mut u8);
+    fn tb_torch_version() -> *const c_char;
+    fn tb_has_nccl() -> c_int;
+}
+
+/// The shim's error convention (NULL = success, else an owned message): the message, if any,
+/// freed here. Every C API of the shim (c10d and the optimizer/autocast kernels) uses it.
+pub(crate) fn take_message(err: *mut c_char) -> Option<String> {
+    if err.is_null() {
+        return None;
+    }
+    // SAFETY: a non-null return is a NUL-terminated string malloc'ed by the shim; we free it once.
+    Some(unsafe {
+        let text = std::ffi::CStr::from_ptr(err).to_string_lossy().into_owned();
+        tb_string_free(err);
+        text
+    })
+}
+
+/// Turns the shim's error convention into a `Result` for a c10d operation (or a generator
+/// state, which the shim reaches through the same c10d-side code): [`Error::Dist`] naming `op`.
+pub(crate) fn check(op: &str, err: *mut c_char) -> Result<()> {
+    take_message(err).map_or(Ok(()), |message| Err(Error::Dist { op: op.to_string(), message }))
+}
+
+/// Copies `len` bytes the shim allocated at `ptr` and frees them.
+///
+/// # Safety
+/// `ptr` must be a buffer of at least `len` bytes returned by the shim on success, not freed
+/// before and not used after.
+pub(crate) unsafe fn take_bytes(ptr: *mut u8, len: usize) -> Vec<u8> {
+    let bytes = std::slice::from_raw_parts(ptr, len).to_vec();
+    tb_bytes_free(ptr);
+    bytes
+}
+
+/// Version of the libtorch the c10d shim was compiled against (e.g. "2.13.0").
+pub fn torch_version() -> &'static str {
+    // SAFETY: returns a pointer to a static NUL-terminated string inside the shim.
+    unsafe { std::ffi::CStr::from_ptr(tb_torch_version()) }.to_str().unwrap_or("unknown")
+}
+
+/// Whether the shim was compiled with NCCL (the `cuda` cargo feature).
+pub(crate) fn has_nccl() -> bool {
+    // SAFETY: a plain query without arguments.
+    unsafe { tb_has_nccl() != 0 }
+}
+
+/// Versions of the pieces a trainbook program runs on, for set-up checks and bug reports.
+#[derive(Clone, Debug)]
+pub struct Versions {
+    /// This crate's version.
+    pub trainbook: &'static str,
+    /// The libtorch headers trainbook's c10d shim was compiled against.
+    pub libtorch: &'static str,
+    /// Directory of the libtorch shared libraries the binaries were linked with.
+    pub libtorch_lib_dir: &'static str,
+    /// Whether libtorch sees a usable CUDA device now.
+    pub cuda_available: bool,
+    /// How many CUDA devices libtorch sees.
+    pub cuda_devices: i64,
+    /// Whether the shim was built with NCCL (`--features cuda`).
+    pub nccl_built_in: bool,
+}
+
+/// Reports the versions this build runs on (and whether CUDA is usable right now).
+///
+/// ```
+/// let v = trainbook::versions();
+/// assert_eq!(v.trainbook, env!("CARGO_PKG_VERSION"));
+/// assert!(v.to_string().starts_with("trainbook "));
+/// ```
+pub fn versions() -> Versions {
+    Versions {
+        trainbook: env!("CARGO_PKG_VERSION"),
+        libtorch: torch_version(),
+        libtorch_lib_dir: env!("TRAINBOOK_LIBTORCH_LIB"),
+        cuda_available: tch::Cuda::is_available(),
+        cuda_devices: tch::Cuda::device_count(),
+        nccl_built_in: has_nccl(),
+    }
+}
+
+impl std::fmt::Display for Versions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "trainbook {}", self.trainbook)?;
+        writeln!(f, "libtorch  {} ({})", self.libtorch, self.libtorch_lib_dir)?;
+        writeln!(f, "CUDA      available={} devices={}", self.cuda_available, self.cuda_devices)?;
+        write!(f, "NCCL      built in={}", self.nccl_built_in)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_null_error_is_success_and_versions_name_libtorch() {
+        assert_eq!(take_message(std::ptr::null_mut()), None);
+        assert!(check("nothing", std::ptr::null_mut()).is_ok());
+        assert_eq!(versions().libtorch, torch_version());
+        assert!(torch_version().chars().next().is_some_and(|c| c.is_ascii_digit()));
+    }
+}
