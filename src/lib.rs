@@ -20,6 +20,7 @@
 //! protocol (`display`).
 pub mod checkpoint;
 pub mod data;
+mod display;
 pub mod dist;
 mod error;
 pub mod export;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::notebook::in_notebook;
+use crate::display::in_notebook;
 
 const BAR_TEMPLATE: &str =
     "{prefix:>6} [{bar:30}] {pos:>4}/{len:4} {elapsed_precise}<{eta_precise}  {msg}";

@@ -4,7 +4,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::{FontStyle, FontTransform};
 
-use super::plot::{ensure_font, fit_text, plot_err, render, Figure};
+use super::figure::{ensure_font, fit_text, plot_err, render, Figure};
 use crate::train::ConfusionMatrix;
 use crate::{Error, Result};
 
@@ -120,7 +120,7 @@ fn heat_color(f: f64) -> RGBColor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::notebook::plot::tests::{colors, keep};
+    use crate::notebook::figure::tests::{colors, keep};
 
     #[test]
     fn confusion_matrix_renders_and_saves() {
@@ -139,7 +139,7 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
         assert!(confusion_matrix_plot(&m, &names[..2]).is_err());
         // Outside a notebook nothing is shown.
-        if !crate::notebook::in_notebook() {
+        if !crate::display::in_notebook() {
             assert!(!fig.show().unwrap());
         }
     }

@@ -5,7 +5,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::FontStyle;
 use tch::{Kind, Tensor};
 
-use super::plot::{ensure_font, fit_text, plot_err, render, Figure};
+use super::figure::{ensure_font, fit_text, plot_err, render, Figure};
 use crate::{Error, Result};
 
 /// Images `[N, C, H, W]` (C = 1 or 3, floats in [0, 1], clamped; any device) in a grid of
@@ -105,7 +105,7 @@ pub fn image_grid(images: &Tensor, titles: &[String], columns: usize) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::notebook::plot::tests::{colors, keep};
+    use crate::notebook::figure::tests::{colors, keep};
 
     #[test]
     fn image_grid_renders() {

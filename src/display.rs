@@ -1,4 +1,5 @@
-//! evcxr's rich-output protocol: a block on stdout framed by `EVCXR_BEGIN_CONTENT <mime>` and
+//! evcxr's rich-output protocol, on the crate's ground floor (progress bars and figures both ask
+//! [`in_notebook`]; `trainbook::notebook` re-exports this file's public items): a block on stdout framed by `EVCXR_BEGIN_CONTENT <mime>` and
 //! `EVCXR_END_CONTENT` becomes an inline picture or HTML in the Jupyter cell. evcxr's REPL
 //! (`evcxr`, scripts/trainbook-repl) shows no pictures: there the content is saved to a file
 //! and its path printed.

@@ -1,0 +1,152 @@
+//! The training history as curves: loss and accuracy per epoch, training against validation.
+use plotters::prelude::*;
+
+use super::figure::{plot_err, render, Figure};
+use crate::train::EpochRecord;
+use crate::{Error, Result};
+
+/// Padded value range of the finite values, for a chart axis.
+fn value_range(values: impl Iterator<Item = f64>) -> (f64, f64) {
+    let (lo, hi) = values
+        .filter(|v| v.is_finite())
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    if !lo.is_finite() {
+        return (0.0, 1.0);
+    }
+    let pad = if hi > lo { (hi - lo) * 0.08 } else { lo.abs().max(1.0) * 0.1 };
+    (lo - pad, hi + pad)
+}
+
+/// Loss (left) and accuracy in % (right) per epoch, training against validation (validation
+/// points only for the epochs that have them), as a 1000x400 figure. Errors:
+/// [`Error::InvalidArgument`] for an empty history; [`Error::Plot`] when no font is found.
+pub fn loss_accuracy_curves(history: &[EpochRecord]) -> Result<Figure> {
+    if history.is_empty() {
+        return Err(Error::InvalidArgument("loss_accuracy_curves: the history is empty".into()));
+    }
+    let epochs = || history.iter().map(|r| r.epoch as i64);
+    let (mut x0, mut x1) = (epochs().min().unwrap_or(0), epochs().max().unwrap_or(0));
+    if x0 == x1 {
+        (x0, x1) = (x0 - 1, x1 + 1);
+    }
+    // (epoch, value) points of the finite values; validation only where it was measured.
+    let points = |value: &dyn Fn(&EpochRecord) -> Option<f64>, scale: f64| -> Vec<(i64, f64)> {
+        let points = history.iter().filter_map(|r| value(r).map(|v| (r.epoch as i64, v * scale)));
+        points.filter(|p| p.1.is_finite()).collect()
+    };
+    let series =
+        |train: fn(&EpochRecord) -> f64, val: fn(&EpochRecord) -> Option<f64>, scale: f64| {
+            (points(&|r| Some(train(r)), scale), points(&val, scale))
+        };
+    let loss = series(|r| r.train_loss, |r| r.val_loss, 1.0);
+    let acc = series(|r| r.train_acc, |r| r.val_acc, 100.0);
+    let title = format!(
+        "Training history ({} epoch{})",
+        history.len(),
+        if history.len() == 1 { "" } else { "s" }
+    );
+    render(
+        1000,
+        400,
+        |root| {
+            let root = root.titled(&title, ("sans-serif", 22)).map_err(plot_err)?;
+            let panels = root.split_evenly((1, 2));
+            let specs = [("Loss", "loss", &loss, false), ("Accuracy", "accuracy (%)", &acc, true)];
+            for (area, (caption, ylabel, (train, val), is_acc)) in panels.iter().zip(specs) {
+                let (mut y0, mut y1) = value_range(train.iter().chain(val.iter()).map(|p| p.1));
+                if is_acc {
+                    (y0, y1) = if y1.min(100.0) > y0.max(0.0) {
+                        (y0.max(0.0), y1.min(100.0))
+                    } else {
+                        (0.0, 100.0)
+                    };
+                }
+                let mut chart = ChartBuilder::on(area)
+                    .caption(caption, ("sans-serif", 18))
+                    .margin(10)
+                    .x_label_area_size(40)
+                    .y_label_area_size(60)
+                    .build_cartesian_2d(x0..x1, y0..y1)
+                    .map_err(plot_err)?;
+                chart
+                    .configure_mesh()
+                    .x_desc("epoch")
+                    .y_desc(ylabel)
+                    .x_labels(10.min((x1 - x0 + 1) as usize))
+                    .y_label_formatter(&|v| {
+                        if is_acc {
+                            format!("{v:.1}")
+                        } else {
+                            format!("{v:.3}")
+                        }
+                    })
+                    .draw()
+                    .map_err(plot_err)?;
+                for (points, name, color) in [(train, "train", BLUE), (val, "validation", RED)] {
+                    if points.is_empty() {
+                        continue;
+                    }
+                    chart
+                        .draw_series(
+                            LineSeries::new(points.iter().copied(), color.stroke_width(2))
+                                .point_size(3),
+                        )
+                        .map_err(plot_err)?
+                        .label(name)
+                        .legend(move |(x, y)| {
+                            PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                        });
+                }
+                chart
+                    .configure_series_labels()
+                    .position(if is_acc {
+                        SeriesLabelPosition::LowerRight
+                    } else {
+                        SeriesLabelPosition::UpperRight
+                    })
+                    .background_style(WHITE.mix(0.85))
+                    .border_style(BLACK)
+                    .label_font(("sans-serif", 14))
+                    .draw()
+                    .map_err(plot_err)?;
+            }
+            Ok(())
+        },
+        |_| {},
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::notebook::figure::tests::{colors, keep};
+
+    fn record(epoch: u64, val: bool) -> EpochRecord {
+        let e = epoch as f64;
+        EpochRecord {
+            epoch,
+            train_loss: 2.0 / (1.0 + e),
+            train_acc: 0.5 + 0.04 * e,
+            val_loss: val.then_some(2.2 / (1.0 + e)),
+            val_acc: val.then_some(0.45 + 0.04 * e),
+            lr: 0.1,
+            world_size: 1,
+            seconds: 10.0,
+            img_per_s: 1000.0,
+            data_wait_s: vec![0.5],
+        }
+    }
+
+    #[test]
+    fn curves_render() {
+        let history: Vec<EpochRecord> = (1..=8).map(|e| record(e, e != 3)).collect();
+        let fig = loss_accuracy_curves(&history).unwrap();
+        keep(&fig, "curves.png");
+        assert_eq!((fig.width(), fig.height()), (1000, 400));
+        assert!(colors(&fig) > 50);
+        let one = loss_accuracy_curves(&[record(0, false)]).unwrap();
+        keep(&one, "curves_one.png");
+        assert!(colors(&one) > 20);
+        assert!(matches!(loss_accuracy_curves(&[]), Err(Error::InvalidArgument(_))));
+    }
+}
