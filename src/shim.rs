@@ -4,7 +4,9 @@
 //! was compiled against, whether NCCL is built in, the versions report). The c10d declarations
 //! live in `dist/ffi.rs`, the optimizer and autocast kernels in `train/`, the generators'
 //! state in `rng/`; all of them read errors through this file.
-use std::os::raw::{c_char, c_int};
+use std::os::raw::{c_char, c_int, c_void};
+
+use tch::Tensor;
 
 use crate::{Error, Result};
 
@@ -33,6 +35,17 @@ pub(crate) fn take_message(err: *mut c_char) -> Option<String> {
 /// state, which the shim reaches through the same c10d-side code): [`Error::Dist`] naming `op`.
 pub(crate) fn check(op: &str, err: *mut c_char) -> Result<()> {
     take_message(err).map_or(Ok(()), |message| Err(Error::Dist { op: op.to_string(), message }))
+}
+
+/// The same convention for libtorch's optimizer and autocast kernels: [`Error::Kernel`]
+/// naming `op`.
+pub(crate) fn check_kernel(op: &str, err: *mut c_char) -> Result<()> {
+    take_message(err).map_or(Ok(()), |message| Err(Error::Kernel { op: op.to_string(), message }))
+}
+
+/// The `at::Tensor*` behind each tensor, for a C API taking a list of tensors.
+pub(crate) fn tensor_ptrs(tensors: &[&Tensor]) -> Vec<*const c_void> {
+    tensors.iter().map(|t| t.as_ptr() as *const c_void).collect()
 }
 
 /// Copies `len` bytes the shim allocated at `ptr` and frees them.

@@ -295,13 +295,7 @@ impl Checkpointer {
                 }));
             }
         }
-        let m = state.epoch_metrics;
-        let sums = dist.sum_f64(&[m.loss_sum, m.correct as f64, m.count as f64])?;
-        let global_metrics = RunningMetrics {
-            loss_sum: sums[0],
-            correct: sums[1].round() as u64,
-            count: sums[2].round() as u64,
-        };
+        let global_metrics = dist.sum_metrics(state.epoch_metrics)?;
         let (states, device_states) = snapshot::gather_rng_states(dist)?;
         let dir = self.root.join(name);
         if !dist.is_main() {

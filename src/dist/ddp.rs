@@ -16,7 +16,8 @@ use tch::{Kind, Tensor};
 
 use super::reducer::{CommHook, Reducer, ReducerConfig};
 use super::Dist;
-use crate::train::{named_parameters, RunningMetrics, StepHooks};
+use crate::models::named_parameters;
+use crate::train::{RunningMetrics, Strategy};
 use crate::{Error, Result};
 
 const MB: f64 = 1024.0 * 1024.0;
@@ -64,7 +65,7 @@ impl Default for DdpOptions {
 /// A model held by a `VarStore`, wrapped for data-parallel training over `dist`'s group:
 /// torch's `DistributedDataParallel(model)`. Call [`before_forward`](Self::before_forward)
 /// before each forward pass and [`backward`](Self::backward) instead of `loss.backward()`
-/// (or hand it to `train_epoch` as its `StepHooks`). In a world of one it exchanges nothing.
+/// (or hand it to `train_epoch` as its [`Strategy`]). In a world of one it exchanges nothing.
 ///
 /// # Example
 ///
@@ -277,7 +278,7 @@ impl<'a> Ddp<'a> {
     }
 }
 
-impl StepHooks for Ddp<'_> {
+impl Strategy for Ddp<'_> {
     fn pre_forward(&self, sync: bool) -> Result<()> {
         self.sync.set(sync);
         self.before_forward()
@@ -289,12 +290,7 @@ impl StepHooks for Ddp<'_> {
         out
     }
     fn reduce_metrics(&self, m: RunningMetrics) -> Result<RunningMetrics> {
-        let s = self.dist.sum_f64(&[m.loss_sum, m.correct as f64, m.count as f64])?;
-        Ok(RunningMetrics {
-            loss_sum: s[0],
-            correct: s[1].round() as u64,
-            count: s[2].round() as u64,
-        })
+        self.dist.sum_metrics(m)
     }
     fn gather_labels(&self, predicted: Tensor, labels: Tensor) -> Result<(Tensor, Tensor)> {
         let p = self.dist.all_gather_varlen(&predicted.to_kind(Kind::Int64))?;

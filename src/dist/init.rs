@@ -9,6 +9,7 @@ use std::time::Duration;
 use tch::{Device, Kind, Tensor};
 
 use super::{connect, Backend, LaunchEnv, Launcher, ProcessGroup};
+use crate::train::RunningMetrics;
 use crate::{Error, Result};
 
 /// Options of [`Dist::init_with`].
@@ -299,6 +300,12 @@ impl Dist {
         let t = Tensor::from_slice(values).to_kind(Kind::Double).to_device(self.device);
         self.all_reduce_sum(&t)?;
         Ok(Vec::try_from(t.to_device(Device::Cpu))?)
+    }
+
+    /// Sums running metrics over all ranks (the one place they are reduced: `Ddp`'s epoch
+    /// metrics and the checkpoint's both come here); a world of one returns them unchanged.
+    pub fn sum_metrics(&self, metrics: RunningMetrics) -> Result<RunningMetrics> {
+        Ok(RunningMetrics::from_sums(&self.sum_f64(&metrics.to_sums())?))
     }
 
     /// Waits for every rank, then leaves the group (like `destroy_process_group`).

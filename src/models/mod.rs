@@ -16,6 +16,6 @@ pub use resnet::{
     resnet50, resnet50_classifier, Head, HeadKind, ResNet, RESNET_DEPTHS,
 };
 pub use weights::{
-    from_safetensors_bytes, load_safetensors, load_state_dict, save_safetensors, save_tensors_file,
-    state_dict, tensor_from_view, to_safetensors_bytes, LoadReport,
+    from_safetensors_bytes, load_safetensors, load_state_dict, named_parameters, save_safetensors,
+    save_tensors_file, state_dict, tensor_from_view, to_safetensors_bytes, LoadReport,
 };

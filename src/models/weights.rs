@@ -1,6 +1,7 @@
 //! Model weights in safetensors files with PyTorch state_dict names, so that torchvision
 //! weights load into trainbook models and trainbook models load into PyTorch
-//! (`model.load_state_dict(safetensors.torch.load_file(path))`).
+//! (`model.load_state_dict(safetensors.torch.load_file(path))`), and the model's trainable
+//! parameters by name in PyTorch's order ([`named_parameters`]).
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -10,6 +11,18 @@ use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
 use crate::{Error, Result, WithPath};
+
+/// The trainable variables of `vs` with their names, in creation order (PyTorch's
+/// `named_parameters()` order for models built in module order).
+pub fn named_parameters(vs: &VarStore) -> Vec<(String, Tensor)> {
+    let by_ptr: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
+    vs.trainable_variables()
+        .into_iter()
+        .filter_map(|t| {
+            by_ptr.iter().find(|(_, v)| v.data_ptr() == t.data_ptr()).map(|(n, _)| (n.clone(), t))
+        })
+        .collect()
+}
 
 /// What a load matched, like the `missing_keys`/`unexpected_keys` that PyTorch's
 /// `load_state_dict(strict=False)` returns (`num_batches_tracked` is never listed).

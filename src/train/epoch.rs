@@ -10,55 +10,16 @@ use std::time::Instant;
 use tch::nn::ModuleT;
 use tch::{Device, Kind, Tensor};
 
+use super::amp::{GradScaler, Precision};
 use super::device_metrics::DeviceMetrics;
-use super::grad_scaler::GradScaler;
 use super::loss::CrossEntropyLoss;
 use super::metrics::{ConfusionMatrix, RunningMetrics};
 use super::optim::Optimizer;
-use super::precision::Precision;
+use super::strategy::{SingleProcess, Strategy};
 use super::timing::{data_wait_note, Timed};
 use crate::data::{DataLoader, Dataset};
 use crate::progress::{ConsoleProgress, EpochProgress, NoProgress, ProgressReporter};
 use crate::Result;
-
-/// What happens around each training step beyond forward/backward/step; distributed training
-/// (DDP) uses it to broadcast buffers before the forward pass and to average gradients during
-/// the backward pass. `sync` is false for the micro-batches of an accumulation window that do
-/// not end it (no gradient exchange, as inside torch's `no_sync`).
-pub trait StepHooks {
-    /// Runs before each forward pass of training.
-    fn pre_forward(&self, _sync: bool) -> Result<()> {
-        Ok(())
-    }
-    /// Runs the backward pass of `loss` (and whatever must happen around it).
-    fn run_backward(&self, loss: &Tensor, _sync: bool) -> Result<()> {
-        Ok(loss.f_backward()?)
-    }
-    /// Sums metrics over all ranks (identity for a single process).
-    fn reduce_metrics(&self, metrics: RunningMetrics) -> Result<RunningMetrics> {
-        Ok(metrics)
-    }
-    /// Gathers the predicted and true labels of all ranks (identity for a single process).
-    fn gather_labels(&self, predicted: Tensor, labels: Tensor) -> Result<(Tensor, Tensor)> {
-        Ok((predicted, labels))
-    }
-    /// Every rank's value of `x`, in rank order (`[x]` for a single process).
-    fn gather_f64(&self, x: f64) -> Result<Vec<f64>> {
-        Ok(vec![x])
-    }
-    /// The number of ranks taking part (1 for a single process).
-    fn world_size(&self) -> usize {
-        1
-    }
-    /// Whether this rank prints and writes files (rank 0).
-    fn is_main(&self) -> bool {
-        true
-    }
-}
-
-/// A single process: no hooks.
-pub struct SingleProcess;
-impl StepHooks for SingleProcess {}
 
 /// What [`train_epoch`] reports after each optimizer step (for step-wise checkpoints).
 pub struct StepInfo<'a> {
@@ -94,7 +55,7 @@ pub struct EpochOptions<'a> {
     /// Where progress goes when shown (default [`ConsoleProgress`]: a bar or lines).
     pub reporter: &'a dyn ProgressReporter,
     /// What runs around each step: [`SingleProcess`] or a `Ddp`.
-    pub hooks: &'a dyn StepHooks,
+    pub hooks: &'a dyn Strategy,
     /// Called after every optimizer step (checkpoints mid-epoch).
     pub on_step: Option<OnStep<'a>>,
     /// Sets the learning rate after every optimizer step, before `on_step` (so a checkpoint
@@ -155,7 +116,7 @@ impl<'a> EpochOptions<'a> {
         }
     }
     /// Runs the steps through `hooks` (a `Ddp` for data-parallel training).
-    pub fn hooks(mut self, hooks: &'a dyn StepHooks) -> Self {
+    pub fn hooks(mut self, hooks: &'a dyn Strategy) -> Self {
         self.hooks = hooks;
         self
     }

@@ -1,9 +1,20 @@
-//! Per-sample exact running metrics and the confusion matrix.
+//! Per-sample exact running metrics, the confusion matrix, and the [`Mode`] of a monitored
+//! metric (whether lower or higher is better).
 //!
 //! The course averages `loss / len(x)` per batch and then over batches, which weighs a short
 //! last batch as much as a full one; here loss and accuracy are sums over samples divided by
 //! the number of samples, so they equal the value over the whole epoch exactly.
+use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor};
+
+/// Whether a lower (loss) or higher (accuracy) monitored value is better.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Mode {
+    /// Lower is better (torch's `mode="min"`), e.g. a loss.
+    Min,
+    /// Higher is better (torch's `mode="max"`), e.g. an accuracy.
+    Max,
+}
 
 /// Sums of loss and correct predictions over the samples seen so far.
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -29,6 +40,27 @@ impl RunningMetrics {
         self.loss_sum += other.loss_sum;
         self.correct += other.correct;
         self.count += other.count;
+    }
+    /// The sums as one list of f64s, for an element-wise all-reduce over ranks (counts stay
+    /// exact in f64 up to 2^53 samples); [`from_sums`](Self::from_sums) reads them back. A new
+    /// metric is a field here and there, and every reduction over ranks carries it.
+    ///
+    /// ```
+    /// use trainbook::train::RunningMetrics;
+    /// let m = RunningMetrics { loss_sum: 3.5, correct: 7, count: 10 };
+    /// assert_eq!(RunningMetrics::from_sums(&m.to_sums()), m);
+    /// ```
+    pub fn to_sums(&self) -> [f64; 3] {
+        [self.loss_sum, self.correct as f64, self.count as f64]
+    }
+    /// The metrics from sums made by [`to_sums`](Self::to_sums) (and summed over ranks).
+    pub fn from_sums(sums: &[f64]) -> RunningMetrics {
+        let at = |i: usize| sums.get(i).copied().unwrap_or(0.0);
+        RunningMetrics {
+            loss_sum: at(0),
+            correct: at(1).round() as u64,
+            count: at(2).round() as u64,
+        }
     }
     /// Mean per-sample loss, `loss_sum / count`; NaN when no sample was added.
     pub fn loss(&self) -> f64 {

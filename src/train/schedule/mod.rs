@@ -15,7 +15,7 @@ mod warmup;
 use serde::{Deserialize, Serialize};
 
 pub use decay::{CosineAnnealingLR, StepLR};
-pub use plateau::{Mode, ReduceLROnPlateau};
+pub use plateau::ReduceLROnPlateau;
 pub use warmup::{Anneal, LinearLR, OneCycleLR};
 
 use crate::{Error, Result};
@@ -32,7 +32,7 @@ pub enum Cadence {
 }
 
 /// The validation results of an epoch, which an epoch-wise schedule may look at
-/// ([`ReduceLROnPlateau`] does: the loss in [`Mode::Min`], the accuracy in [`Mode::Max`]).
+/// ([`ReduceLROnPlateau`] does: the loss in [`Mode::Min`](crate::train::Mode::Min), the accuracy in [`Mode::Max`](crate::train::Mode::Max)).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Validation {
     /// Mean per-sample validation loss.

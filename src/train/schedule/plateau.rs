@@ -1,17 +1,9 @@
-//! [`ReduceLROnPlateau`] and its [`Mode`].
+//! [`ReduceLROnPlateau`], which watches a metric in a [`Mode`](crate::train::Mode).
 use serde::{Deserialize, Serialize};
 
 use super::{check, from_state, state_methods, to_state, Cadence, LrSchedule, Validation};
+use crate::train::Mode;
 use crate::{Error, Result};
-
-/// Whether a lower (loss) or higher (accuracy) monitored value is better.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Mode {
-    /// Lower is better (torch's `mode="min"`), e.g. a loss.
-    Min,
-    /// Higher is better (torch's `mode="max"`), e.g. an accuracy.
-    Max,
-}
 
 /// `torch.optim.lr_scheduler.ReduceLROnPlateau` (threshold_mode "rel" by default): multiplies
 /// the learning rate by `factor` once the monitored metric has not improved for more than

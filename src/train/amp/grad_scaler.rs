@@ -7,12 +7,38 @@
 //! with fused Adam/AdamW the kernel itself unscales and skips, so the step needs no read of
 //! the device (torch's fused path); the other optimizers read the inf flag once per step, as
 //! torch's GradScaler does for them.
+use std::os::raw::{c_char, c_void};
+
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
 
-use super::kernels::amp_unscale;
-use super::optim::Optimizer;
+use crate::shim::{check_kernel as check, tensor_ptrs as ptrs};
+use crate::train::Optimizer;
 use crate::Result;
+
+extern "C" {
+    fn tb_amp_unscale(
+        grads: *const *const c_void,
+        n: usize,
+        found_inf: *const c_void,
+        inv_scale: *const c_void,
+    ) -> *mut c_char;
+}
+
+/// GradScaler's unscale: every gradient times `inv_scale` in place; `found_inf` (a float32
+/// scalar) becomes 1.0 if any gradient held an inf or nan.
+fn amp_unscale(grads: &[&Tensor], found_inf: &Tensor, inv_scale: &Tensor) -> Result<()> {
+    let g = ptrs(grads);
+    // SAFETY: live tensors for the whole call.
+    check("_amp_foreach_non_finite_check_and_unscale_", unsafe {
+        tb_amp_unscale(
+            g.as_ptr(),
+            g.len(),
+            found_inf.as_ptr() as *const c_void,
+            inv_scale.as_ptr() as *const c_void,
+        )
+    })
+}
 
 /// GradScaler's settings, torch's defaults via `Default`.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]

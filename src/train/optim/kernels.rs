@@ -1,11 +1,11 @@
-//! libtorch's multi-tensor optimizer kernels and autocast switches, which tch-rs does not bind,
-//! called through trainbook's C++ shim (`csrc/optim_amp_shim.cpp`): `_fused_adam_` /
-//! `_fused_adamw_`, the `_foreach_*` ops of torch.optim's multi-tensor SGD,
-//! `_amp_foreach_non_finite_check_and_unscale_`, and `at::autocast`'s enter/exit state.
+//! libtorch's multi-tensor optimizer kernels, which tch-rs does not bind, called through
+//! trainbook's C++ shim (`csrc/optim_amp_shim.cpp`): `_fused_adam_` / `_fused_adamw_` and the
+//! `_foreach_*` ops of torch.optim's multi-tensor SGD.
 use std::os::raw::{c_char, c_int, c_void};
 
-use tch::{Kind, Tensor};
+use tch::Tensor;
 
+use crate::shim::{check_kernel as check, tensor_ptrs as ptrs};
 use crate::{Error, Result};
 
 extern "C" {
@@ -36,29 +36,6 @@ extern "C" {
         nesterov: c_int,
         weight_decay: f64,
     ) -> *mut c_char;
-    fn tb_amp_unscale(
-        grads: *const *const c_void,
-        n: usize,
-        found_inf: *const c_void,
-        inv_scale: *const c_void,
-    ) -> *mut c_char;
-    fn tb_autocast_enter(
-        device_type: c_int,
-        enabled: c_int,
-        dtype: c_int,
-        prev_enabled: *mut c_int,
-        prev_dtype: *mut c_int,
-    ) -> *mut c_char;
-    fn tb_autocast_exit(device_type: c_int, prev_enabled: c_int, prev_dtype: c_int) -> *mut c_char;
-}
-
-fn check(op: &str, err: *mut c_char) -> Result<()> {
-    crate::shim::take_message(err)
-        .map_or(Ok(()), |message| Err(Error::Kernel { op: op.to_string(), message }))
-}
-
-fn ptrs(tensors: &[&Tensor]) -> Vec<*const c_void> {
-    tensors.iter().map(|t| t.as_ptr() as *const c_void).collect()
 }
 
 fn optional_ptr(t: Option<&Tensor>) -> *const c_void {
@@ -182,70 +159,4 @@ pub(crate) fn foreach_sgd(
         }
     }
     result
-}
-
-/// GradScaler's unscale: every gradient times `inv_scale` in place; `found_inf` (a float32
-/// scalar) becomes 1.0 if any gradient held an inf or nan.
-pub(crate) fn amp_unscale(grads: &[&Tensor], found_inf: &Tensor, inv_scale: &Tensor) -> Result<()> {
-    let g = ptrs(grads);
-    // SAFETY: live tensors for the whole call.
-    check("_amp_foreach_non_finite_check_and_unscale_", unsafe {
-        tb_amp_unscale(
-            g.as_ptr(),
-            g.len(),
-            found_inf.as_ptr() as *const c_void,
-            inv_scale.as_ptr() as *const c_void,
-        )
-    })
-}
-
-/// An active `torch.autocast(device_type, dtype)` region; dropping it leaves the region and
-/// restores the state from before (nesting works as in torch).
-pub(crate) struct AutocastGuard {
-    device_type: c_int,
-    prev_enabled: c_int,
-    prev_dtype: c_int,
-}
-
-/// at::ScalarType codes of the two autocast dtypes.
-fn scalar_type_code(kind: Kind) -> Result<c_int> {
-    match kind {
-        Kind::Half => Ok(5),
-        Kind::BFloat16 => Ok(15),
-        other => Err(Error::InvalidArgument(format!(
-            "autocast runs in float16 or bfloat16, not {other:?}"
-        ))),
-    }
-}
-
-impl AutocastGuard {
-    /// Enters autocast for `device` (CPU or CUDA) with the lower-precision `kind`.
-    pub(crate) fn enter(device: tch::Device, kind: Kind) -> Result<AutocastGuard> {
-        let device_type = match device {
-            tch::Device::Cpu => 0,
-            tch::Device::Cuda(_) => 1,
-            other => {
-                return Err(Error::InvalidArgument(format!(
-                    "autocast supports CPU and CUDA devices, not {other:?}"
-                )))
-            }
-        };
-        let dtype = scalar_type_code(kind)?;
-        let (mut prev_enabled, mut prev_dtype) = (0, 0);
-        // SAFETY: plain values and two out-pointers to locals.
-        check("autocast enter", unsafe {
-            tb_autocast_enter(device_type, 1, dtype, &mut prev_enabled, &mut prev_dtype)
-        })?;
-        Ok(AutocastGuard { device_type, prev_enabled, prev_dtype })
-    }
-}
-
-impl Drop for AutocastGuard {
-    fn drop(&mut self) {
-        // SAFETY: plain values. Restoring the saved state cannot fail for a device type that
-        // `enter` accepted; an error here would only leave autocast as it was inside.
-        let _ = check("autocast exit", unsafe {
-            tb_autocast_exit(self.device_type, self.prev_enabled, self.prev_dtype)
-        });
-    }
 }

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use tch::Tensor;
 
 use super::kernels::{foreach_sgd, fused_adam, AdamArgs, AdamLists, SgdArgs};
-use super::optim::OptimizerKind;
-use super::optim_state::ParamState;
+use super::kind::OptimizerKind;
+use super::state::ParamState;
 use crate::Result;
 
 /// GradScaler's tensors for a fused step: the current scale and the found-inf flag.

@@ -3,8 +3,8 @@
 //! kernels per parameter, with the optimizer's per-parameter state created as torch creates it.
 use tch::Tensor;
 
-use super::optim::OptimizerKind;
-use super::optim_state::ParamState;
+use super::kind::OptimizerKind;
+use super::state::ParamState;
 
 /// torch.optim's single-tensor update of one parameter.
 pub(super) fn update(

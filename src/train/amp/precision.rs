@@ -8,7 +8,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind};
 
-use super::kernels::AutocastGuard;
+use super::autocast::AutocastGuard;
 use crate::{Error, Result};
 
 /// The arithmetic of the forward pass.

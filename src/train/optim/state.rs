@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use tch::Tensor;
 
-use super::optim::OptimizerKind;
+use super::kind::OptimizerKind;
 
 /// One parameter's state, created on its first step as torch.optim creates it.
 #[derive(Default)]

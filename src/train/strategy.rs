@@ -1,0 +1,54 @@
+//! The strategy of a training step: the [`Strategy`] trait that [`train_epoch`](super::train_epoch)
+//! and [`evaluate`](super::evaluate) call around each step, and [`SingleProcess`], the strategy
+//! of one process (distributed training's is [`Ddp`](crate::dist::Ddp)).
+use tch::Tensor;
+
+use super::metrics::RunningMetrics;
+use crate::Result;
+
+/// How a training step runs across processes (Lightning's "strategy"): what happens around
+/// forward and backward, how metrics and labels are combined over ranks, and which rank
+/// speaks. Distributed training ([`Ddp`](crate::dist::Ddp)) broadcasts buffers before the
+/// forward pass and averages gradients during the backward pass; [`SingleProcess`] does
+/// nothing. `sync` is false for the micro-batches of an accumulation window that do not end
+/// it (no gradient exchange, as inside torch's `no_sync`).
+///
+/// ```
+/// use trainbook::train::{SingleProcess, Strategy};
+/// assert_eq!((SingleProcess.world_size(), SingleProcess.is_main()), (1, true));
+/// assert_eq!(SingleProcess.gather_f64(2.5).unwrap(), vec![2.5]);
+/// ```
+pub trait Strategy {
+    /// Runs before each forward pass of training.
+    fn pre_forward(&self, _sync: bool) -> Result<()> {
+        Ok(())
+    }
+    /// Runs the backward pass of `loss` (and whatever must happen around it).
+    fn run_backward(&self, loss: &Tensor, _sync: bool) -> Result<()> {
+        Ok(loss.f_backward()?)
+    }
+    /// Sums metrics over all ranks (identity for a single process).
+    fn reduce_metrics(&self, metrics: RunningMetrics) -> Result<RunningMetrics> {
+        Ok(metrics)
+    }
+    /// Gathers the predicted and true labels of all ranks (identity for a single process).
+    fn gather_labels(&self, predicted: Tensor, labels: Tensor) -> Result<(Tensor, Tensor)> {
+        Ok((predicted, labels))
+    }
+    /// Every rank's value of `x`, in rank order (`[x]` for a single process).
+    fn gather_f64(&self, x: f64) -> Result<Vec<f64>> {
+        Ok(vec![x])
+    }
+    /// The number of ranks taking part (1 for a single process).
+    fn world_size(&self) -> usize {
+        1
+    }
+    /// Whether this rank prints and writes files (rank 0).
+    fn is_main(&self) -> bool {
+        true
+    }
+}
+
+/// A single process: every step is local, metrics are this process's own.
+pub struct SingleProcess;
+impl Strategy for SingleProcess {}
