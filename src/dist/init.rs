@@ -155,18 +155,8 @@ impl Dist {
         device: Device,
         timeout: Duration,
     ) -> Result<Dist> {
-        let env = LaunchEnv {
-            launcher: Launcher::Threads,
-            rank,
-            local_rank: rank,
-            world_size: world,
-            local_world_size: world,
-            master_addr: "127.0.0.1".into(),
-            master_port: port,
-            agent_store: false,
-            restart_count: 0,
-            warnings: Vec::new(),
-        };
+        let mut env = LaunchEnv::new(rank, world, "127.0.0.1", port)?;
+        env.launcher = Launcher::Threads;
         if world == 1 {
             return Ok(Dist { env: None, pg: None, device });
         }

@@ -2,15 +2,12 @@
 //! process group, the device), `Ddp` (torch DDP on c10d's own Reducer), and underneath them
 //! TCPStore and Gloo/NCCL process groups reached through the C++ shim in `csrc/`.
 mod ddp;
-mod env;
-mod env_vars;
 mod ffi;
 mod free_port;
-mod hpc_env;
 mod init;
+mod launch_env;
 mod process_group;
 mod reducer;
-mod slurm_lists;
 mod store;
 
 use std::time::Duration;
@@ -18,14 +15,12 @@ use std::time::Duration;
 use tch::Device;
 
 pub use ddp::{Ddp, DdpOptions};
-pub use env::{LaunchEnv, Launcher};
 pub(crate) use ffi::take_message as take_shim_message;
 pub use free_port::free_port;
-pub use hpc_env::DEFAULT_MASTER_PORT;
 pub use init::{Dist, DistOptions};
+pub use launch_env::{first_host, LaunchEnv, Launcher, DEFAULT_MASTER_PORT};
 pub use process_group::{Backend, ProcessGroup, Work};
 pub use reducer::CommHook;
-pub use slurm_lists::first_host;
 pub use store::Store;
 
 use crate::Result;
