@@ -4,11 +4,11 @@
 mod ddp;
 mod ffi;
 mod free_port;
-mod init;
 mod launch_env;
 mod process_group;
 mod reducer;
 mod store;
+mod world;
 
 use std::time::Duration;
 
@@ -17,11 +17,11 @@ use tch::Device;
 pub use ddp::{Ddp, DdpOptions};
 pub(crate) use ffi::take_message as take_shim_message;
 pub use free_port::free_port;
-pub use init::{Dist, DistOptions};
 pub use launch_env::{first_host, LaunchEnv, Launcher, DEFAULT_MASTER_PORT};
 pub use process_group::{Backend, ProcessGroup, Work};
 pub use reducer::CommHook;
 pub use store::Store;
+pub use world::{Dist, DistOptions};
 
 use crate::Result;
 

@@ -1,8 +1,9 @@
-//! `Dist`: the whole distributed surface in one small object. `Dist::init()` reads the
-//! launcher's environment (torchrun, Slurm's srun, mpirun/mpiexec, trainbook's Ray and Dask
-//! launchers, or anything that sets RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT), joins the group,
-//! and picks the device; without a launcher it is a world of one where every collective is a
-//! no-op, so the same program runs alone or distributed.
+//! `Dist` (with `DistOptions`): the whole distributed surface in one small object, this
+//! process's place in the world. `Dist::init()` reads the launcher's environment (torchrun,
+//! Slurm's srun, mpirun/mpiexec, trainbook's Ray and Dask launchers, or anything that sets
+//! RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT), joins the group, and picks the device; without a
+//! launcher it is a world of one where every collective is a no-op, so the same program runs
+//! alone or distributed.
 use std::fmt::Display;
 use std::time::Duration;
 
