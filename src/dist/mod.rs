@@ -4,26 +4,21 @@
 //! generators' state ([`rng_state`], ...) and [`torch_version`] come from the crate's ground
 //! floor and are re-exported here, where the course meets them.
 mod ddp;
-mod env;
-mod env_vars;
 mod ffi;
 mod free_port;
-mod hpc_env;
-mod init;
+mod launch_env;
 mod process_group;
 mod reducer;
-mod slurm_lists;
 mod store;
+mod world;
 
 pub use ddp::{Ddp, DdpOptions};
-pub use env::{LaunchEnv, Launcher};
 pub use free_port::free_port;
-pub use hpc_env::DEFAULT_MASTER_PORT;
-pub use init::{Dist, DistOptions};
+pub use launch_env::{first_host, LaunchEnv, Launcher, DEFAULT_MASTER_PORT};
 pub use process_group::{connect, default_group_store, Backend, ProcessGroup, Work};
 pub use reducer::CommHook;
-pub use slurm_lists::first_host;
 pub use store::Store;
+pub use world::{Dist, DistOptions};
 
 pub use crate::rng::{cpu_rng_state, rng_state, set_cpu_rng_state, set_rng_state};
 pub use crate::shim::torch_version;

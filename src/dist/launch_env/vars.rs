@@ -1,8 +1,7 @@
 //! Reading a launcher's variables: the environment as a map, with parsing that names the
-//! variable in every error, and the rank checks every launcher's layout goes through.
+//! variable in every error.
 use std::collections::HashMap;
 
-use super::env::LaunchEnv;
 use crate::{Error, Result};
 
 /// The environment as a map, with parsing that names the variable in every error.
@@ -55,22 +54,4 @@ impl Vars<'_> {
         }
         Ok(0)
     }
-}
-
-/// Checks rank < world size (and the same for the local pair).
-pub(super) fn check_ranks(e: &LaunchEnv, names: [&str; 4]) -> Result<()> {
-    let [rank, world, local_rank, local_world] = names;
-    if e.world_size == 0 || e.rank >= e.world_size {
-        return Err(Error::DistEnv(format!(
-            "{rank}={} must be below {world}={}",
-            e.rank, e.world_size
-        )));
-    }
-    if e.local_world_size == 0 || e.local_rank >= e.local_world_size {
-        return Err(Error::DistEnv(format!(
-            "{local_rank}={} must be below {local_world}={}",
-            e.local_rank, e.local_world_size
-        )));
-    }
-    Ok(())
 }

@@ -1,8 +1,9 @@
-//! `Dist`: the whole distributed surface in one small object. `Dist::init()` reads the
-//! launcher's environment (torchrun, Slurm's srun, mpirun/mpiexec, trainbook's Ray and Dask
-//! launchers, or anything that sets RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT), joins the group,
-//! and picks the device; without a launcher it is a world of one where every collective is a
-//! no-op, so the same program runs alone or distributed.
+//! `Dist` (with `DistOptions`): the whole distributed surface in one small object, this
+//! process's place in the world. `Dist::init()` reads the launcher's environment (torchrun,
+//! Slurm's srun, mpirun/mpiexec, trainbook's Ray and Dask launchers, or anything that sets
+//! RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT), joins the group, and picks the device; without a
+//! launcher it is a world of one where every collective is a no-op, so the same program runs
+//! alone or distributed.
 use std::fmt::Display;
 use std::time::Duration;
 
@@ -156,18 +157,8 @@ impl Dist {
         device: Device,
         timeout: Duration,
     ) -> Result<Dist> {
-        let env = LaunchEnv {
-            launcher: Launcher::Threads,
-            rank,
-            local_rank: rank,
-            world_size: world,
-            local_world_size: world,
-            master_addr: "127.0.0.1".into(),
-            master_port: port,
-            agent_store: false,
-            restart_count: 0,
-            warnings: Vec::new(),
-        };
+        let mut env = LaunchEnv::new(rank, world, "127.0.0.1", port)?;
+        env.launcher = Launcher::Threads;
         if world == 1 {
             return Ok(Dist { env: None, pg: None, device });
         }
