@@ -9,9 +9,18 @@
 //!
 //!     cargo run --release --example designsafe -- --weights data/weights/resnet34.safetensors
 //!     torchrun --standalone --nproc-per-node=4 --no-python target/release/examples/designsafe --device cuda
+//!
+//! Its own flags: --data, --small-data, --epochs, --batch-size, --lr, --label-smoothing,
+//! --image-size, --weights, --freeze, --out. The shared ones live in examples/common/mod.rs:
+//! `RunArgs` (--device, --seed, --workers, --no-resume, --precision, --channels-last) and
+//! `FitArgs` (--save-every, --save-every-steps, --keep-last, --accumulate,
+//! --find-unused-parameters).
+mod common;
+
 use std::path::PathBuf;
 
 use clap::Parser;
+use common::{FitArgs, RunArgs};
 use trainbook::prelude::*;
 
 #[derive(Parser, Debug)]
@@ -41,39 +50,12 @@ struct Args {
     /// Train only the head (fc.*), keeping the backbone fixed.
     #[arg(long)]
     freeze: bool,
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
     #[arg(long, default_value = "runs/designsafe")]
     out: PathBuf,
-    /// auto (CUDA device LOCAL_RANK when available), cpu or cuda.
-    #[arg(long, default_value = "auto")]
-    device: String,
-    /// Loader threads per rank.
-    #[arg(long, default_value_t = 2)]
-    workers: usize,
-    /// Write a checkpoint every N epochs (0: never).
-    #[arg(long, default_value_t = 1)]
-    save_every: u64,
-    /// Also write a checkpoint every N optimizer steps (mid-epoch).
-    #[arg(long)]
-    save_every_steps: Option<u64>,
-    #[arg(long, default_value_t = 2)]
-    keep_last: usize,
-    #[arg(long)]
-    no_resume: bool,
-    /// Gradient accumulation: micro-batches per optimizer step (the effective batch is
-    /// batch-size x accumulate x ranks).
-    #[arg(long, default_value_t = 1)]
-    accumulate: usize,
-    /// Let DDP find parameters that get no gradient in a step (torch's find_unused_parameters).
-    #[arg(long)]
-    find_unused_parameters: bool,
-    /// Arithmetic of the forward pass: f32, bf16 (autocast) or f16 (autocast + GradScaler).
-    #[arg(long, default_value = "f32")]
-    precision: Precision,
-    /// Train in the channels_last memory format (model and batches).
-    #[arg(long)]
-    channels_last: bool,
+    #[command(flatten)]
+    run: RunArgs,
+    #[command(flatten)]
+    fit: FitArgs,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -81,7 +63,7 @@ fn main() -> anyhow::Result<()> {
     if args.small_data && args.data == std::path::Path::new("data/designsafe/Dataset_2") {
         args.data = PathBuf::from("data/designsafe-small/Dataset_2");
     }
-    let dist = Dist::init_with(DistOptions::default().with_device_name(&args.device)?)?;
+    let dist = args.run.dist()?;
     if dist.is_main() {
         ensure_designsafe(&args.data, args.small_data)?;
     }
@@ -104,13 +86,13 @@ fn main() -> anyhow::Result<()> {
     ));
     let mut train_loader = DataLoader::new(train, args.batch_size)
         .shuffle(true)
-        .seed(args.seed)
+        .seed(args.run.seed)
         .distributed(&dist)
-        .num_workers(args.workers);
+        .num_workers(args.run.workers);
     let mut val_loader =
-        DataLoader::new(val, args.batch_size).distributed(&dist).num_workers(args.workers);
+        DataLoader::new(val, args.batch_size).distributed(&dist).num_workers(args.run.workers);
 
-    tch::manual_seed(args.seed as i64);
+    tch::manual_seed(args.run.seed as i64);
     let mut vs = VarStore::new(dist.device());
     let net = resnet34_classifier(&vs.root(), 3);
     if let Some(w) = &args.weights {
@@ -124,28 +106,19 @@ fn main() -> anyhow::Result<()> {
     }
     freeze_backbone(&vs, args.freeze);
     let mut opt = Optimizer::adam(&vs, args.lr);
-    let report = Trainer::new(&dist)
+    // The shared flags (examples/common) set resume, seed, precision, channels_last, the
+    // checkpoint cadence, gradient accumulation and DDP's options.
+    let trainer = args.fit.apply(args.run.trainer(&dist));
+    let report = trainer
         .epochs(args.epochs)
         .out(&args.out)
-        .checkpoint_every_epochs(args.save_every)
-        .checkpoint_every_steps(args.save_every_steps.unwrap_or(0))
-        .keep_last(args.keep_last)
-        .resume(!args.no_resume)
         .plateau(ReduceLROnPlateau::new(Mode::Min).factor(0.1).patience(5).min_lr(1e-8))
-        .seed(args.seed)
         .record_config(serde_json::json!({
             "example": "designsafe", "epochs": args.epochs, "batch_size": args.batch_size,
             "lr": args.lr, "label_smoothing": args.label_smoothing, "image_size": s,
             "freeze": args.freeze, "weights": args.weights
         }))
         .loss(CrossEntropyLoss::new().label_smoothing(args.label_smoothing))
-        .accumulate(args.accumulate)
-        .ddp(DdpOptions {
-            find_unused_parameters: args.find_unused_parameters,
-            ..Default::default()
-        })
-        .precision(args.precision)
-        .channels_last(args.channels_last)
         .fit(&mut vs, &net, &mut opt, &mut train_loader, &mut val_loader)?;
     if let (Some(best), Some(cm)) = (report.best_val_acc, &report.confusion) {
         let per_class: Vec<String> =

@@ -30,16 +30,26 @@
 //! On the small stand-in from scratch on a CPU (6 breeds, 192/48 images): `--small-data
 //! --resize 64 --image-size 56 --epochs 6 --batch-size 16` reaches 55-60% (chance: 1/6) in about
 //! a minute on 2 cores, as 1 rank or 2.
+//!
+//! Its own flags: --data, --small-data, --class-map, --no-remap, --train-pct, --epochs,
+//! --batch-size, --lr, --momentum, --patience, --resize, --image-size, --weights, --out, and
+//! --seed's help (it also draws the split). The shared ones live in examples/common/mod.rs:
+//! `RunArgs` (--device, --seed, --workers, --no-resume, --precision, --channels-last).
+mod common;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::Parser;
+use common::RunArgs;
 use trainbook::prelude::*;
 
 #[derive(Parser, Debug)]
 #[command(
     about = "Train ResNet50 on Stanford Dogs with ImageNet's labels (the Dask tutorial's job)"
 )]
+// Here --seed also draws the train/test split.
+#[command(mut_arg("seed", |a| a.help("Seed of the split, the shuffling and the initial weights")))]
 struct Args {
     /// Folder holding Images/<wnid>-<breed>/ (and class_to_imagenet.tsv); generated as a
     /// stand-in if missing.
@@ -78,25 +88,10 @@ struct Args {
     /// ImageNet weights (safetensors with torchvision names); random init without it.
     #[arg(long)]
     weights: Option<PathBuf>,
-    /// Loader threads per rank.
-    #[arg(long, default_value_t = 2)]
-    workers: usize,
-    /// Seed of the split, the shuffling and the initial weights.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
     #[arg(long, default_value = "runs/dogs")]
     out: PathBuf,
-    /// auto (CUDA device LOCAL_RANK when available), cpu or cuda.
-    #[arg(long, default_value = "auto")]
-    device: String,
-    #[arg(long)]
-    no_resume: bool,
-    /// Arithmetic of the forward pass: f32, bf16 (autocast) or f16 (autocast + GradScaler).
-    #[arg(long, default_value = "f32")]
-    precision: Precision,
-    /// Train in the channels_last memory format (model and batches).
-    #[arg(long)]
-    channels_last: bool,
+    #[command(flatten)]
+    run: RunArgs,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -107,7 +102,7 @@ fn main() -> anyhow::Result<()> {
     if !(args.train_pct > 0.0 && args.train_pct < 1.0) {
         anyhow::bail!("--train-pct must be between 0 and 1 (exclusive), got {}", args.train_pct);
     }
-    let dist = Dist::init_with(DistOptions::default().with_device_name(&args.device)?)?;
+    let dist = args.run.dist()?;
     if dist.is_main() {
         ensure_stanford_dogs(&args.data, args.small_data)?;
     }
@@ -134,7 +129,8 @@ fn main() -> anyhow::Result<()> {
     }
     // The tutorial's split: floor(len * train_pct) for training, the rest for testing.
     let n_train = (whole.len() as f64 * args.train_pct).floor() as usize;
-    let mut parts = random_split(whole.clone(), vec![n_train, whole.len() - n_train], args.seed)?;
+    let mut parts =
+        random_split(whole.clone(), vec![n_train, whole.len() - n_train], args.run.seed)?;
     let (test, train) = (parts.pop().expect("two parts"), parts.pop().expect("two parts"));
     dist.println(format!(
         "Stanford Dogs: {} breeds ({} ...), {} train / {} test images, {classes} outputs, {}, device {:?}",
@@ -147,13 +143,13 @@ fn main() -> anyhow::Result<()> {
     ));
     let mut train_loader = DataLoader::new(train, args.batch_size)
         .shuffle(true)
-        .seed(args.seed)
+        .seed(args.run.seed)
         .distributed(&dist)
-        .num_workers(args.workers);
+        .num_workers(args.run.workers);
     let mut test_loader =
-        DataLoader::new(test, args.batch_size).distributed(&dist).num_workers(args.workers);
+        DataLoader::new(test, args.batch_size).distributed(&dist).num_workers(args.run.workers);
 
-    tch::manual_seed(args.seed as i64);
+    tch::manual_seed(args.run.seed as i64);
     let mut vs = VarStore::new(dist.device());
     let net = resnet50(&vs.root(), classes, HeadKind::Linear);
     if let Some(w) = &args.weights {
@@ -161,20 +157,18 @@ fn main() -> anyhow::Result<()> {
         dist.println(format!("loaded {} tensors from {}", report.loaded.len(), w.display()));
     }
     let mut opt = Optimizer::sgd(&vs, args.lr, args.momentum);
-    let report = Trainer::new(&dist)
+    // The shared flags (examples/common) set resume, seed, precision and channels_last.
+    let trainer = args.run.trainer(&dist);
+    let report = trainer
         .epochs(args.epochs)
         .out(&args.out)
-        .resume(!args.no_resume)
         .plateau(ReduceLROnPlateau::new(Mode::Min).patience(args.patience))
-        .seed(args.seed)
         .record_config(serde_json::json!({
             "example": "dogs", "epochs": args.epochs, "batch_size": args.batch_size,
             "lr": args.lr, "momentum": args.momentum, "train_pct": args.train_pct,
             "resize": args.resize, "image_size": args.image_size, "outputs": classes,
             "weights": args.weights
         }))
-        .precision(args.precision)
-        .channels_last(args.channels_last)
         .fit(&mut vs, &net, &mut opt, &mut train_loader, &mut test_loader)?;
 
     // The tutorial's per-prediction confidence: the first test images' predicted breed and the

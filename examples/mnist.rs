@@ -7,9 +7,17 @@
 //!
 //!     cargo run --release --example mnist
 //!     torchrun --standalone --nproc-per-node=2 --max-restarts=1 --no-python target/release/examples/mnist
+//!
+//! Its own flags: --data, --epochs, --batch-size, --lr, --out. The shared ones live in
+//! examples/common/mod.rs: `RunArgs` (--device, --seed, --workers, --no-resume, --precision,
+//! --channels-last) and `FitArgs` (--save-every, --save-every-steps, --keep-last, --accumulate,
+//! --find-unused-parameters).
+mod common;
+
 use std::path::PathBuf;
 
 use clap::Parser;
+use common::{FitArgs, RunArgs};
 use trainbook::prelude::*;
 
 #[derive(Parser, Debug)]
@@ -25,48 +33,19 @@ struct Args {
     batch_size: usize,
     #[arg(long, default_value_t = 1e-3)]
     lr: f64,
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
     /// Output directory for metrics, plots, checkpoints and the model.
     #[arg(long, default_value = "runs/mnist")]
     out: PathBuf,
-    /// auto (CUDA device LOCAL_RANK when available), cpu or cuda.
-    #[arg(long, default_value = "auto")]
-    device: String,
-    /// Loader threads per rank.
-    #[arg(long, default_value_t = 2)]
-    workers: usize,
-    /// Write a checkpoint every N epochs (0: never).
-    #[arg(long, default_value_t = 1)]
-    save_every: u64,
-    /// Also write a checkpoint every N optimizer steps (mid-epoch).
-    #[arg(long)]
-    save_every_steps: Option<u64>,
-    /// Checkpoints to keep in OUT/checkpoints.
-    #[arg(long, default_value_t = 2)]
-    keep_last: usize,
-    /// Start fresh even if OUT/checkpoints holds a checkpoint.
-    #[arg(long)]
-    no_resume: bool,
-    /// Gradient accumulation: micro-batches per optimizer step (the effective batch is
-    /// batch-size x accumulate x ranks).
-    #[arg(long, default_value_t = 1)]
-    accumulate: usize,
-    /// Let DDP find parameters that get no gradient in a step (torch's find_unused_parameters).
-    #[arg(long)]
-    find_unused_parameters: bool,
-    /// Arithmetic of the forward pass: f32, bf16 (autocast) or f16 (autocast + GradScaler).
-    #[arg(long, default_value = "f32")]
-    precision: Precision,
-    /// Train in the channels_last memory format (model and batches).
-    #[arg(long)]
-    channels_last: bool,
+    #[command(flatten)]
+    run: RunArgs,
+    #[command(flatten)]
+    fit: FitArgs,
 }
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     // 1. Join the process group the launcher describes (a world of one without a launcher).
-    let dist = Dist::init_with(DistOptions::default().with_device_name(&args.device)?)?;
+    let dist = args.run.dist()?;
     if dist.is_main() {
         ensure_mnist(&args.data)?;
     }
@@ -84,38 +63,30 @@ fn main() -> anyhow::Result<()> {
     // 2. Each rank sees its own share of every epoch.
     let mut train_loader = DataLoader::new(train, args.batch_size)
         .shuffle(true)
-        .seed(args.seed)
+        .seed(args.run.seed)
         .distributed(&dist)
-        .num_workers(args.workers);
-    let mut test_loader = DataLoader::new(test, 1000).distributed(&dist).num_workers(args.workers);
+        .num_workers(args.run.workers);
+    let mut test_loader =
+        DataLoader::new(test, 1000).distributed(&dist).num_workers(args.run.workers);
 
     // 3. The model (fit wraps it for data parallelism: rank 0's weights go to every rank).
-    tch::manual_seed(args.seed as i64);
+    tch::manual_seed(args.run.seed as i64);
     let mut vs = VarStore::new(dist.device());
     let net = MnistNet::new(&vs.root());
-    tch::manual_seed(args.seed as i64 + dist.rank() as i64); // distinct dropout masks per rank
+    tch::manual_seed(args.run.seed as i64 + dist.rank() as i64); // distinct dropout masks per rank
     let mut opt = Optimizer::adam(&vs, args.lr);
 
     // 4. Train with checkpoints (resuming if a previous run left one); rank 0 writes files.
-    Trainer::new(&dist)
+    //    The shared flags (examples/common) set resume, seed, precision, channels_last, the
+    //    checkpoint cadence, gradient accumulation and DDP's options.
+    let trainer = args.fit.apply(args.run.trainer(&dist));
+    trainer
         .epochs(args.epochs)
         .out(&args.out)
-        .checkpoint_every_epochs(args.save_every)
-        .checkpoint_every_steps(args.save_every_steps.unwrap_or(0))
-        .keep_last(args.keep_last)
-        .resume(!args.no_resume)
-        .seed(args.seed)
         .record_config(serde_json::json!({
             "example": "mnist", "epochs": args.epochs, "batch_size": args.batch_size,
-            "lr": args.lr, "seed": args.seed
+            "lr": args.lr, "seed": args.run.seed
         }))
-        .accumulate(args.accumulate)
-        .ddp(DdpOptions {
-            find_unused_parameters: args.find_unused_parameters,
-            ..Default::default()
-        })
-        .precision(args.precision)
-        .channels_last(args.channels_last)
         .fit(&mut vs, &net, &mut opt, &mut train_loader, &mut test_loader)?;
     dist.println(format!(
         "wrote {}/{{metrics.jsonl, curves.png, confusion.png, model.safetensors, checkpoints/}}",

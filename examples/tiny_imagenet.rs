@@ -23,14 +23,26 @@
 //! On the small stand-in from scratch on a CPU (10 classes of coloured shapes, 200/50 images):
 //! `--small-data --image-size 48 --resize 55 --batch-size 16 --lr 0.02 --momentum 0.9 --epochs 6`
 //! reaches about 50% (chance: 10%) in half a minute on 2 cores, as 1 rank or 2.
+//!
+//! Its own flags: --data, --small-data, --epochs, --batch-size, --lr, --momentum, --image-size,
+//! --resize, --num-classes, --weights, --out, --save-every-steps, and --workers' default of 4.
+//! The shared ones live in examples/common/mod.rs: `RunArgs` (--device, --seed, --workers,
+//! --no-resume, --precision, --channels-last).
+mod common;
+
 use std::path::PathBuf;
 
 use clap::Parser;
+use common::RunArgs;
 use trainbook::data::Split;
 use trainbook::prelude::*;
 
 #[derive(Parser, Debug)]
 #[command(about = "Train ResNet18 on Tiny ImageNet (the Ray Train tutorial's job)")]
+// The tutorial's 4 loader threads per rank instead of the shared flag's 2.
+#[command(mut_arg("workers", |a| {
+    a.default_value("4").help("Loader threads per rank (the tutorial's num_data_workers)")
+}))]
 struct Args {
     /// The unpacked tiny-imagenet-200 folder (wnids.txt, train/, val/); generated as a
     /// stand-in if missing.
@@ -62,27 +74,13 @@ struct Args {
     /// data-scripts/resnet_weights.py --depth 18); random init without it, as the tutorial.
     #[arg(long)]
     weights: Option<PathBuf>,
-    /// Loader threads per rank (the tutorial's num_data_workers).
-    #[arg(long, default_value_t = 4)]
-    workers: usize,
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
     #[arg(long, default_value = "runs/tiny_imagenet")]
     out: PathBuf,
-    /// auto (CUDA device LOCAL_RANK when available), cpu or cuda.
-    #[arg(long, default_value = "auto")]
-    device: String,
     /// Also write a checkpoint every N optimizer steps (mid-epoch).
     #[arg(long)]
     save_every_steps: Option<u64>,
-    #[arg(long)]
-    no_resume: bool,
-    /// Arithmetic of the forward pass: f32, bf16 (autocast) or f16 (autocast + GradScaler).
-    #[arg(long, default_value = "f32")]
-    precision: Precision,
-    /// Train in the channels_last memory format (model and batches).
-    #[arg(long)]
-    channels_last: bool,
+    #[command(flatten)]
+    run: RunArgs,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -90,7 +88,7 @@ fn main() -> anyhow::Result<()> {
     if args.small_data && args.data == std::path::Path::new("data/tiny-imagenet-200") {
         args.data = PathBuf::from("data/tiny-imagenet-small");
     }
-    let dist = Dist::init_with(DistOptions::default().with_device_name(&args.device)?)?;
+    let dist = args.run.dist()?;
     if dist.is_main() {
         ensure_tiny_imagenet(&args.data, args.small_data)?;
     }
@@ -118,13 +116,13 @@ fn main() -> anyhow::Result<()> {
     ));
     let mut train_loader = DataLoader::new(train, args.batch_size)
         .shuffle(true)
-        .seed(args.seed)
+        .seed(args.run.seed)
         .distributed(&dist)
-        .num_workers(args.workers);
+        .num_workers(args.run.workers);
     let mut val_loader =
-        DataLoader::new(val, args.batch_size).distributed(&dist).num_workers(args.workers);
+        DataLoader::new(val, args.batch_size).distributed(&dist).num_workers(args.run.workers);
 
-    tch::manual_seed(args.seed as i64);
+    tch::manual_seed(args.run.seed as i64);
     let mut vs = VarStore::new(dist.device());
     let net = resnet18(&vs.root(), classes, HeadKind::Linear);
     if let Some(w) = &args.weights {
@@ -132,19 +130,17 @@ fn main() -> anyhow::Result<()> {
         dist.println(format!("loaded {} tensors from {}", report.loaded.len(), w.display()));
     }
     let mut opt = Optimizer::sgd(&vs, args.lr, args.momentum);
-    let report = Trainer::new(&dist)
+    // The shared flags (examples/common) set resume, seed, precision and channels_last.
+    let trainer = args.run.trainer(&dist);
+    let report = trainer
         .epochs(args.epochs)
         .out(&args.out)
         .checkpoint_every_steps(args.save_every_steps.unwrap_or(0))
-        .resume(!args.no_resume)
-        .seed(args.seed)
         .record_config(serde_json::json!({
             "example": "tiny_imagenet", "epochs": args.epochs, "batch_size": args.batch_size,
             "lr": args.lr, "momentum": args.momentum, "image_size": s, "resize": args.resize,
             "classes": classes, "weights": args.weights
         }))
-        .precision(args.precision)
-        .channels_last(args.channels_last)
         .fit(&mut vs, &net, &mut opt, &mut train_loader, &mut val_loader)?;
     // The tutorial's `loss_results`: the validation loss of every epoch.
     let losses: Vec<String> =
