@@ -1,7 +1,8 @@
 //! Ray and Dask from Rust: the commands that start a program as ranks under trainbook's
 //! launchers (launchers/ray_launch.py, launchers/dask_launch.py) and the result those
 //! launchers hand back (`--result-json`), the counterpart of Ray Train's `Result` and of the
-//! futures of `dask_pytorch_ddp.dispatch.run`.
+//! futures of `dask_pytorch_ddp.dispatch.run`. The scripts themselves are bundled
+//! ([`launchers_dir`](super::launchers_dir)).
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -11,14 +12,6 @@ use crate::programs::failed;
 use crate::train::EpochRecord;
 use crate::{Error, Result, WithPath};
 
-/// The folder of trainbook's launcher scripts: `$TRAINBOOK_LAUNCHERS` if set, else `launchers/`
-/// of the trainbook source this library was built from.
-pub fn launchers_dir() -> PathBuf {
-    std::env::var_os("TRAINBOOK_LAUNCHERS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("launchers"))
-}
-
 fn launcher(
     script: &str,
     options: &[String],
@@ -26,12 +19,13 @@ fn launcher(
     program: &Path,
     args: &[&str],
 ) -> Result<Command> {
-    let path = launchers_dir().join(script);
+    let path = super::scripts::ready_launchers_dir()?.join(script);
     if !path.is_file() {
         return Err(failed(
             format!("launchers/{script}"),
             format!(
-                "not found at {} (set TRAINBOOK_LAUNCHERS to the launchers folder)",
+                "not found at {} (TRAINBOOK_LAUNCHERS names a folder without it; unset, the \
+                 bundled scripts are used)",
                 path.display()
             ),
         ));
@@ -51,7 +45,8 @@ fn launcher(
 /// ARGS...`: the program as `workers` ranks on a local Ray with `cpus` CPUs (one per worker
 /// is reserved), its result written to `result_json` (read it with [`LaunchResult::read`]).
 /// `extra` holds further launcher options (`--address auto`, `--use-gpu`, `--max-failures 2`).
-/// Errors: [`Error::Process`] when the launcher script is not found.
+/// Errors: [`Error::Process`] when the launcher script is not found, [`Error::Io`] when the
+/// bundled scripts cannot be written (see [`launchers_dir`](super::launchers_dir)).
 ///
 /// ```no_run
 /// # fn main() -> trainbook::Result<()> {

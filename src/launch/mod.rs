@@ -6,12 +6,12 @@
 //! worker on purpose to watch fault tolerance at work.
 mod baton;
 mod cluster;
+mod scripts;
 mod spawn;
 
 pub(crate) use baton::blocking;
-pub use cluster::{
-    dask_launch, launchers_dir, ray_launch, EpochReport, LaunchResult, RankOutcome, RunReport,
-};
+pub use cluster::{dask_launch, ray_launch, EpochReport, LaunchResult, RankOutcome, RunReport};
+pub use scripts::launchers_dir;
 pub use spawn::{spawn, spawn_with, SpawnOptions};
 
 use std::io::{BufRead, BufReader, Read};
