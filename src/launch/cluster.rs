@@ -8,6 +8,7 @@ use std::process::Command;
 
 use serde::Deserialize;
 
+use super::protocol::{EpochReport, RunReport};
 use crate::programs::failed;
 use crate::train::EpochRecord;
 use crate::{Error, Result, WithPath};
@@ -93,36 +94,6 @@ pub fn dask_launch(
     }
     options.extend(extra.iter().map(|s| s.to_string()));
     launcher("dask_launch.py", &options, result_json, program, args)
-}
-
-/// One epoch as a rank reported it: the metrics log's record plus where the checkpoints were.
-#[derive(Clone, Debug, Deserialize)]
-pub struct EpochReport {
-    /// The epoch's metrics, as in metrics.jsonl.
-    #[serde(flatten)]
-    pub record: EpochRecord,
-    /// The rank that reported it.
-    #[serde(default)]
-    pub rank: usize,
-    /// The newest step checkpoint at the end of the epoch.
-    pub checkpoint: Option<PathBuf>,
-    /// The best-accuracy checkpoint at the end of the epoch.
-    pub best_checkpoint: Option<PathBuf>,
-}
-
-/// What a rank's run reported when it ended.
-#[derive(Clone, Debug, Deserialize)]
-pub struct RunReport {
-    /// The run's output folder.
-    pub out: PathBuf,
-    /// Epochs done (earlier runs it resumed from included).
-    pub epochs_done: u64,
-    /// The best validation accuracy seen.
-    pub best_val_acc: Option<f64>,
-    /// The final weights (written by rank 0).
-    pub model: Option<PathBuf>,
-    /// Set when the run was stopped early: why.
-    pub interrupted: Option<String>,
 }
 
 /// What one rank of a launch returned (for Dask, its future's value).

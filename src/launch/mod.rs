@@ -6,11 +6,13 @@
 //! worker on purpose to watch fault tolerance at work.
 mod baton;
 mod cluster;
+pub mod protocol;
 mod scripts;
 mod spawn;
 
 pub(crate) use baton::blocking;
-pub use cluster::{dask_launch, ray_launch, EpochReport, LaunchResult, RankOutcome, RunReport};
+pub use cluster::{dask_launch, ray_launch, LaunchResult, RankOutcome};
+pub use protocol::{EpochReport, RunReport};
 pub use scripts::launchers_dir;
 pub use spawn::{spawn, spawn_with, SpawnOptions};
 
