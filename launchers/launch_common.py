@@ -18,7 +18,7 @@ import uuid
 
 TAIL_LINES = 40
 
-# The lines a trainbook program prints when TRAINBOOK_REPORT is set (src/fit/report.rs): one JSON
+# The lines a trainbook program prints when TRAINBOOK_REPORT is set (src/launch/protocol.rs): one JSON
 # object per finished epoch, and one when the run ends.
 REPORT_PREFIXES = {"trainbook-report ": "report", "trainbook-result ": "result"}
 

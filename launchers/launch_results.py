@@ -1,6 +1,6 @@
 """What a launch gives back to its caller: per-epoch reports as they happen and a result at the
 end, built from the report lines a trainbook program prints under a launcher (TRAINBOOK_REPORT,
-src/fit/report.rs).
+src/launch/protocol.rs).
 
 The counterparts: Ray Train's `ray.train.report(metrics)` (here: `on_report(metrics)` is called
 on the driver when rank 0 finishes an epoch) and the `Result` that `TorchTrainer.fit()`

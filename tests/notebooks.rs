@@ -184,6 +184,14 @@ fn every_notebook_runs_headless() {
     // `spawn` from a notebook: the kernel's 2 thread ranks, after `lr` was changed in a cell,
     // against the same notebook exported and run as 2 processes under torchrun, bit for bit.
     assert!(stdout.contains("notebook spawn check: ok"), "{stdout}");
+    #[cfg(feature = "export")]
+    exported_spawn_check_matches_the_notebook();
+}
+
+/// The spawn-check notebook (target/spawn-check) exported with `trainbook-export` and run as 2
+/// processes under torchrun: the same weights as the kernel's 2 thread ranks.
+#[cfg(feature = "export")]
+fn exported_spawn_check_matches_the_notebook() {
     let check = Path::new(ROOT).join("target/spawn-check");
     let scratch = common::WorkDir::new("spawn-check");
     let project = scratch.join("project");

@@ -1,17 +1,10 @@
-//! Reports for a launcher: when `TRAINBOOK_REPORT` is set (trainbook's Ray and Dask launchers
-//! set it), every rank of a [`Trainer`](super::Trainer) run prints one machine-readable line
-//! per epoch and one when the run ends, which the launcher turns into per-epoch reports and a
-//! result for its caller: the counterpart of Ray Train's `ray.train.report(metrics)` and of
-//! the `Result` that `TorchTrainer.fit()` returns, and of a Dask future's return value.
-//!
-//! ```text
-//! trainbook-report {"rank":0,"epoch":0,"train_loss":2.1,...,"checkpoint":"runs/x/checkpoints/step-000000050"}
-//! trainbook-result {"rank":0,"out":"runs/x","epochs_done":3,"best_val_acc":0.61,...}
-//! ```
-//!
-//! Each line is one JSON object after the prefix: an epoch's [`EpochRecord`] fields plus
-//! `rank` and the checkpoints written so far, and at the end the run's outcome. Without the
-//! variable nothing is printed.
+//! Writing the report lines for a launcher: when [`REPORT_ENV`] is set (trainbook's Ray and Dask
+//! launchers set it), every rank of a [`Trainer`](super::Trainer) run prints one
+//! machine-readable line per epoch and one when the run ends, which the launcher turns into
+//! per-epoch reports and a result for its caller: the counterpart of Ray Train's
+//! `ray.train.report(metrics)` and of the `Result` that `TorchTrainer.fit()` returns, and of a
+//! Dask future's return value. The format (prefixes, fields) is defined with its reader in
+//! [`crate::launch::protocol`]. Without the variable nothing is printed.
 use std::io::Write;
 use std::path::Path;
 
@@ -21,12 +14,7 @@ use super::config::FitReport;
 use crate::checkpoint::Checkpointer;
 use crate::train::EpochRecord;
 
-/// The environment variable that turns the report lines on (any non-empty value but `0`).
-pub const REPORT_ENV: &str = "TRAINBOOK_REPORT";
-/// The prefix of a per-epoch report line.
-pub const EPOCH_PREFIX: &str = "trainbook-report ";
-/// The prefix of the line that ends a run.
-pub const RESULT_PREFIX: &str = "trainbook-result ";
+pub use crate::launch::protocol::{EPOCH_PREFIX, REPORT_ENV, RESULT_PREFIX};
 
 /// Whether [`REPORT_ENV`] asks for report lines.
 pub fn reports_enabled() -> bool {

@@ -1,23 +1,17 @@
 //! Ray and Dask from Rust: the commands that start a program as ranks under trainbook's
 //! launchers (launchers/ray_launch.py, launchers/dask_launch.py) and the result those
 //! launchers hand back (`--result-json`), the counterpart of Ray Train's `Result` and of the
-//! futures of `dask_pytorch_ddp.dispatch.run`.
+//! futures of `dask_pytorch_ddp.dispatch.run`. The scripts themselves are bundled
+//! ([`launchers_dir`](super::launchers_dir)).
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde::Deserialize;
 
+use super::protocol::{EpochReport, RunReport};
 use crate::programs::failed;
 use crate::train::EpochRecord;
 use crate::{Error, Result, WithPath};
-
-/// The folder of trainbook's launcher scripts: `$TRAINBOOK_LAUNCHERS` if set, else `launchers/`
-/// of the trainbook source this library was built from.
-pub fn launchers_dir() -> PathBuf {
-    std::env::var_os("TRAINBOOK_LAUNCHERS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("launchers"))
-}
 
 fn launcher(
     script: &str,
@@ -26,12 +20,13 @@ fn launcher(
     program: &Path,
     args: &[&str],
 ) -> Result<Command> {
-    let path = launchers_dir().join(script);
+    let path = super::scripts::ready_launchers_dir()?.join(script);
     if !path.is_file() {
         return Err(failed(
             format!("launchers/{script}"),
             format!(
-                "not found at {} (set TRAINBOOK_LAUNCHERS to the launchers folder)",
+                "not found at {} (TRAINBOOK_LAUNCHERS names a folder without it; unset, the \
+                 bundled scripts are used)",
                 path.display()
             ),
         ));
@@ -51,7 +46,8 @@ fn launcher(
 /// ARGS...`: the program as `workers` ranks on a local Ray with `cpus` CPUs (one per worker
 /// is reserved), its result written to `result_json` (read it with [`LaunchResult::read`]).
 /// `extra` holds further launcher options (`--address auto`, `--use-gpu`, `--max-failures 2`).
-/// Errors: [`Error::Process`] when the launcher script is not found.
+/// Errors: [`Error::Process`] when the launcher script is not found, [`Error::Io`] when the
+/// bundled scripts cannot be written (see [`launchers_dir`](super::launchers_dir)).
 ///
 /// ```no_run
 /// # fn main() -> trainbook::Result<()> {
@@ -98,36 +94,6 @@ pub fn dask_launch(
     }
     options.extend(extra.iter().map(|s| s.to_string()));
     launcher("dask_launch.py", &options, result_json, program, args)
-}
-
-/// One epoch as a rank reported it: the metrics log's record plus where the checkpoints were.
-#[derive(Clone, Debug, Deserialize)]
-pub struct EpochReport {
-    /// The epoch's metrics, as in metrics.jsonl.
-    #[serde(flatten)]
-    pub record: EpochRecord,
-    /// The rank that reported it.
-    #[serde(default)]
-    pub rank: usize,
-    /// The newest step checkpoint at the end of the epoch.
-    pub checkpoint: Option<PathBuf>,
-    /// The best-accuracy checkpoint at the end of the epoch.
-    pub best_checkpoint: Option<PathBuf>,
-}
-
-/// What a rank's run reported when it ended.
-#[derive(Clone, Debug, Deserialize)]
-pub struct RunReport {
-    /// The run's output folder.
-    pub out: PathBuf,
-    /// Epochs done (earlier runs it resumed from included).
-    pub epochs_done: u64,
-    /// The best validation accuracy seen.
-    pub best_val_acc: Option<f64>,
-    /// The final weights (written by rank 0).
-    pub model: Option<PathBuf>,
-    /// Set when the run was stopped early: why.
-    pub interrupted: Option<String>,
 }
 
 /// What one rank of a launch returned (for Dask, its future's value).
