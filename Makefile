@@ -2,8 +2,9 @@
 #   make demo   set up what the demo needs, then run the main job
 #   make test   set up everything, then run every test (lint, Rust tests, multi-rank tests,
 #               doctests, notebooks)
-# No root needed: without it, scripts/setup.sh unpacks the Debian packages the build needs into
-# .venv/debs (scripts/fetch-debs.sh) and says what it had to skip.
+# No root (and no apt-get) needed: without it, scripts/setup.sh unpacks the Debian packages the
+# build needs into .venv/debs (scripts/fetch-debs.sh, or scripts/fetch_debs.py without apt) and
+# says what it had to skip.
 .PHONY: setup setup-demo setup-notebook setup-repl repl test-repl demo lint test notebooks gpu-test torch-2.11-check
 SHELL := /bin/bash
 

@@ -109,8 +109,9 @@ fn gloo_include_dir() -> PathBuf {
     fail(&format!(
         "Gloo headers ({HEADER}) not found in {} or {}. Either install Debian's libgloo-dev \
          (as root: apt-get install libgloo-dev), or, without root, run `make setup-demo` \
-         (scripts/setup.sh), which downloads libgloo-dev with `apt-get download` and unpacks \
-         it into {}; or set GLOO_INCLUDE_DIR to a directory holding gloo/config.h",
+         (scripts/setup.sh), which downloads libgloo-dev from Debian's mirrors (`apt-get \
+         download`, or scripts/fetch_debs.py where there is no apt) and unpacks it into {}; or \
+         set GLOO_INCLUDE_DIR to a directory holding gloo/config.h",
         fetched.display(),
         system.display(),
         venv.join("debs").display()

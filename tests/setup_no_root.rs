@@ -1,150 +1,31 @@
-//! The set-up without root (issue 14): `scripts/fetch-debs.sh`, the part of `scripts/setup.sh`
-//! that gets Gloo's headers where `apt-get install` is not possible, run as an unprivileged
-//! user (`nobody`, with a fresh HOME) into a temporary folder. The headers it unpacks must be
-//! the ones the c10d shim compiles with: a file including every `<gloo/...>` header that
-//! libtorch's c10d headers include, and then `csrc/c10d_shim.cpp` itself (`-fsyntax-only`,
-//! against this build's libtorch), must compile with every Gloo header taken from the fetched
-//! folder (checked in the compiler's dependency list, so an installed libgloo-dev cannot stand
-//! in for a missing one).
+//! The set-up without root (issues 14 and 29): the parts of `scripts/setup.sh` that get Gloo's
+//! headers where `apt-get install` is not possible, run as an unprivileged user (`nobody`, with
+//! a fresh HOME) into a temporary folder:
+//! - `scripts/fetch-debs.sh` (`apt-get download` + `dpkg -x`), where apt exists;
+//! - `scripts/fetch_debs.py` (Python's standard library only: Debian's package pool, checked
+//!   against the archive's checksums), with `apt-get` and `dpkg` hidden from `PATH` (a scratch
+//!   folder of links to the few programs it may use), as on RHEL/Rocky; it also fetches the
+//!   font and nasm, which must run from the fetched folder.
 //!
-//! Prints SKIPPED (and passes) where this cannot be checked: no apt-get/dpkg, no way to become
-//! an unprivileged user, or Debian's mirrors unreachable (fetch-debs.sh exits 2 or 3, or takes
-//! longer than 3 minutes).
+//! The headers either unpacks must be the ones the c10d shim compiles with: a file including
+//! every `<gloo/...>` header that libtorch's c10d headers include, and then
+//! `csrc/c10d_shim.cpp` itself (`-fsyntax-only`, against this build's libtorch), must compile
+//! with every Gloo header taken from the fetched folder (checked in the compiler's dependency
+//! list, so an installed libgloo-dev cannot stand in for a missing one).
+//!
+//! Prints SKIPPED (and passes) where this cannot be checked: no apt-get/dpkg (the first case),
+//! no Python the unprivileged user can run (the second), no way to become an unprivileged user,
+//! or Debian's mirrors unreachable (the fetcher exits 2 or 3, or takes longer than 3 minutes).
+mod no_root;
+
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-const ROOT: &str = env!("CARGO_MANIFEST_DIR");
-
-/// A folder under /tmp (not `target/` nor `$TMPDIR`, which may sit in a home that `nobody`
-/// cannot enter), open to every user, removed when dropped.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new() -> Scratch {
-        let tmp = Path::new("/tmp");
-        let base = if tmp.is_dir() { tmp.to_path_buf() } else { std::env::temp_dir() };
-        let dir = base.join(format!("trainbook-setup-no-root-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).unwrap();
-        let scratch = Scratch(dir);
-        open_to_all(&scratch.0, 0o755);
-        scratch
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        if std::env::var_os("TRAINBOOK_KEEP_TEST_DIRS").is_none() {
-            let _ = fs::remove_dir_all(&self.0);
-        }
-    }
-}
-
-fn open_to_all(path: &Path, mode: u32) {
-    use std::os::unix::fs::PermissionsExt;
-    fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
-}
-
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .stdout(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
-}
-
-fn output_of(cmd: &str, args: &[&str]) -> Option<String> {
-    let out = Command::new(cmd).args(args).output().ok()?;
-    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
-
-/// The command prefix that runs as an unprivileged user: none when this is not root; as root
-/// `setpriv` (util-linux) or `runuser` to `nobody`.
-fn unprivileged_prefix() -> Result<Vec<String>, String> {
-    if output_of("id", &["-u"]).as_deref() != Some("0") {
-        return Ok(vec![]);
-    }
-    if output_of("id", &["-u", "nobody"]).is_none() {
-        return Err("no user `nobody` to run as".into());
-    }
-    let group = ["nogroup", "nobody"]
-        .into_iter()
-        .find(|g| output_of("getent", &["group", g]).is_some())
-        .ok_or("no group nogroup/nobody")?;
-    if have("setpriv") {
-        let regid = format!("--regid={group}");
-        return Ok(["setpriv", "--reuid=nobody", regid.as_str(), "--clear-groups"]
-            .map(String::from)
-            .to_vec());
-    }
-    if have("runuser") {
-        return Ok(["runuser", "-u", "nobody", "--"].map(String::from).to_vec());
-    }
-    Err("neither setpriv nor runuser is available to drop root".into())
-}
-
-/// Runs `cmd` with its output in files (no pipe to fill), killed after `limit`. Returns the
-/// status (None: killed) and the output.
-fn run_logged(
-    cmd: &mut Command,
-    dir: &Path,
-    name: &str,
-    limit: Duration,
-) -> (Option<ExitStatus>, String) {
-    let log = dir.join(format!("{name}.log"));
-    let file = fs::File::create(&log).unwrap();
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(file.try_clone().unwrap())
-        .stderr(file)
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break Some(status);
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    (status, fs::read_to_string(&log).unwrap_or_default())
-}
-
-/// Every header named by `#include <gloo/...>` in libtorch's c10d headers.
-fn gloo_headers_libtorch_includes(torch_include: &Path) -> Vec<String> {
-    let c10d = torch_include.join("torch/csrc/distributed/c10d");
-    let mut headers = Vec::new();
-    for entry in fs::read_dir(&c10d).unwrap().flatten() {
-        let Ok(text) = fs::read_to_string(entry.path()) else { continue };
-        for line in text.lines() {
-            if let Some(rest) = line.trim().strip_prefix("#include <gloo/") {
-                let header = format!("gloo/{}", rest.trim_end_matches('>'));
-                if !headers.contains(&header) {
-                    headers.push(header);
-                }
-            }
-        }
-    }
-    headers.sort();
-    headers
-}
-
-/// The Gloo headers in a `-MD` dependency file that do not come from `fetched`.
-fn gloo_headers_not_from(deps: &str, fetched: &Path) -> Vec<String> {
-    let fetched = fetched.to_string_lossy();
-    deps.split_whitespace()
-        .filter(|path| path.contains("/gloo/") && path.ends_with(".h"))
-        .filter(|path| !path.starts_with(fetched.as_ref()))
-        .map(String::from)
-        .collect()
-}
+use no_root::{
+    check_the_shim_compiles_with, have, open_to_all, output_of, python_for, run_logged,
+    unprivileged, unprivileged_prefix, which, Scratch, ROOT, SYSTEM_PATH,
+};
 
 #[test]
 fn an_unprivileged_user_fetches_the_gloo_headers_the_shim_compiles_with() {
@@ -164,7 +45,7 @@ fn an_unprivileged_user_fetches_the_gloo_headers_the_shim_compiles_with() {
         }
     };
 
-    let scratch = Scratch::new();
+    let scratch = Scratch::new("apt");
     let home = scratch.0.join("home");
     let work = scratch.0.join("work");
     for dir in [&home, &work] {
@@ -178,30 +59,8 @@ fn an_unprivileged_user_fetches_the_gloo_headers_the_shim_compiles_with() {
     let dest = work.join("debs");
 
     let fetch = || {
-        let mut cmd = match prefix.split_first() {
-            Some((first, rest)) => {
-                let mut cmd = Command::new(first);
-                cmd.args(rest).arg("bash");
-                cmd
-            }
-            None => Command::new("bash"),
-        };
-        cmd.arg(&script)
-            .arg(&dest)
-            .arg("libgloo-dev")
-            .current_dir(&work)
-            .env_clear()
-            .env("HOME", &home)
-            .env("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
-            .env("LC_ALL", "C");
-        // A proxy, where this machine reaches the mirrors through one.
-        for var in
-            ["http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "no_proxy", "NO_PROXY"]
-        {
-            if let Some(value) = std::env::var_os(var) {
-                cmd.env(var, value);
-            }
-        }
+        let mut cmd = unprivileged(&prefix, "bash", &home, SYSTEM_PATH);
+        cmd.arg(&script).arg(&dest).arg("libgloo-dev").current_dir(&work);
         cmd
     };
     let (status, log) =
@@ -241,64 +100,151 @@ fn an_unprivileged_user_fetches_the_gloo_headers_the_shim_compiles_with() {
         "second run:\n{again}"
     );
 
-    // 1. Every Gloo header libtorch's c10d headers include, with the system's c++.
-    let lib_dir = Path::new(env!("TRAINBOOK_LIBTORCH_LIB"));
-    let torch_root = fs::canonicalize(lib_dir).unwrap().parent().unwrap().to_path_buf();
-    let torch_include = torch_root.join("include");
-    let headers = gloo_headers_libtorch_includes(&torch_include);
-    assert!(headers.contains(&"gloo/config.h".to_string()) && headers.len() > 5, "{headers:?}");
-    let probe = scratch.0.join("gloo_probe.cpp");
-    let mut source: String = headers.iter().map(|h| format!("#include <{h}>\n")).collect();
-    source.push_str("static_assert(GLOO_VERSION > 0);\nint main() { return 0; }\n");
-    fs::write(&probe, source).unwrap();
-    let deps = scratch.0.join("gloo_probe.d");
-    let (status, out) = run_logged(
-        Command::new("c++")
-            .args(["-std=c++17", "-fsyntax-only", "-MD", "-MF"])
-            .arg(&deps)
-            .arg("-I")
-            .arg(&include)
-            .arg(&probe),
-        &scratch.0,
-        "c++-probe",
-        Duration::from_secs(120),
-    );
-    assert!(status.is_some_and(|s| s.success()), "the Gloo headers do not compile:\n{out}");
-    let foreign = gloo_headers_not_from(&fs::read_to_string(&deps).unwrap(), &include);
-    assert!(foreign.is_empty(), "Gloo headers not from the fetched folder: {foreign:?}");
-
-    // 2. The shim that includes ProcessGroupGloo.hpp, as build.rs compiles it (syntax only).
-    let deps = scratch.0.join("c10d_shim.d");
-    let (status, out) = run_logged(
-        Command::new("c++")
-            .args(["-std=c++20", "-fsyntax-only", "-MD", "-MF"])
-            .arg(&deps)
-            .args(["-DUSE_C10D_GLOO", "-D_GLIBCXX_USE_CXX11_ABI=1", "-DGLOG_USE_GLOG_EXPORT"])
-            .arg("-I")
-            .arg(&torch_include)
-            .arg("-I")
-            .arg(torch_include.join("torch/csrc/api/include"))
-            .arg("-I")
-            .arg(&include)
-            .arg(Path::new(ROOT).join("csrc/c10d_shim.cpp")),
-        &scratch.0,
-        "c++-shim",
-        Duration::from_secs(240),
-    );
-    assert!(
-        status.is_some_and(|s| s.success()),
-        "csrc/c10d_shim.cpp does not compile with the fetched headers:\n{out}"
-    );
-    let deps = fs::read_to_string(&deps).unwrap();
-    assert!(
-        deps.contains("ProcessGroupGloo.hpp"),
-        "the shim no longer includes ProcessGroupGloo.hpp?"
-    );
-    let foreign = gloo_headers_not_from(&deps, &include);
-    assert!(foreign.is_empty(), "the shim took Gloo headers from elsewhere: {foreign:?}");
+    let count = check_the_shim_compiles_with(&include, &scratch.0);
     println!(
-        "{} Gloo headers fetched by {who} compile, the shim with them; {:.0?} in all",
-        headers.len(),
+        "{count} Gloo headers fetched by {who} compile, the shim with them; {:.0?} in all",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn without_apt_or_dpkg_an_unprivileged_user_fetches_the_gloo_headers_with_python() {
+    let started = Instant::now();
+    let test = "without_apt_or_dpkg_an_unprivileged_user_fetches_the_gloo_headers_with_python";
+    if !have("c++") {
+        println!("SKIPPED {test}: no c++ on this machine");
+        return;
+    }
+    let prefix = match unprivileged_prefix() {
+        Ok(prefix) => prefix,
+        Err(why) => {
+            println!("SKIPPED {test}: running as root and {why}");
+            return;
+        }
+    };
+
+    let scratch = Scratch::new("python");
+    let home = scratch.0.join("home");
+    let work = scratch.0.join("work");
+    let bin = scratch.0.join("bin");
+    for dir in [&home, &work, &bin] {
+        fs::create_dir(dir).unwrap();
+        open_to_all(dir, 0o777);
+    }
+    let Some(python) = python_for(&prefix, &home) else {
+        println!("SKIPPED {test}: no python3 that the unprivileged user can run");
+        return;
+    };
+    // PATH: links to the programs the fetcher and this test may run, nothing else (no apt-get,
+    // no dpkg, no dpkg-deb). gpgv, where present, checks the archive's signature.
+    for (name, target) in [
+        ("python3", Some(python.clone())),
+        ("sh", which("sh").map(PathBuf::from)),
+        ("gpgv", which("gpgv").map(PathBuf::from)),
+    ] {
+        if let Some(target) = target.and_then(|t| fs::canonicalize(t).ok()) {
+            std::os::unix::fs::symlink(target, bin.join(name)).unwrap();
+        }
+    }
+    let path = bin.to_string_lossy().to_string();
+    let (status, out) = run_logged(
+        unprivileged(&prefix, "sh", &home, &path)
+            .args(["-c", "command -v apt-get || command -v dpkg || command -v dpkg-deb"]),
+        &scratch.0,
+        "no-apt",
+        Duration::from_secs(10),
+    );
+    assert!(status.is_some_and(|s| !s.success()), "apt or dpkg is still on PATH={path}: {out}");
+
+    let script = scratch.0.join("fetch_debs.py");
+    fs::copy(Path::new(ROOT).join("scripts/fetch_debs.py"), &script).unwrap();
+    open_to_all(&script, 0o755);
+    let dest = work.join("debs");
+    let fetch = || {
+        let mut cmd = unprivileged(&prefix, &bin.join("python3").to_string_lossy(), &home, &path);
+        cmd.arg(&script)
+            .arg(&dest)
+            .args(["libgloo-dev", "fonts-dejavu-core", "nasm"])
+            .current_dir(&work);
+        cmd
+    };
+    let (status, log) =
+        run_logged(&mut fetch(), &scratch.0, "fetch_debs", Duration::from_secs(180));
+    let who =
+        if prefix.is_empty() { "this (unprivileged) user".to_string() } else { prefix.join(" ") };
+    match status.map(|s| s.code()) {
+        Some(Some(0)) => {}
+        Some(Some(3)) => {
+            println!("SKIPPED {test}: fetch_debs.py as {who} exited 3 (Debian's mirrors unreachable):\n{log}");
+            return;
+        }
+        None => {
+            println!(
+                "SKIPPED {test}: fetch_debs.py as {who} took over 3 minutes (network?):\n{log}"
+            );
+            return;
+        }
+        Some(code) => panic!("fetch_debs.py as {who} failed ({code:?}):\n{log}"),
+    }
+    println!(
+        "fetch_debs.py as {who} with PATH={path} ({}):\n{log}",
+        fs::read_dir(&bin)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+
+    let include = dest.join("usr/include");
+    assert!(
+        include.join("gloo/config.h").is_file(),
+        "no gloo/config.h under {}:\n{log}",
+        include.display()
+    );
+    assert!(
+        dest.join("usr/share/fonts/truetype/dejavu/DejaVuSans.ttf").is_file(),
+        "no font:\n{log}"
+    );
+    for pkg in ["libgloo-dev", "fonts-dejavu-core", "nasm"] {
+        let stamp = fs::read_to_string(dest.join(".unpacked").join(pkg)).unwrap_or_default();
+        assert!(!stamp.trim().is_empty(), "no version stamp for {pkg}:\n{log}");
+    }
+
+    // Run again: nothing to download.
+    let (status, again) =
+        run_logged(&mut fetch(), &scratch.0, "fetch_debs-again", Duration::from_secs(60));
+    assert!(
+        status.is_some_and(|s| s.success())
+            && again.contains("ok: libgloo-dev")
+            && !again.contains("fetching"),
+        "second run:\n{again}"
+    );
+
+    // nasm runs from the fetched folder (setup.sh links it into .venv/bin), where the C library
+    // is as new as Debian 12's nasm needs (glibc 2.34).
+    let nasm = dest.join("usr/bin/nasm");
+    let (status, version) = run_logged(
+        unprivileged(&prefix, &nasm.to_string_lossy(), &home, &path).arg("-v"),
+        &scratch.0,
+        "nasm",
+        Duration::from_secs(10),
+    );
+    let glibc = output_of("getconf", &["GNU_LIBC_VERSION"]).unwrap_or_default();
+    let new_enough = glibc
+        .strip_prefix("glibc 2.")
+        .and_then(|minor| minor.split('.').next()?.parse::<u32>().ok())
+        .is_some_and(|minor| minor >= 34);
+    if status.is_some_and(|s| s.success()) {
+        println!("the fetched nasm runs: {}", version.trim());
+    } else {
+        assert!(!new_enough, "the fetched nasm does not run with {glibc}:\n{version}");
+        println!("the fetched nasm does not run here ({glibc:?} < glibc 2.34): as setup.sh says");
+    }
+
+    let count = check_the_shim_compiles_with(&include, &scratch.0);
+    println!(
+        "{count} Gloo headers fetched by {who} with fetch_debs.py (no apt-get, no dpkg) compile, the shim with them; {:.0?} in all",
         started.elapsed()
     );
 }

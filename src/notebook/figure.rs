@@ -27,8 +27,9 @@ const SYSTEM_FONTS: &[&str] = &[
 ];
 
 /// The font files to try, in order: the system's, then fonts-dejavu-core unpacked without
-/// root by scripts/setup.sh (scripts/fetch-debs.sh) into the venv named by `$TRAINBOOK_VENV`
-/// (set by the project's `.cargo/config.toml` and its kernel) or `$VIRTUAL_ENV`.
+/// root by scripts/setup.sh (fetch-debs.sh or fetch_debs.py) into the venv named by
+/// `$TRAINBOOK_VENV` (set by the project's `.cargo/config.toml` and its kernel) or
+/// `$VIRTUAL_ENV`.
 fn font_paths() -> Vec<PathBuf> {
     let venvs = ["TRAINBOOK_VENV", "VIRTUAL_ENV"]
         .into_iter()
