@@ -87,7 +87,7 @@ def run_one(path, out_dir, cell_timeout):
 
 
 INTERRUPT_CELLS = [
-    ':dep trainbook = { path = ".." }',
+    ':dep trainbook = { path = "..", default-features = false }',
     "use trainbook::prelude::*;\nlet marker = 41 + 1;",
     # A run far longer than the check waits for; the interrupt must end it after a step.
     """let dist = Dist::single(Device::Cpu);
@@ -179,7 +179,7 @@ println!("{who}: lr {lr}, {} weights", weights[0].len());"""
 
 def spawn_cells(lr, dep_path):
     return [
-        f':dep trainbook = {{ path = "{dep_path}" }}',
+        f':dep trainbook = {{ path = "{dep_path}", default-features = false }}',
         "use trainbook::prelude::*;",
         SPAWN_TRAIN,
         f"let lr = {lr};",

@@ -33,7 +33,7 @@ fn exported_mnist_notebook_builds_and_runs_under_torchrun() {
     let toml = std::fs::read_to_string(out.join("Cargo.toml")).unwrap();
     assert!(
         toml.contains(&format!(
-            "trainbook = {{ path = \"{}\" }}",
+            "trainbook = {{ path = \"{}\", default-features = false }}",
             std::fs::canonicalize(ROOT).unwrap().display()
         )),
         "{toml}"
