@@ -2,7 +2,8 @@
 //! the end of an accumulation window (and at the short window that ends an epoch), and a run
 //! resumed from a mid-epoch checkpoint ends with exactly the weights of the uninterrupted run.
 //! A finished run, resumed, trains nothing and leaves its files alone. In float16 the loss
-//! scale is part of the checkpoint, so a resumed float16 run is exact too.
+//! scale is part of the checkpoint, so a resumed float16 run is exact too. `best/` holds the
+//! epoch with the lowest validation loss in `Mode::Min` and the highest accuracy in `Mode::Max`.
 mod common;
 
 use std::path::Path;
@@ -14,7 +15,7 @@ use trainbook::data::{DataLoader, DistributedSampler, TensorDataset};
 use trainbook::dist::Dist;
 use trainbook::fit::{FitConfig, FitReport, Trainer};
 use trainbook::models::MnistNet;
-use trainbook::train::{CrossEntropyLoss, Optimizer, Precision};
+use trainbook::train::{CrossEntropyLoss, Mode, Optimizer, Precision};
 
 /// libtorch's random generator is shared by the test threads and these runs are exact only
 /// with its stream to themselves: one test at a time.
@@ -214,4 +215,46 @@ fn a_float16_run_resumes_exactly_with_its_loss_scale() {
         scale_at(&whole, last),
         "the loss scale after the last step"
     );
+}
+
+#[test]
+fn best_holds_the_lowest_loss_in_min_mode_and_the_highest_accuracy_in_max_mode() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dist = Dist::init().unwrap();
+    let work = common::WorkDir::new("best-by-mode");
+    for mode in [Mode::Min, Mode::Max] {
+        let out = work.join(format!("{mode:?}"));
+        let policy =
+            Policy { every_epochs: None, every_steps: None, keep_last: 1, best: Some(mode) };
+        let report = run_with(&dist, &out, 7, false, policy, Precision::F32);
+        let val = |r: &trainbook::train::EpochRecord| match mode {
+            Mode::Min => r.val_loss.unwrap(),
+            Mode::Max => r.val_acc.unwrap(),
+        };
+        // The first epoch with the best value (a later tie is no improvement).
+        let best = report
+            .history
+            .iter()
+            .reduce(|a, b| match mode {
+                Mode::Min if val(b) < val(a) => b,
+                Mode::Max if val(b) > val(a) => b,
+                _ => a,
+            })
+            .unwrap();
+        let manifest: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(out.join("checkpoints/best/manifest.json")).unwrap(),
+        )
+        .unwrap();
+        println!(
+            "{mode:?}: val loss {:?}, val acc {:?}; best/ holds epoch {} ({})",
+            report.history.iter().map(|r| r.val_loss.unwrap()).collect::<Vec<_>>(),
+            report.history.iter().map(|r| r.val_acc.unwrap()).collect::<Vec<_>>(),
+            manifest["epoch"],
+            manifest["best_metric"]
+        );
+        assert_eq!(manifest["best_metric"].as_f64(), Some(val(best)), "{mode:?}: best/'s metric");
+        assert_eq!(manifest["epoch"].as_u64(), Some(best.epoch + 1), "{mode:?}: best/'s epoch");
+        let highest = report.history.iter().filter_map(|r| r.val_acc).fold(f64::MIN, f64::max);
+        assert_eq!(report.best_val_acc, Some(highest), "{mode:?}: the report's best accuracy");
+    }
 }

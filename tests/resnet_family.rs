@@ -1,12 +1,14 @@
 //! The ResNet family against torchvision (the venv's torch/torchvision as oracle):
 //! - every depth (18, 34, 50, 101, 152) has torchvision's state_dict names and shapes, and its
 //!   parameters in torchvision's `named_parameters()` order (the order DDP's buckets follow);
-//! - ResNet18 (torchvision's `fc`) and ResNet50 (bottlenecks, the course's MLP head) with
-//!   torchvision's random weights, loaded strictly by name, give torchvision's eval-mode and
-//!   train-mode logits, parameter gradients and updated BatchNorm statistics bit for bit;
+//! - ResNet18 (torchvision's `fc`), ResNet34 (the course's model: the MLP head) and ResNet50
+//!   (bottlenecks, the MLP head) with torchvision's random weights, loaded strictly by name,
+//!   give torchvision's eval-mode and train-mode logits, parameter gradients and updated
+//!   BatchNorm statistics bit for bit;
 //! - `freeze_backbone` trains only `fc.*` at either depth and with either head.
 //!
-//! ResNet34 has its own parity test in tests/models_parity.rs.
+//! tests/models_parity.rs also loads ResNet34 from torchvision (with the default thread counts
+//! on both sides, compared within 1e-4) and checks that PyTorch loads trainbook's weights.
 mod common;
 
 use std::collections::BTreeMap;
@@ -172,6 +174,11 @@ fn same_passes_as_torchvision(depth: usize, head: HeadKind) {
 #[test]
 fn resnet18_matches_torchvision_in_eval_and_train_mode() {
     same_passes_as_torchvision(18, HeadKind::Linear);
+}
+
+#[test]
+fn resnet34_matches_torchvision_in_eval_and_train_mode() {
+    same_passes_as_torchvision(34, HeadKind::Mlp);
 }
 
 #[test]

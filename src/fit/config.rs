@@ -75,7 +75,9 @@ pub struct FitReport {
     pub history: Vec<EpochRecord>,
     /// The last validation epoch's confusion matrix (`None` if no epoch ran).
     pub confusion: Option<ConfusionMatrix>,
-    /// The best validation accuracy seen (kept with the `best/` checkpoint).
+    /// The best validation accuracy seen: `best/`'s when `best/` is kept by accuracy (the
+    /// default), the highest in `history` when it is kept by loss (`Mode::Min`), `None`
+    /// without `best/`.
     pub best_val_acc: Option<f64>,
     /// Set when training continued from a checkpoint: (directory, epoch, batches done).
     pub resumed_from: Option<(PathBuf, u64, u64)>,

@@ -16,7 +16,7 @@ use crate::models::{save_safetensors, to_channels_last};
 use crate::notebook::{confusion_matrix_plot, loss_accuracy_curves};
 use crate::train::{
     append_record, data_wait_note, evaluate, read_records, train_epoch, Cadence, EpochOptions,
-    EpochRecord, GradScaler, LrSchedule, Optimizer, Precision, RunningMetrics, StepInfo,
+    EpochRecord, GradScaler, LrSchedule, Mode, Optimizer, Precision, RunningMetrics, StepInfo,
     Validation,
 };
 use crate::Result;
@@ -104,13 +104,9 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
             cfg.out.display(),
             cfg.epochs
         ));
-        let outcome = FitReport {
-            history,
-            confusion: None,
-            best_val_acc: ckpt.best_metric(),
-            resumed_from,
-            interrupted: None,
-        };
+        let best_val_acc = best_val_acc(cfg, &ckpt, &history);
+        let outcome =
+            FitReport { history, confusion: None, best_val_acc, resumed_from, interrupted: None };
         report::run_done(dist.rank(), &cfg.out, &outcome, &ckpt);
         return Ok(outcome);
     }
@@ -191,7 +187,7 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
                         s.checkpoint.display()
                     ));
                 }
-                let best_val_acc = ckpt.borrow().best_metric();
+                let best_val_acc = best_val_acc(cfg, &ckpt.borrow(), &history);
                 let outcome =
                     FitReport { history, confusion, best_val_acc, resumed_from, interrupted: stop };
                 report::run_done(dist.rank(), &cfg.out, &outcome, &ckpt.borrow());
@@ -226,7 +222,9 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
             config: cfg.config.clone(),
             grad_scaler: scaler_state(),
         };
-        ckpt.borrow_mut().after_epoch(dist, &state, epoch, Some(v.accuracy))?;
+        // `best/` is judged by the metric its mode is for: the loss (Min) or the accuracy (Max).
+        let monitored = if cfg.policy.best == Some(Mode::Min) { v.loss } else { v.accuracy };
+        ckpt.borrow_mut().after_epoch(dist, &state, epoch, Some(monitored))?;
         if let Some(done) = history.last() {
             report::epoch_done(dist.rank(), done, &ckpt.borrow());
         }
@@ -240,10 +238,20 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
         }
         save_safetensors(vs, &cfg.out.join("model.safetensors"))?;
     }
-    let best_val_acc = ckpt.borrow().best_metric();
+    let best_val_acc = best_val_acc(cfg, &ckpt.borrow(), &history);
     let outcome = FitReport { history, confusion, best_val_acc, resumed_from, interrupted: None };
     report::run_done(dist.rank(), &cfg.out, &outcome, &ckpt.borrow());
     Ok(outcome)
+}
+
+/// [`FitReport::best_val_acc`]: the metric `best/` was kept by when that is the accuracy (the
+/// default, [`Mode::Max`]; `None` without `best/`); with `best/` kept by the loss
+/// ([`Mode::Min`]), the highest validation accuracy of the epochs run.
+fn best_val_acc(cfg: &FitConfig, ckpt: &Checkpointer, history: &[EpochRecord]) -> Option<f64> {
+    match cfg.policy.best {
+        Some(Mode::Min) => history.iter().filter_map(|r| r.val_acc).reduce(f64::max),
+        _ => ckpt.best_metric(),
+    }
 }
 
 /// The most classes a confusion.png shows (a 40x40 grid of counts is still readable).

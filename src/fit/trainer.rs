@@ -115,7 +115,8 @@ impl<'d> Trainer<'d> {
         self
     }
 
-    /// Keep `best/` by validation accuracy (`Some(Mode::Max)`, the default) or not (`None`).
+    /// Keep `best/` by the highest validation accuracy (`Some(Mode::Max)`, the default), by the
+    /// lowest validation loss (`Some(Mode::Min)`), or not at all (`None`).
     pub fn keep_best(mut self, mode: Option<Mode>) -> Self {
         self.cfg.policy.best = mode;
         self

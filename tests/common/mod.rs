@@ -100,6 +100,33 @@ pub fn max_abs_diff(a: &[(String, Tensor)], b: &[(String, Tensor)]) -> f64 {
         .fold(0.0, f64::max)
 }
 
+/// Asserts that two safetensors files hold the same tensors bit for bit: the same names, and
+/// for each the same dtype, shape and bytes. On a difference it names the first tensor (by
+/// name) that differs and the largest |a - b| over all of them.
+pub fn assert_same_weights(a: &Path, b: &Path, what: &str) {
+    use safetensors::SafeTensors;
+    let (bytes_a, bytes_b) = (std::fs::read(a).unwrap(), std::fs::read(b).unwrap());
+    let ta = SafeTensors::deserialize(&bytes_a).unwrap();
+    let tb = SafeTensors::deserialize(&bytes_b).unwrap();
+    let (mut names, mut names_b) = (ta.names(), tb.names());
+    names.sort_unstable();
+    names_b.sort_unstable();
+    assert!(!names.is_empty(), "{what}: {} holds no tensors", a.display());
+    assert_eq!(names, names_b, "{what}: the two files hold different tensors");
+    let differs = |name: &&&str| {
+        let (x, y) = (ta.tensor(name).unwrap(), tb.tensor(name).unwrap());
+        (x.dtype(), x.shape(), x.data()) != (y.dtype(), y.shape(), y.data())
+    };
+    if let Some(first) = names.iter().find(differs) {
+        let max = max_abs_diff(&sorted_tensors(a), &sorted_tensors(b));
+        panic!(
+            "{what}: the weights are not bit for bit equal: first differing tensor {first}, \
+             max |diff| over all tensors {max:e}"
+        );
+    }
+    println!("{what}: {} tensors equal bit for bit", names.len());
+}
+
 /// Waits until `checkpoints` holds a `step-*` checkpoint, then SIGKILLs rank `rank` of the
 /// torchrun `launcher`; returns the killed pid. Fails if the run ends first or no checkpoint
 /// appears within `limit`.
