@@ -35,6 +35,12 @@
 //! --batch-size, --lr, --momentum, --patience, --resize, --image-size, --weights, --out, and
 //! --seed's help (it also draws the split). The shared ones live in examples/common/mod.rs:
 //! `RunArgs` (--device, --seed, --workers, --no-resume, --precision, --channels-last).
+//!
+//! Exit status: 0 when the run finished, or stopped on Ctrl-C or OUT/STOP; 99 when SIGTERM or
+//! SIGUSR1 stopped it (a Slurm time limit or `--signal=USR1@N`, `scancel`, torchrun's SIGTERM):
+//! the checkpoint is written and the same command continues the run; with --requeue (a
+//! `RunArgs` flag) rank 0 first requeues the Slurm job on SIGUSR1 (examples/slurm/); 1 on an
+//! error.
 mod common;
 
 use std::path::PathBuf;
@@ -196,5 +202,7 @@ fn main() -> anyhow::Result<()> {
         dist.println(format!("best test accuracy {:.2}%", best * 100.0));
     }
     dist.destroy()?;
+    // Exit status 99 after a stop by SIGTERM/SIGUSR1 (see examples/common).
+    common::exit_if_preempted(&report);
     Ok(())
 }

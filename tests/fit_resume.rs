@@ -72,6 +72,7 @@ fn run_with(
         out: out.to_path_buf(),
         policy,
         resume,
+        requeue: false,
         schedule: None,
         seed: 0,
         config: serde_json::Value::Null,

@@ -2,8 +2,12 @@
 //! file with `mod common;`; Cargo builds no example of its own from a folder without main.rs).
 //!
 //! - [`RunArgs`], in every example: `--device`, `--seed`, `--workers`, `--no-resume`,
-//!   `--precision`, `--channels-last`, with [`RunArgs::dist`] (join the launcher's process
-//!   group) and [`RunArgs::trainer`] (a [`Trainer`] with those settings).
+//!   `--precision`, `--channels-last`, `--requeue`, with [`RunArgs::dist`] (join the
+//!   launcher's process group) and [`RunArgs::trainer`] (a [`Trainer`] with those settings).
+//! - [`exit_if_preempted`]: every example's exit status after a run stopped by SIGTERM or
+//!   SIGUSR1 is 99 ([`PREEMPTED_EXIT_CODE`]: checkpoint written, run the same command again
+//!   to continue; with `--requeue` under Slurm the job is requeued first); 0 after a finished
+//!   run or a stop by Ctrl-C or `OUT/STOP`; 1 after an error.
 //! - [`FitArgs`], in mnist and designsafe: `--save-every`, `--save-every-steps`, `--keep-last`,
 //!   `--accumulate`, `--find-unused-parameters`, put on a [`Trainer`] by [`FitArgs::apply`].
 //!
@@ -17,6 +21,7 @@
 #![allow(dead_code)]
 
 use clap::Args;
+use trainbook::fit::interrupt::PREEMPTED_EXIT_CODE;
 use trainbook::prelude::*;
 
 /// The flags every example has.
@@ -40,6 +45,10 @@ pub struct RunArgs {
     /// Train in the channels_last memory format (model and batches).
     #[arg(long)]
     pub channels_last: bool,
+    /// Under Slurm, requeue the job (scontrol requeue) after a stop by SIGUSR1 (sbatch
+    /// --signal=USR1@90 --requeue), once the checkpoint is written.
+    #[arg(long)]
+    pub requeue: bool,
 }
 
 impl RunArgs {
@@ -50,14 +59,30 @@ impl RunArgs {
     }
 
     /// A [`Trainer`] on `dist` that resumes unless `--no-resume`, records `--seed` in its
-    /// checkpoints and trains in `--precision`, channels_last with `--channels-last`. The
-    /// example adds its epochs, output folder, schedule and recorded config.
+    /// checkpoints and trains in `--precision`, channels_last with `--channels-last`,
+    /// requeueing its Slurm job with `--requeue`. The example adds its epochs, output folder,
+    /// schedule and recorded config.
     pub fn trainer<'d>(&self, dist: &'d Dist) -> Trainer<'d> {
         Trainer::new(dist)
             .resume(!self.no_resume)
             .seed(self.seed)
             .precision(self.precision)
             .channels_last(self.channels_last)
+            .requeue(self.requeue)
+    }
+}
+
+/// Ends the process with status [`PREEMPTED_EXIT_CODE`] (99) when `report` says the run was
+/// stopped by SIGTERM or SIGUSR1; returns otherwise. Call after `dist.destroy()`.
+pub fn exit_if_preempted(report: &FitReport) {
+    if let Some(stop) = report.interrupted.as_ref().filter(|s| s.preempted()) {
+        eprintln!(
+            "stopped by {} with a checkpoint{}: exit status {PREEMPTED_EXIT_CODE}; run the same \
+             command again to continue",
+            stop.reason,
+            if stop.requeued { ", Slurm job requeued" } else { "" }
+        );
+        std::process::exit(PREEMPTED_EXIT_CODE);
     }
 }
 

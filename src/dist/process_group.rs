@@ -197,6 +197,11 @@ impl ProcessGroup {
     pub fn timeout(&self) -> Duration {
         self.timeout
     }
+    /// The store the group was created with (scoped as given to [`ProcessGroup::new`]): a
+    /// further group over the same ranks takes a prefix of it.
+    pub(crate) fn store(&self) -> &Store {
+        &self._store
+    }
 
     fn start(
         &self,

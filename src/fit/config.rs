@@ -20,6 +20,10 @@ pub struct FitConfig {
     pub policy: Policy,
     /// Continue from the newest intact checkpoint in `out/checkpoints`, if any.
     pub resume: bool,
+    /// After a stop by SIGUSR1 (Slurm's `--signal=USR1@N`) under Slurm (`SLURM_JOB_ID` set),
+    /// rank 0 runs `scontrol requeue $SLURM_JOB_ID` once the checkpoint is written, as
+    /// Lightning's SLURM environment does ([`requeue`](super::requeue)). Default `false`.
+    pub requeue: bool,
     /// The learning-rate schedule, stepped per epoch after validation or after every optimizer
     /// step (per its [`cadence`](LrSchedule::cadence)); its state goes into the checkpoints.
     pub schedule: Option<Box<dyn LrSchedule>>,
@@ -47,13 +51,14 @@ pub struct FitConfig {
 impl Default for FitConfig {
     /// One epoch into `runs/fit`, resuming if a checkpoint is there, checkpoints per
     /// [`Policy::default`], no schedule, progress shown, float32, no accumulation, default
-    /// DDP options, plain cross-entropy.
+    /// DDP options, plain cross-entropy, no Slurm requeue.
     fn default() -> Self {
         FitConfig {
             epochs: 1,
             out: PathBuf::from("runs/fit"),
             policy: Policy::default(),
             resume: true,
+            requeue: false,
             schedule: None,
             seed: 0,
             config: serde_json::Value::Null,
@@ -81,8 +86,8 @@ pub struct FitReport {
     pub best_val_acc: Option<f64>,
     /// Set when training continued from a checkpoint: (directory, epoch, batches done).
     pub resumed_from: Option<(PathBuf, u64, u64)>,
-    /// Set when the run was stopped early (Ctrl-C, `OUT/STOP`, `request_stop`): where, and
-    /// the checkpoint to resume from.
+    /// Set when the run was stopped early (Ctrl-C, SIGTERM, SIGUSR1, `OUT/STOP`,
+    /// `request_stop`): where, why, and the checkpoint to resume from.
     pub interrupted: Option<Interruption>,
 }
 

@@ -5,17 +5,23 @@
 //! with [`FitReport::interrupted`](super::FitReport::interrupted) set. A second Ctrl-C while
 //! the first is being honoured ends the process the usual way.
 //!
-//! In a multi-rank job every rank must stop at the same step, so the ranks agree on it with a
-//! small all-reduce every [`AGREE_EVERY`] steps (a single process checks every step).
+//! SIGTERM (a Slurm time limit, `scancel`, torchrun passing its own SIGTERM on) and SIGUSR1
+//! (Slurm's `--signal=USR1@N` notice) stop the run the same way, and a second SIGTERM or
+//! SIGUSR1 while the stop is under way is ignored, so the checkpoint is finished before the
+//! process ends (the examples then exit with status 99, or requeue the Slurm job first:
+//! [`FitConfig::requeue`](super::FitConfig::requeue)).
+//!
+//! In a multi-rank job every rank must stop at the same step: a request seen by any rank at
+//! step k stops every rank after step k+1, through a tiny all-reduce on the CPU that runs while
+//! step k+1 trains (`fit::agreement`: no per-step host sync of the GPU); a single process stops
+//! after the step in which it was asked.
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Mutex, PoisonError};
 
+use super::agreement::StopAgreement;
 use crate::dist::Dist;
 use crate::Result;
-
-/// Steps between the ranks' agreement on stopping (each agreement is one small collective).
-pub const AGREE_EVERY: u64 = 10;
 
 static REQUESTED: AtomicBool = AtomicBool::new(false);
 
@@ -34,65 +40,113 @@ pub struct Interruption {
     pub batches_done: u64,
     /// The checkpoint written at that point (resume continues from it).
     pub checkpoint: PathBuf,
-    /// What asked for the stop ("SIGINT", "request_stop", or the stop file's path).
+    /// What asked for the stop ("SIGINT", "SIGTERM", "SIGUSR1", "request_stop", the stop
+    /// file's path; on a rank that was not asked itself "SIGTERM (another rank)",
+    /// "SIGUSR1 (another rank)" or "another rank").
     pub reason: String,
+    /// Whether rank 0 requeued the Slurm job after the checkpoint
+    /// ([`FitConfig::requeue`](super::FitConfig::requeue)).
+    #[serde(default)]
+    pub requeued: bool,
 }
 
-extern "C" fn on_sigint(_signal: libc::c_int) {
-    // Only async-signal-safe work here: an atomic swap, and on a second interrupt the default
-    // action restored and the signal raised again.
-    SIGNALLED.store(true, Ordering::SeqCst);
-    if REQUESTED.swap(true, Ordering::SeqCst) {
+/// The exit status of the examples after a run stopped by SIGTERM or SIGUSR1 (on any rank):
+/// the checkpoint is written, and running the same command again (resume on) continues the
+/// run. Slurm records it as the job's exit code; torchrun as a worker's failure.
+pub const PREEMPTED_EXIT_CODE: i32 = 99;
+
+impl Interruption {
+    /// Whether the stop came from SIGTERM or SIGUSR1, on this rank or another: pre-emption,
+    /// a time limit or `scancel` rather than a user's Ctrl-C, stop file or `request_stop`.
+    pub fn preempted(&self) -> bool {
+        self.reason.starts_with("SIGTERM") || self.reason.starts_with("SIGUSR1")
+    }
+}
+
+/// The signals that stop a run: SIGINT (Ctrl-C, a kernel interrupt), SIGTERM (Slurm's time
+/// limit or `scancel`, torchrun passing on its own SIGTERM) and SIGUSR1 (Slurm's
+/// `--signal=USR1@N` warning ahead of the limit).
+pub const STOP_SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGUSR1];
+
+/// The name of a stop signal, as the [`Interruption::reason`] gives it.
+pub fn signal_name(signal: libc::c_int) -> &'static str {
+    match signal {
+        libc::SIGINT => "SIGINT",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGUSR1 => "SIGUSR1",
+        _ => "a signal",
+    }
+}
+
+extern "C" fn on_signal(signal: libc::c_int) {
+    // Only async-signal-safe work here: atomics, and on a second Ctrl-C the default action
+    // restored and the signal raised again.
+    if !REQUESTED.swap(true, Ordering::SeqCst) {
+        SIGNAL.store(signal, Ordering::SeqCst);
+    } else if signal == libc::SIGINT {
         // SAFETY: signal() and raise() are async-signal-safe.
         unsafe {
             libc::signal(libc::SIGINT, libc::SIG_DFL);
             libc::raise(libc::SIGINT);
         }
     }
+    // A second SIGTERM or SIGUSR1 (Slurm's time limit after its USR1 warning, a launcher
+    // repeating itself) is ignored: the stop under way finishes its checkpoint; SIGKILL, which
+    // no handler sees, still ends the process at once, and the checkpoint before stays intact
+    // since every checkpoint is written to a temporary folder and renamed into place.
 }
 
-static SIGNALLED: AtomicBool = AtomicBool::new(false);
+/// The signal that asked for the stop (0: none, the request came from `request_stop`).
+static SIGNAL: AtomicI32 = AtomicI32::new(0);
 
 /// The runs watching at once (the ranks of a `spawn` each run `fit` in a thread) and the
-/// action the first one replaced: installed by the first, restored by the last.
-static WATCHERS: Mutex<(usize, Option<libc::sigaction>)> = Mutex::new((0, None));
+/// actions the first one replaced (one per [`STOP_SIGNALS`]): installed by the first, restored
+/// by the last.
+type Saved = [Option<libc::sigaction>; 3];
+static WATCHERS: Mutex<(usize, Saved)> = Mutex::new((0, [None, None, None]));
 
-fn install_handler() {
+fn install_handlers() {
     let mut watchers = WATCHERS.lock().unwrap_or_else(PoisonError::into_inner);
     watchers.0 += 1;
     if watchers.0 > 1 {
         return;
     }
-    // SAFETY: a zeroed sigaction is a valid "no flags, empty mask" value; the handler only
-    // touches atomics (see on_sigint), and the previous action is restored by the last watcher.
-    watchers.1 = unsafe {
-        let mut action: libc::sigaction = std::mem::zeroed();
-        action.sa_sigaction = on_sigint as *const () as libc::sighandler_t;
-        libc::sigemptyset(&mut action.sa_mask);
-        let mut old: libc::sigaction = std::mem::zeroed();
-        (libc::sigaction(libc::SIGINT, &action, &mut old) == 0).then_some(old)
-    };
+    for (saved, &signal) in watchers.1.iter_mut().zip(&STOP_SIGNALS) {
+        // SAFETY: a zeroed sigaction is a valid "no flags, empty mask" value; the handler only
+        // touches atomics (see on_signal), and the previous action is restored by the last
+        // watcher.
+        *saved = unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_signal as *const () as libc::sighandler_t;
+            libc::sigemptyset(&mut action.sa_mask);
+            let mut old: libc::sigaction = std::mem::zeroed();
+            (libc::sigaction(signal, &action, &mut old) == 0).then_some(old)
+        };
+    }
 }
 
-fn restore_handler() {
+fn restore_handlers() {
     let mut watchers = WATCHERS.lock().unwrap_or_else(PoisonError::into_inner);
     watchers.0 = watchers.0.saturating_sub(1);
     if watchers.0 == 0 {
-        if let Some(old) = watchers.1.take() {
-            // SAFETY: restores the action that was installed before the first watcher.
-            unsafe {
-                libc::sigaction(libc::SIGINT, &old, std::ptr::null_mut());
+        for (saved, &signal) in watchers.1.iter_mut().zip(&STOP_SIGNALS) {
+            if let Some(old) = saved.take() {
+                // SAFETY: restores the action that was installed before the first watcher.
+                unsafe {
+                    libc::sigaction(signal, &old, std::ptr::null_mut());
+                }
             }
         }
     }
 }
 
-/// Watches for a stop request during one run: installs the SIGINT handler (restoring the
-/// previous one when the last watcher is dropped) and knows the run's stop file.
+/// Watches for a stop request during one run: installs the handlers of [`STOP_SIGNALS`]
+/// (restoring the previous ones when the last watcher is dropped), knows the run's stop file,
+/// and in a multi-rank run makes the ranks agree (`StopAgreement`).
 pub(crate) struct StopWatch {
     stop_file: PathBuf,
     is_main: bool,
-    steps: u64,
+    agreement: StopAgreement,
 }
 
 impl StopWatch {
@@ -106,10 +160,10 @@ impl StopWatch {
         }
         if WATCHERS.lock().unwrap_or_else(PoisonError::into_inner).0 == 0 {
             REQUESTED.store(false, Ordering::SeqCst);
-            SIGNALLED.store(false, Ordering::SeqCst);
+            SIGNAL.store(0, Ordering::SeqCst);
         }
-        install_handler();
-        StopWatch { stop_file, is_main: dist.is_main(), steps: 0 }
+        install_handlers();
+        StopWatch { stop_file, is_main: dist.is_main(), agreement: StopAgreement::new(dist) }
     }
 
     /// The stop file of this run (`OUT/STOP`).
@@ -120,30 +174,35 @@ impl StopWatch {
     /// Why this rank wants to stop, if it does.
     fn local_reason(&self) -> Option<String> {
         if REQUESTED.load(Ordering::SeqCst) {
-            let how = if SIGNALLED.load(Ordering::SeqCst) { "SIGINT" } else { "request_stop" };
+            let how = match SIGNAL.load(Ordering::SeqCst) {
+                0 => "request_stop",
+                signal => signal_name(signal),
+            };
             return Some(how.to_string());
         }
         (self.is_main && self.stop_file.exists()).then(|| self.stop_file.display().to_string())
     }
 
-    /// Called after every optimizer step: whether all ranks stop now, and why. Ranks agree
-    /// every [`AGREE_EVERY`] steps (any rank asking stops all); a single process every step.
+    /// Called after every optimizer step: whether all ranks stop now, and why. A single
+    /// process stops after the step in which it was asked; in a multi-rank run a request seen
+    /// by any rank at step k stops every rank after step k+1 (`StopAgreement`).
     pub(crate) fn after_step(&mut self, dist: &Dist) -> Result<Option<String>> {
-        self.steps += 1;
         let reason = self.local_reason();
         if dist.world_size() == 1 {
             return Ok(reason);
         }
-        if self.steps % AGREE_EVERY != 0 {
-            return Ok(None);
-        }
-        let askers = dist.sum_f64(&[reason.is_some() as u8 as f64])?[0];
-        Ok((askers > 0.0).then(|| reason.unwrap_or_else(|| "another rank".to_string())))
+        self.agreement.after_step(dist, reason)
+    }
+
+    /// Waits for the agreement still in flight (every rank started it): call once the run's
+    /// last step is done, before the ranks' next collective elsewhere.
+    pub(crate) fn finish(&mut self, dist: &Dist) -> Result<()> {
+        self.agreement.finish(dist)
     }
 }
 
 impl Drop for StopWatch {
     fn drop(&mut self) {
-        restore_handler();
+        restore_handlers();
     }
 }

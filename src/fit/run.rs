@@ -151,7 +151,7 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
                 let batches_done = info.batches_done as u64;
                 let at = format!("epoch {}, {batches_done} batches done", epoch + 1);
                 *stopped.borrow_mut() =
-                    Some(Interruption { epoch, batches_done, checkpoint, reason });
+                    Some(Interruption { epoch, batches_done, checkpoint, reason, requeued: false });
                 return Err(crate::Error::Interrupted(at));
             }
             Ok(())
@@ -171,10 +171,11 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
         }
         let t = match train_epoch(net, train, opt, loss_fn, &opts) {
             Err(crate::Error::Interrupted(_)) if stopped.borrow().is_some() => {
-                // The checkpoint of the last step is complete before the run says where it is.
+                // The checkpoint of the last step is complete (no write left in flight: the
+                // process may be about to end) before the run says where it is.
                 ckpt.borrow_mut().wait()?;
-                let stop = stopped.borrow_mut().take();
-                if let Some(s) = &stop {
+                let mut stop = stopped.borrow_mut().take();
+                if let Some(s) = &mut stop {
                     if dist.is_main() {
                         let _ = std::fs::remove_file(watch.borrow().stop_file());
                     }
@@ -186,6 +187,8 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
                         s.batches_done,
                         s.checkpoint.display()
                     ));
+                    // Last: requeueing ends this Slurm job at once.
+                    s.requeued = cfg.requeue && super::requeue::requeue_after(dist, &s.reason);
                 }
                 let best_val_acc = best_val_acc(cfg, &ckpt.borrow(), &history);
                 let outcome =
@@ -231,6 +234,7 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
     }
     // The last checkpoint is complete (or its error reported) before the run says it is done.
     ckpt.borrow_mut().wait()?;
+    watch.borrow_mut().finish(dist)?;
     if dist.is_main() && !history.is_empty() {
         loss_accuracy_curves(&history)?.save(cfg.out.join("curves.png"))?;
         if let Some(cm) = &confusion {

@@ -204,6 +204,14 @@ impl<'d> Trainer<'d> {
         self
     }
 
+    /// Under Slurm, requeue the job after a stop by SIGUSR1 (`sbatch --signal=USR1@90
+    /// --requeue`): rank 0 runs `scontrol requeue $SLURM_JOB_ID` once the checkpoint is
+    /// written, and the requeued job resumes from it. Default `false`.
+    pub fn requeue(mut self, on: bool) -> Self {
+        self.cfg.requeue = on;
+        self
+    }
+
     /// Trains `net` (its variables in `vs`, updated by `opt`) on `train`, validating on `val`
     /// after every epoch. The model is wrapped for data parallelism first (rank 0's weights go
     /// to every rank); returns the same report on every rank.
