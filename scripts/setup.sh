@@ -181,7 +181,7 @@ mapfile -t apt_packages < <(missing_debs)
 skipped=()
 if [ ${#apt_packages[@]} -eq 0 ]; then
   if [ "$MODE" = all ]; then
-    say "ok: Debian packages (Gloo headers in $(gloo_dir), font, npm, mpirun)"
+    say "ok: Debian packages (Gloo headers in $(gloo_dir), font, npm, mpirun, Slurm)"
   else
     say "ok: Debian packages (Gloo headers in $(gloo_dir), font $(font_file))"
   fi
