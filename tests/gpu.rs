@@ -153,6 +153,55 @@ fn the_loader_delivers_batches_on_the_gpu() {
     assert_eq!(n, 3);
 }
 
+/// `Dist::init` makes the rank's GPU the thread's current CUDA device before any CUDA work
+/// (`torch.cuda.set_device(local_rank)`), on whichever thread it runs.
+#[test]
+fn dist_init_makes_the_ranks_gpu_current() {
+    let Some(_) = gpu("dist_init_makes_the_ranks_gpu_current") else { return };
+    use trainbook::dist::{current_cuda_device, Dist, DistOptions};
+    let (device, current) = std::thread::spawn(|| {
+        let opts = DistOptions { device: Some(Device::Cuda(0)), ..Default::default() };
+        let dist = Dist::init_with(opts).unwrap();
+        (dist.device(), current_cuda_device().unwrap())
+    })
+    .join()
+    .unwrap();
+    assert_eq!(device, Device::Cuda(current), "the rank's device is the thread's current one");
+}
+
+/// Two NCCL ranks (threads of this process on GPUs 0 and 1): each rank's current device is its
+/// own GPU, its group is bound to it (`init_process_group(device_id=...)`), and all-reduce and
+/// barrier run there.
+#[cfg(feature = "cuda")]
+#[test]
+fn nccl_ranks_set_and_bind_their_own_gpus() {
+    use trainbook::dist::current_cuda_device;
+    use trainbook::launch::{spawn_with, SpawnOptions};
+    let test = "nccl_ranks_set_and_bind_their_own_gpus";
+    let Some(_) = gpu(test) else { return };
+    if tch::Cuda::device_count() < 2 {
+        println!("SKIPPED {test}: NCCL needs a GPU per rank, and 1 is visible");
+        return;
+    }
+    let opts = SpawnOptions { device: Some(Device::Cuda(0)), ..Default::default() };
+    let ranks = spawn_with(2, opts, |dist| {
+        let device = dist.device();
+        let current = current_cuda_device()?;
+        let bound = dist.process_group().and_then(|pg| pg.bound_device());
+        let t = Tensor::from_slice(&[(dist.rank() + 1) as f32]).to_device(device);
+        dist.all_reduce_sum(&t)?;
+        dist.barrier()?;
+        let sum = Vec::<f32>::try_from(t.to_device(Device::Cpu))?;
+        Ok((format!("{device:?} {:?} {bound:?}", dist.backend()), current, sum))
+    })
+    .unwrap();
+    for (rank, (devices, current, sum)) in ranks.into_iter().enumerate() {
+        assert_eq!(devices, format!("Cuda({rank}) Some(Nccl) Some(Cuda({rank}))"));
+        assert_eq!(current, rank, "rank {rank}'s current CUDA device");
+        assert_eq!(sum, [3.0]);
+    }
+}
+
 /// A one-rank NCCL group reduces on the GPU (two ranks need two GPUs: see `make gpu-test`).
 #[cfg(feature = "cuda")]
 #[test]
