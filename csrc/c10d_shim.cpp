@@ -85,6 +85,14 @@ char* tb_rng_set_state(int device_type, int index, const uint8_t* state, size_t 
   });
 }
 
+char* tb_rng_manual_seed(int device_type, int index, uint64_t seed) {
+  return guarded([&] {
+    auto gen = default_generator(device_type, index);
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_current_seed(seed);
+  });
+}
+
 char* tb_tcp_store_new(const char* host, uint16_t port, int is_server, int64_t num_workers,
                        int wait_workers, int64_t timeout_ms, tb_store** out) {
   if (host == nullptr || out == nullptr) return null_arg("host/out");

@@ -34,6 +34,9 @@ int tb_has_nccl(void);
 // (torch.cuda.get_rng_state(index); needs libtorch_cuda loaded).
 char* tb_rng_get_state(int device_type, int index, uint8_t** out, size_t* len);
 char* tb_rng_set_state(int device_type, int index, const uint8_t* state, size_t len);
+// Seeds that one generator (what torch.manual_seed does to each generator it seeds; unlike
+// torch.manual_seed, no other device's generator is touched).
+char* tb_rng_manual_seed(int device_type, int index, uint64_t seed);
 
 // TCPStore: `is_server` hosts the store in this process; `num_workers` < 0 means unknown.
 char* tb_tcp_store_new(const char* host, uint16_t port, int is_server, int64_t num_workers,

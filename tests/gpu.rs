@@ -202,6 +202,61 @@ fn nccl_ranks_set_and_bind_their_own_gpus() {
     }
 }
 
+/// `Dist::manual_seed` on a GPU seeds that GPU's generator (and the CPU's) and no other GPU's,
+/// unlike `tch::manual_seed`: torch.cuda.manual_seed's stream on the rank's device.
+#[test]
+fn a_rank_seeds_its_own_gpu_only() {
+    use trainbook::dist::{rng_state, Dist};
+    let Some(device) = gpu("a_rank_seeds_its_own_gpu_only") else { return };
+    let dist = Dist::single(device);
+    let draw = || Vec::<f32>::try_from(Tensor::rand([4], (Kind::Float, device))).unwrap();
+    tch::manual_seed(5);
+    let want = draw();
+    tch::manual_seed(6);
+    let other = (tch::Cuda::device_count() > 1).then(|| rng_state(Device::Cuda(1)).unwrap());
+    dist.manual_seed(5).unwrap();
+    assert_eq!(draw(), want, "the rank's GPU follows the seed");
+    if let Some(other) = other {
+        assert_eq!(rng_state(Device::Cuda(1)).unwrap(), other, "GPU 1's generator untouched");
+    }
+}
+
+/// Two thread ranks sharing one GPU (`share_gpus`: Gloo with CUDA tensors) take turns on its
+/// generator: each rank's draws, interleaved with collectives, are exactly the stream its own
+/// seed gives a process of its own, and all-reduce sums the CUDA tensors.
+#[test]
+fn thread_ranks_sharing_a_gpu_take_turns_on_its_generator() {
+    use trainbook::launch::{spawn_with, SpawnOptions};
+    let Some(device) = gpu("thread_ranks_sharing_a_gpu_take_turns_on_its_generator") else {
+        return;
+    };
+    let draw = || Vec::<f32>::try_from(Tensor::rand([3], (Kind::Float, device))).unwrap();
+    let alone: Vec<Vec<f32>> = (0..2)
+        .map(|seed| {
+            tch::manual_seed(seed);
+            [draw(), draw(), draw()].concat()
+        })
+        .collect();
+    let opts = SpawnOptions { device: Some(device), share_gpus: true, ..Default::default() };
+    let ranks = spawn_with(2, opts, |dist| {
+        assert_eq!(dist.device(), device);
+        dist.manual_seed(dist.rank() as i64)?;
+        let mut draws = draw();
+        let t = Tensor::from_slice(&[(dist.rank() + 1) as f32]).to_device(device);
+        dist.all_reduce_sum(&t)?; // the other rank draws meanwhile
+        draws.extend(draw());
+        dist.barrier()?;
+        draws.extend(draw());
+        let sum = Vec::<f32>::try_from(t.to_device(Device::Cpu))?;
+        Ok((format!("{:?}", dist.backend()), sum, draws))
+    })
+    .unwrap();
+    for (rank, (backend, sum, draws)) in ranks.into_iter().enumerate() {
+        assert_eq!((backend.as_str(), sum), ("Some(Gloo)", vec![3.0]), "rank {rank}");
+        assert_eq!(draws, alone[rank], "rank {rank}'s stream on the shared GPU");
+    }
+}
+
 /// A one-rank NCCL group reduces on the GPU (two ranks need two GPUs: see `make gpu-test`).
 #[cfg(feature = "cuda")]
 #[test]

@@ -22,5 +22,5 @@ pub use reducer::CommHook;
 pub use store::Store;
 pub use world::{Dist, DistOptions};
 
-pub use crate::rng::{cpu_rng_state, rng_state, set_cpu_rng_state, set_rng_state};
+pub use crate::rng::{cpu_rng_state, manual_seed, rng_state, set_cpu_rng_state, set_rng_state};
 pub use crate::shim::{current_cuda_device, torch_version};

@@ -150,10 +150,10 @@ impl Dist {
     }
 
     /// Rank `rank` of `world` ranks that are threads of this process ([`spawn`]): joins the
-    /// group through a TCPStore on the loopback at `port` (hosted by rank 0), with NCCL on a
-    /// CUDA device and Gloo on the CPU. Called on the rank's own thread: a CUDA device becomes
-    /// that thread's current device (CUDA's current device is per thread) before the group,
-    /// which is bound to it, is created.
+    /// group through a TCPStore on the loopback at `port` (hosted by rank 0), with `backend`
+    /// (NCCL for ranks with a GPU each, Gloo for the CPU or a shared GPU). Called on the
+    /// rank's own thread: a CUDA device becomes that thread's current device (CUDA's current
+    /// device is per thread) before the group, which is bound to it, is created.
     ///
     /// [`spawn`]: crate::launch::spawn
     pub(crate) fn for_thread_rank(
@@ -161,6 +161,7 @@ impl Dist {
         world: usize,
         port: u16,
         device: Device,
+        backend: Backend,
         timeout: Duration,
     ) -> Result<Dist> {
         let mut env = LaunchEnv::new(rank, world, "127.0.0.1", port)?;
@@ -169,7 +170,6 @@ impl Dist {
         if world == 1 {
             return Ok(Dist { env: None, pg: None, device });
         }
-        let backend = if device.is_cuda() { Backend::Nccl } else { Backend::Gloo };
         if !backend.is_available() {
             return Err(Error::DistEnv(format!(
                 "the {backend} backend needs trainbook built with the `cuda` feature"
@@ -304,6 +304,27 @@ impl Dist {
     /// metrics and the checkpoint's both come here); a world of one returns them unchanged.
     pub fn sum_metrics(&self, metrics: RunningMetrics) -> Result<RunningMetrics> {
         Ok(RunningMetrics::from_sums(&self.sum_f64(&metrics.to_sums())?))
+    }
+
+    /// Seeds this rank's random generators: the CPU generator and, on a CUDA device, that
+    /// GPU's generator only (see [`manual_seed`](super::manual_seed)). Use it in `spawn`ed
+    /// ranks instead of `tch::manual_seed`, which reseeds every GPU's generator, also those
+    /// that ranks on other GPUs are drawing from at the same time. In a process of its own a
+    /// rank gets the same numbers either way.
+    ///
+    /// ```
+    /// # fn main() -> trainbook::Result<()> {
+    /// use trainbook::launch::spawn;
+    /// use trainbook::tch::{Device, Kind, Tensor};
+    /// let draws = spawn(2, |dist| {
+    ///     dist.manual_seed(dist.rank() as i64)?; // was: tch::manual_seed(dist.rank() as i64)
+    ///     Ok(Tensor::rand([], (Kind::Double, dist.device())).double_value(&[]))
+    /// })?;
+    /// assert_ne!(draws[0], draws[1]);
+    /// # Ok(()) }
+    /// ```
+    pub fn manual_seed(&self, seed: i64) -> Result<()> {
+        super::manual_seed(self.device, seed)
     }
 
     /// Waits for every rank, then leaves the group (like `destroy_process_group`).
