@@ -257,6 +257,52 @@ fn thread_ranks_sharing_a_gpu_take_turns_on_its_generator() {
     }
 }
 
+/// GradScaler with SGD on the GPU in float16: the inf flag stays on the device (tests/amp.rs
+/// counts the reads on the CPU, the same control flow); a step with an inf gradient leaves
+/// parameters and momentum as they were, a finite one equals the plain SGD step bit for bit.
+#[test]
+fn grad_scaler_skips_sgd_steps_on_the_gpu() {
+    use trainbook::train::{GradScaler, GradScalerConfig, OptimizerKind};
+    let Some(device) = gpu("grad_scaler_skips_sgd_steps_on_the_gpu") else { return };
+    let (a, mut b) = (VarStore::new(device), VarStore::new(device));
+    let (net_a, net_b) = (MnistNet::new(&a.root()), MnistNet::new(&b.root()));
+    b.copy(&a).unwrap();
+    let kind =
+        OptimizerKind::Sgd { momentum: 0.9, dampening: 0.0, nesterov: false, weight_decay: 0.0 };
+    let (mut opt_a, mut opt_b) = (Optimizer::new(&a, kind, 0.05), Optimizer::new(&b, kind, 0.05));
+    let config = GradScalerConfig { init_scale: 256.0, ..Default::default() };
+    let mut scaler = GradScaler::with_config(device, config);
+    for step in 0..4 {
+        let x = Tensor::randn([8, 1, 28, 28], (Kind::Float, device));
+        let y = Tensor::randint(10, [8], (Kind::Int64, device));
+        opt_a.zero_grad();
+        opt_b.zero_grad();
+        let loss = Precision::F16
+            .run(device, || CrossEntropyLoss::new().mean(&net_a.forward_t(&x, false), &y))
+            .unwrap();
+        scaler.scale(&loss).backward();
+        net_b.forward_t(&x, false).sum(Kind::Float).backward();
+        let skipped = step == 2;
+        if skipped {
+            let _ = a.variables()["fc2.bias"].grad().get(0).fill_(f64::NAN);
+        }
+        let found_inf = scaler.step(&mut opt_a).unwrap();
+        if !skipped {
+            for (name, p) in a.variables() {
+                b.variables()[&name].grad().copy_(&p.grad());
+            }
+            opt_b.step().unwrap();
+        }
+        assert_eq!(found_inf.double_value(&[]), if skipped { 1.0 } else { 0.0 });
+        for (name, p) in a.variables() {
+            assert!(p.equal(&b.variables()[&name]), "step {step}: {name}");
+        }
+        let ((ta, ma), (tb, mb)) = (opt_a.state_dict(), opt_b.state_dict());
+        assert_eq!(ma.steps, mb.steps, "step {step}");
+        assert!(ta.iter().zip(&tb).all(|((_, x), (_, y))| x.equal(y)), "step {step}: momentum");
+    }
+}
+
 /// A one-rank NCCL group reduces on the GPU (two ranks need two GPUs: see `make gpu-test`).
 #[cfg(feature = "cuda")]
 #[test]
