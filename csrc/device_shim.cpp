@@ -44,4 +44,23 @@ char* tb_cuda_current_device(int* index) {
   });
 }
 
+char* tb_set_deterministic(int on) {
+  return guarded([&] {
+    auto& context = at::globalContext();
+    context.setDeterministicAlgorithms(on != 0, /*warn_only=*/false);
+    context.setDeterministicCuDNN(on != 0);
+    if (on != 0) context.setBenchmarkCuDNN(false);
+  });
+}
+
+char* tb_deterministic_state(int* algorithms, int* cudnn_deterministic, int* cudnn_benchmark) {
+  if (!algorithms || !cudnn_deterministic || !cudnn_benchmark) return null_arg("outputs");
+  return guarded([&] {
+    auto& context = at::globalContext();
+    *algorithms = context.deterministicAlgorithms() ? 1 : 0;
+    *cudnn_deterministic = context.deterministicCuDNN() ? 1 : 0;
+    *cudnn_benchmark = context.benchmarkCuDNN() ? 1 : 0;
+  });
+}
+
 }  // extern "C"

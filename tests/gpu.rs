@@ -324,7 +324,8 @@ fn an_nccl_group_of_one_all_reduces() {
 }
 
 /// A run stopped mid-epoch and resumed on the GPU ends with the uninterrupted run's weights
-/// (cuDNN in deterministic mode, the CUDA generator in the checkpoint).
+/// (in the deterministic mode: deterministic algorithms, cuDNN deterministic without
+/// benchmarking, cuBLAS's fixed workspace; the CUDA generator in the checkpoint).
 #[test]
 fn resume_on_the_gpu_is_exact() {
     let Some(_) = gpu("resume_on_the_gpu_is_exact") else { return };
@@ -341,8 +342,9 @@ fn fit_resume_probe() {
     use trainbook::checkpoint::Policy;
     use trainbook::dist::Dist;
     use trainbook::fit::{FitConfig, Trainer};
+    // Before any CUDA work: cuBLAS reads its workspace setting when it starts.
+    trainbook::train::use_deterministic_algorithms(true).unwrap();
     let Some(device) = gpu("fit_resume_probe") else { return };
-    tch::Cuda::cudnn_set_benchmark(false);
     let dist = Dist::single(device);
     let work = common::WorkDir::new("gpu-resume");
     let run = |out: &Path, resume: bool| {
