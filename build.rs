@@ -13,6 +13,8 @@ fn main() {
     println!("cargo:rerun-if-changed=csrc/shim_internal.hpp");
     println!("cargo:rerun-if-changed=csrc/optim_amp_shim.cpp");
     println!("cargo:rerun-if-changed=csrc/optim_amp_shim.h");
+    println!("cargo:rerun-if-changed=csrc/device_shim.cpp");
+    println!("cargo:rerun-if-changed=csrc/device_shim.h");
     for var in [
         "LIBTORCH_USE_PYTORCH",
         "LIBTORCH_CXX11_ABI",
@@ -56,7 +58,8 @@ fn main() {
         .include(&gloo_include)
         .file("csrc/c10d_shim.cpp")
         .file("csrc/ddp_shim.cpp")
-        .file("csrc/optim_amp_shim.cpp");
+        .file("csrc/optim_amp_shim.cpp")
+        .file("csrc/device_shim.cpp");
 
     let cuda = env::var_os("CARGO_FEATURE_CUDA").is_some();
     if cuda {

@@ -85,6 +85,14 @@ char* tb_rng_set_state(int device_type, int index, const uint8_t* state, size_t 
   });
 }
 
+char* tb_rng_manual_seed(int device_type, int index, uint64_t seed) {
+  return guarded([&] {
+    auto gen = default_generator(device_type, index);
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_current_seed(seed);
+  });
+}
+
 char* tb_tcp_store_new(const char* host, uint16_t port, int is_server, int64_t num_workers,
                        int wait_workers, int64_t timeout_ms, tb_store** out) {
   if (host == nullptr || out == nullptr) return null_arg("host/out");
@@ -133,7 +141,7 @@ char* tb_store_add(tb_store* s, const char* key, int64_t delta, int64_t* out) {
 void tb_store_free(tb_store* s) { delete s; }
 
 char* tb_pg_new(const tb_store* store, int backend, int rank, int size, int64_t timeout_ms,
-                tb_pg** out) {
+                int cuda_device, tb_pg** out) {
   if (store == nullptr || out == nullptr) return null_arg("store/out");
   return guarded([&] {
     auto timeout = std::chrono::milliseconds(timeout_ms);
@@ -161,9 +169,20 @@ char* tb_pg_new(const tb_store* store, int backend, int rank, int size, int64_t 
     // publishes it in the store, the others read it), then the ProcessGroup front end.
     impl->setSequenceNumberForGroup();
     auto group = c10::make_intrusive<c10d::ProcessGroup>(store->store, rank, size);
+    std::optional<at::Device> bound;
+    if (cuda_device >= 0) {
+      // init_process_group(device_id=...): the group is bound before its backend is registered
+      // (setBackend hands the bound device on to the backend) ...
+      bound = at::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(cuda_device));
+      group->setBoundDeviceId(bound);
+    }
     group->setBackend(device, type, impl);
     group->setDefaultBackend(type);
-    *out = new tb_pg{impl, group};
+    // ... and NCCL then creates its communicator on that device at once.
+    if (bound && type == c10d::ProcessGroup::BackendType::NCCL) {
+      impl->eagerConnectSingleDevice(*bound);
+    }
+    *out = new tb_pg{impl, group, bound ? cuda_device : -1};
   });
 }
 
@@ -208,7 +227,14 @@ char* tb_pg_all_gather(tb_pg* pg, const tb_tensor* input, const tb_tensor* const
 
 char* tb_pg_barrier(tb_pg* pg, tb_work** out) {
   if (pg == nullptr || out == nullptr) return null_arg("pg/out");
-  return guarded([&] { *out = new tb_work{pg->backend->barrier(c10d::BarrierOptions())}; });
+  return guarded([&] {
+    c10d::BarrierOptions opts;
+    if (pg->cuda_device >= 0) {
+      opts.device_ids = {pg->cuda_device};
+      opts.device = at::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(pg->cuda_device));
+    }
+    *out = new tb_work{pg->backend->barrier(opts)};
+  });
 }
 
 char* tb_pg_broadcast_coalesced(tb_pg* pg, const tb_tensor* const* tensors, size_t n,

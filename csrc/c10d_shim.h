@@ -34,6 +34,9 @@ int tb_has_nccl(void);
 // (torch.cuda.get_rng_state(index); needs libtorch_cuda loaded).
 char* tb_rng_get_state(int device_type, int index, uint8_t** out, size_t* len);
 char* tb_rng_set_state(int device_type, int index, const uint8_t* state, size_t len);
+// Seeds that one generator (what torch.manual_seed does to each generator it seeds; unlike
+// torch.manual_seed, no other device's generator is touched).
+char* tb_rng_manual_seed(int device_type, int index, uint64_t seed);
 
 // TCPStore: `is_server` hosts the store in this process; `num_workers` < 0 means unknown.
 char* tb_tcp_store_new(const char* host, uint16_t port, int is_server, int64_t num_workers,
@@ -46,8 +49,11 @@ char* tb_store_get(tb_store* s, const char* key, uint8_t** value, size_t* len);
 char* tb_store_add(tb_store* s, const char* key, int64_t delta, int64_t* out);
 void tb_store_free(tb_store* s);
 
+// `cuda_device` >= 0 binds the group to that CUDA device, as init_process_group(device_id=...)
+// does: the group's bound device (NCCL's barrier uses it), and NCCL connects eagerly on it.
+// -1: no bound device (a CPU group, or CUDA tensors whose device NCCL has to infer).
 char* tb_pg_new(const tb_store* store, int backend, int rank, int size, int64_t timeout_ms,
-                tb_pg** out);
+                int cuda_device, tb_pg** out);
 void tb_pg_free(tb_pg* pg);
 
 char* tb_pg_allreduce_sum(tb_pg* pg, const tb_tensor* tensor, tb_work** out);
@@ -55,6 +61,8 @@ char* tb_pg_broadcast(tb_pg* pg, const tb_tensor* tensor, int root, tb_work** ou
 // Gathers `input` from every rank into outputs[0..n) (n must equal the group size).
 char* tb_pg_all_gather(tb_pg* pg, const tb_tensor* input, const tb_tensor* const* outputs, size_t n,
                        tb_work** out);
+// On a group bound to a CUDA device, NCCL's barrier runs on that device (BarrierOptions'
+// device_ids and device, as torch.distributed.barrier passes the bound device).
 char* tb_pg_barrier(tb_pg* pg, tb_work** out);
 
 // Broadcasts `tensors` from `root` in flattened chunks of at most `buffer_bytes` (c10d's

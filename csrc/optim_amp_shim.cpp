@@ -60,22 +60,37 @@ char* tb_fused_adam(const tb_tensor* const* params, const tb_tensor* const* grad
 }
 
 char* tb_foreach_sgd(const tb_tensor* const* params, const tb_tensor* const* grads,
-                     tb_tensor** bufs, size_t n, double lr, double momentum, double dampening,
-                     int nesterov, double weight_decay) {
+                     tb_tensor** bufs, const tb_tensor* const* steps, size_t n, double lr,
+                     double momentum, double dampening, int nesterov, double weight_decay,
+                     const tb_tensor* found_inf) {
   if (n == 0) return nullptr;
   if (!params || !grads || (momentum != 0.0 && !bufs)) return null_arg("foreach sgd lists");
   return guarded([&] {
     auto p = tensor_list(params, n);
+    auto inf = optional_tensor(found_inf);
+    // The step is skipped where GradScaler's flag is set (a bool scalar on the device).
+    std::optional<at::Tensor> skip;
+    if (inf.has_value()) skip = inf->ne(0);
     std::vector<at::Tensor> d_p = tensor_list(grads, n);
     if (weight_decay != 0.0) d_p = at::_foreach_add(d_p, p, weight_decay);
     if (momentum != 0.0) {
       bool all_have_buffers = true;
       for (size_t i = 0; i < n; ++i) all_have_buffers = all_have_buffers && bufs[i] != nullptr;
+      if (skip.has_value() && !all_have_buffers) {
+        throw std::invalid_argument("a conditional SGD step needs every momentum buffer");
+      }
       std::vector<at::Tensor> b;
       if (all_have_buffers) {
         b = tensor_list(const_cast<const tb_tensor* const*>(bufs), n);
-        at::_foreach_mul_(b, momentum);
-        at::_foreach_add_(b, d_p, 1.0 - dampening);
+        if (skip.has_value()) {
+          // The same two kernels out of place, then the old buffer where the step is skipped.
+          auto updated = at::_foreach_mul(b, momentum);
+          at::_foreach_add_(updated, d_p, 1.0 - dampening);
+          for (size_t i = 0; i < n; ++i) at::where_out(b[i], *skip, b[i], updated[i]);
+        } else {
+          at::_foreach_mul_(b, momentum);
+          at::_foreach_add_(b, d_p, 1.0 - dampening);
+        }
       } else {
         // First step of some parameters: their buffer starts as a copy of d_p (no dampening).
         for (size_t i = 0; i < n; ++i) {
@@ -94,7 +109,18 @@ char* tb_foreach_sgd(const tb_tensor* const* params, const tb_tensor* const* gra
         if (bufs[i] == nullptr) bufs[i] = new at::Tensor(b[i]);
       }
     }
-    at::_foreach_add_(p, d_p, -lr);
+    if (skip.has_value()) {
+      auto updated = at::_foreach_add(p, d_p, -lr);
+      for (size_t i = 0; i < n; ++i) at::where_out(p[i], *skip, p[i], updated[i]);
+    } else {
+      at::_foreach_add_(p, d_p, -lr);
+    }
+    if (steps != nullptr) {
+      auto s = tensor_list(steps, n);
+      at::_foreach_add_(s, 1);
+      // A skipped step does not count, as in the fused path.
+      if (inf.has_value()) at::_foreach_sub_(s, std::vector<at::Tensor>(s.size(), *inf));
+    }
   });
 }
 

@@ -27,9 +27,15 @@ char* tb_fused_adam(const tb_tensor* const* params, const tb_tensor* const* grad
 // torch.optim.SGD with foreach=True (`_multi_tensor_sgd`): `_foreach_*` kernels over all n
 // parameters. `bufs[i]` is the momentum buffer of parameter i or NULL before its first step;
 // a NULL entry receives a new tensor (an owned at::Tensor*, for tch's Tensor::from_ptr).
+// `steps` (NULL, or n float32 scalars on the parameters' device) are incremented.
+// `found_inf` (NULL, or GradScaler's float32 flag on that device) makes the step conditional
+// without a read on the host: the new values are computed by the same kernels, then each
+// parameter and buffer keeps its old value where the flag is 1 (`at::where`), and the step
+// counts do not advance; every buffer must exist then (a skipped first step would create one).
 char* tb_foreach_sgd(const tb_tensor* const* params, const tb_tensor* const* grads,
-                     tb_tensor** bufs, size_t n, double lr, double momentum, double dampening,
-                     int nesterov, double weight_decay);
+                     tb_tensor** bufs, const tb_tensor* const* steps, size_t n, double lr,
+                     double momentum, double dampening, int nesterov, double weight_decay,
+                     const tb_tensor* found_inf);
 
 // GradScaler.unscale_: multiplies every gradient by inv_scale in place and sets found_inf to
 // 1.0 if any of them holds an inf or nan (`_amp_foreach_non_finite_check_and_unscale_`).

@@ -21,6 +21,8 @@ struct tb_store {
 struct tb_pg {
   c10::intrusive_ptr<c10d::Backend> backend;
   c10::intrusive_ptr<c10d::ProcessGroup> group;
+  // The CUDA device the group is bound to (init_process_group's device_id), or -1.
+  int cuda_device = -1;
 };
 struct tb_work {
   c10::intrusive_ptr<c10d::Work> work;

@@ -1,7 +1,8 @@
 //! The ground floor under everything that calls trainbook's C++ shim (`csrc/`): the shim's
 //! error convention (a C function returns NULL on success, else an owned message), the owned
 //! byte buffers it hands back, and the few queries every layer needs (the libtorch version it
-//! was compiled against, whether NCCL is built in, the versions report). The c10d declarations
+//! was compiled against, whether NCCL is built in, the versions report, the thread's current
+//! CUDA device). The c10d declarations
 //! live in `dist/ffi.rs`, the optimizer and autocast kernels in `train/`, the generators'
 //! state in `rng/`; all of them read errors through this file.
 use std::os::raw::{c_char, c_int, c_void};
@@ -15,6 +16,8 @@ extern "C" {
     fn tb_bytes_free(b: *mut u8);
     fn tb_torch_version() -> *const c_char;
     fn tb_has_nccl() -> c_int;
+    fn tb_cuda_set_device(index: c_int) -> *mut c_char;
+    fn tb_cuda_current_device(index: *mut c_int) -> *mut c_char;
 }
 
 /// The shim's error convention (NULL = success, else an owned message): the message, if any,
@@ -71,6 +74,30 @@ pub(crate) fn has_nccl() -> bool {
     unsafe { tb_has_nccl() != 0 }
 }
 
+/// `torch.cuda.set_device(index)` for the calling thread: CUDA device `index` becomes the
+/// device of this thread's new CUDA contexts, handles and NCCL communicators. A rank calls it
+/// before any CUDA work (each thread rank on its own thread: the current device is per
+/// thread); without it every rank would open a context on GPU 0. Errors ([`Error::Dist`])
+/// where CUDA is not usable (no driver, no such device, a build without libtorch_cuda).
+pub(crate) fn set_cuda_device(index: usize) -> Result<()> {
+    let index = c_int::try_from(index)
+        .map_err(|_| Error::InvalidArgument(format!("CUDA device index {index}")))?;
+    // SAFETY: a plain call; errors come back as an owned message.
+    check(&format!("set the current CUDA device to Cuda({index})"), unsafe {
+        tb_cuda_set_device(index)
+    })
+}
+
+/// `torch.cuda.current_device()`: the calling thread's current CUDA device (each rank's is
+/// its own after [`Dist::init`](crate::dist::Dist::init) or in a `spawn`ed rank). Errors
+/// ([`Error::Dist`]) where CUDA is not usable.
+pub fn current_cuda_device() -> Result<usize> {
+    let mut index: c_int = -1;
+    // SAFETY: the out-pointer is valid for the call.
+    check("read the current CUDA device", unsafe { tb_cuda_current_device(&mut index) })?;
+    Ok(index.max(0) as usize)
+}
+
 /// Versions of the pieces a trainbook program runs on, for set-up checks and bug reports.
 #[derive(Clone, Debug)]
 pub struct Versions {
@@ -125,5 +152,18 @@ mod tests {
         assert!(check("nothing", std::ptr::null_mut()).is_ok());
         assert_eq!(versions().libtorch, torch_version());
         assert!(torch_version().chars().next().is_some_and(|c| c.is_ascii_digit()));
+    }
+
+    #[test]
+    fn setting_the_cuda_device_fails_clearly_without_cuda() {
+        if tch::Cuda::is_available() {
+            set_cuda_device(0).unwrap();
+            assert_eq!(current_cuda_device().unwrap(), 0);
+            return;
+        }
+        // A CPU machine (or a build without libtorch_cuda): libtorch's error, naming the device.
+        let err = set_cuda_device(0).unwrap_err().to_string();
+        assert!(err.contains("Cuda(0)"), "{err}");
+        assert!(current_cuda_device().is_err());
     }
 }

@@ -2,7 +2,9 @@
 //! bf16 autocast training of the MNIST CNN and of the course ResNet34 follows
 //! `torch.autocast("cpu", dtype=torch.bfloat16)` step for step, and `GradScaler` with injected
 //! inf gradients gives torch's scale sequence and skips the same steps, for SGD (unscale, then
-//! a step only when finite) and for fused Adam (the kernel unscales and skips).
+//! a step only when finite) and for fused Adam (the kernel unscales and skips). With SGD the
+//! inf flag stays on the device: a skipped step changes nothing, a taken one is bit for bit
+//! the unscaled step, and neither reads the device.
 mod common;
 
 use std::cell::RefCell;
@@ -13,9 +15,17 @@ use tch::{Device, Kind, Tensor};
 use trainbook::data::{DataLoader, TensorDataset};
 use trainbook::models::{load_state_dict, resnet34_classifier, MnistNet};
 use trainbook::train::{
-    train_epoch, CrossEntropyLoss, EpochOptions, GradScaler, GradScalerConfig, Kernels, Optimizer,
-    Precision,
+    host_reads, train_epoch, CrossEntropyLoss, EpochOptions, GradScaler, GradScalerConfig, Kernels,
+    Optimizer, OptimizerKind, Precision,
 };
+
+/// The tests that count reads of the device (`host_reads`, a process-wide count) run one at a
+/// time with those that make such reads.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 fn oracle(cmd: &str, dir: &std::path::Path) -> Vec<(String, Tensor)> {
     let out = Command::new(common::venv_bin("python"))
@@ -106,6 +116,7 @@ fn bf16_autocast_training_follows_torch_autocast() {
 
 #[test]
 fn grad_scaler_matches_torch_with_injected_infs() {
+    let _serial = serial();
     tch::set_num_threads(1);
     let dir = common::WorkDir::new("amp-scaler");
     let ts = oracle("scaler", &dir);
@@ -160,6 +171,7 @@ fn grad_scaler_matches_torch_with_injected_infs() {
 
 #[test]
 fn train_epoch_runs_in_bf16_and_in_f16_with_a_grad_scaler() {
+    let _serial = serial();
     tch::manual_seed(5);
     let x = Tensor::randn([32, 1, 28, 28], (Kind::Float, Device::Cpu));
     let y = Tensor::randint(10, [32], (Kind::Int64, Device::Cpu));
@@ -184,5 +196,88 @@ fn train_epoch_runs_in_bf16_and_in_f16_with_a_grad_scaler() {
         assert!(!before.equal(&vs.variables()["fc2.weight"]), "{precision}: the weights moved");
         let v = trainbook::train::evaluate(&net, &mut data, &loss_fn, &opts).unwrap();
         assert!(v.loss.is_finite(), "{precision}: {v}");
+    }
+}
+
+/// A small float16 network: a convolution and a linear layer under autocast.
+fn f16_net(vs: &VarStore) -> tch::nn::SequentialT {
+    use tch::nn::{conv2d, linear, seq_t};
+    let root = vs.root();
+    seq_t()
+        .add(conv2d(&root / "conv", 1, 4, 3, Default::default()))
+        .add_fn(|x| x.relu().flatten(1, -1))
+        .add(linear(&root / "fc", 4 * 6 * 6, 10, Default::default()))
+}
+
+/// GradScaler with SGD (both kernels, momentum, Nesterov, weight decay) on float16 autocast
+/// steps, against the same SGD stepping on the unscaled gradients without a scaler: a step
+/// whose gradients hold an inf leaves the parameters, the momentum buffers and the step counts
+/// as they were (as torch's skipped step), a finite one equals the plain step bit for bit, and
+/// once the momentum buffers exist no step reads the device.
+#[test]
+fn grad_scaler_skips_sgd_steps_on_the_device_without_reading_it() {
+    let _serial = serial();
+    let kind =
+        OptimizerKind::Sgd { momentum: 0.9, dampening: 0.0, nesterov: true, weight_decay: 1e-3 };
+    let inf_steps = [0, 3];
+    for kernels in [Kernels::MultiTensor, Kernels::PerTensor] {
+        let (a, mut b) = (VarStore::new(Device::Cpu), VarStore::new(Device::Cpu));
+        let (net_a, net_b) = (f16_net(&a), f16_net(&b));
+        b.copy(&a).unwrap();
+        let mut opt_a = Optimizer::new(&a, kind, 0.05).with_kernels(kernels);
+        let mut opt_b = Optimizer::new(&b, kind, 0.05).with_kernels(kernels);
+        let config = GradScalerConfig { init_scale: 256.0, ..Default::default() };
+        let mut scaler = GradScaler::with_config(Device::Cpu, config);
+        let loss_fn = CrossEntropyLoss::new();
+        for step in 0..5 {
+            let x = Tensor::randn([4, 1, 8, 8], (Kind::Float, Device::Cpu));
+            let y = Tensor::from_slice(&[1i64, 3, 5, 7]);
+            opt_a.zero_grad();
+            opt_b.zero_grad();
+            let loss = Precision::F16
+                .run(Device::Cpu, || loss_fn.mean(&net_a.forward_t(&x, true), &y))
+                .unwrap();
+            scaler.scale(&loss).backward();
+            net_b.forward_t(&x, true).sum(Kind::Float).backward(); // defines b's gradients
+            let skipped = inf_steps.contains(&step);
+            if skipped {
+                let _ = a.variables()["fc.bias"].grad().get(2).fill_(f64::INFINITY);
+            }
+            let (state_before, _) = opt_a.state_dict();
+            let params_before: Vec<Tensor> =
+                a.trainable_variables().iter().map(Tensor::copy).collect();
+            let reads = host_reads();
+            let found_inf = scaler.step(&mut opt_a).unwrap();
+            let reads = host_reads() - reads;
+            assert_eq!(found_inf.double_value(&[]), if skipped { 1.0 } else { 0.0 }, "step {step}");
+            // The buffers exist after the first step taken (step 1): from step 2 on, no read.
+            assert_eq!(reads, u64::from(step <= 1), "{kernels:?} step {step}: reads of the device");
+            if skipped {
+                let (state_after, _) = opt_a.state_dict();
+                assert_eq!(state_after.len(), state_before.len(), "{kernels:?} step {step}");
+                for ((n, after), (_, before)) in state_after.iter().zip(&state_before) {
+                    assert!(after.equal(before), "{kernels:?} step {step}: {n} changed");
+                }
+                for (after, before) in a.trainable_variables().iter().zip(&params_before) {
+                    assert!(after.equal(before), "{kernels:?} step {step}: a parameter changed");
+                }
+            } else {
+                // The reference: the same update on the gradients GradScaler unscaled in place.
+                for (name, g) in a.variables().iter().map(|(n, p)| (n.clone(), p.grad())) {
+                    b.variables()[&name].grad().copy_(&g);
+                }
+                opt_b.step().unwrap();
+            }
+            for (name, p) in a.variables() {
+                assert!(p.equal(&b.variables()[&name]), "{kernels:?} step {step}: {name}");
+            }
+            let ((ta, ma), (tb, mb)) = (opt_a.state_dict(), opt_b.state_dict());
+            assert_eq!(ma.steps, mb.steps, "{kernels:?} step {step}: step counts");
+            assert_eq!(ta.len(), tb.len());
+            for ((n, x), (_, y)) in ta.iter().zip(&tb) {
+                assert!(x.equal(y), "{kernels:?} step {step}: {n} differs from the plain step");
+            }
+        }
+        assert_eq!(scaler.current_scale(), 64.0, "halved at each skipped step");
     }
 }

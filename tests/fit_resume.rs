@@ -82,6 +82,7 @@ fn run_with(
         precision,
         channels_last: false,
         loss: CrossEntropyLoss::new(),
+        pin_memory: true,
     };
     tch::manual_seed(99); // the dropout stream; a resumed run restores it from the checkpoint
     Trainer::with_config(dist, cfg).fit(&mut vs, &net, &mut opt, &mut train, &mut val).unwrap()

@@ -153,6 +153,156 @@ fn the_loader_delivers_batches_on_the_gpu() {
     assert_eq!(n, 3);
 }
 
+/// `Dist::init` makes the rank's GPU the thread's current CUDA device before any CUDA work
+/// (`torch.cuda.set_device(local_rank)`), on whichever thread it runs.
+#[test]
+fn dist_init_makes_the_ranks_gpu_current() {
+    let Some(_) = gpu("dist_init_makes_the_ranks_gpu_current") else { return };
+    use trainbook::dist::{current_cuda_device, Dist, DistOptions};
+    let (device, current) = std::thread::spawn(|| {
+        let opts = DistOptions { device: Some(Device::Cuda(0)), ..Default::default() };
+        let dist = Dist::init_with(opts).unwrap();
+        (dist.device(), current_cuda_device().unwrap())
+    })
+    .join()
+    .unwrap();
+    assert_eq!(device, Device::Cuda(current), "the rank's device is the thread's current one");
+}
+
+/// Two NCCL ranks (threads of this process on GPUs 0 and 1): each rank's current device is its
+/// own GPU, its group is bound to it (`init_process_group(device_id=...)`), and all-reduce and
+/// barrier run there.
+#[cfg(feature = "cuda")]
+#[test]
+fn nccl_ranks_set_and_bind_their_own_gpus() {
+    use trainbook::dist::current_cuda_device;
+    use trainbook::launch::{spawn_with, SpawnOptions};
+    let test = "nccl_ranks_set_and_bind_their_own_gpus";
+    let Some(_) = gpu(test) else { return };
+    if tch::Cuda::device_count() < 2 {
+        println!("SKIPPED {test}: NCCL needs a GPU per rank, and 1 is visible");
+        return;
+    }
+    let opts = SpawnOptions { device: Some(Device::Cuda(0)), ..Default::default() };
+    let ranks = spawn_with(2, opts, |dist| {
+        let device = dist.device();
+        let current = current_cuda_device()?;
+        let bound = dist.process_group().and_then(|pg| pg.bound_device());
+        let t = Tensor::from_slice(&[(dist.rank() + 1) as f32]).to_device(device);
+        dist.all_reduce_sum(&t)?;
+        dist.barrier()?;
+        let sum = Vec::<f32>::try_from(t.to_device(Device::Cpu))?;
+        Ok((format!("{device:?} {:?} {bound:?}", dist.backend()), current, sum))
+    })
+    .unwrap();
+    for (rank, (devices, current, sum)) in ranks.into_iter().enumerate() {
+        assert_eq!(devices, format!("Cuda({rank}) Some(Nccl) Some(Cuda({rank}))"));
+        assert_eq!(current, rank, "rank {rank}'s current CUDA device");
+        assert_eq!(sum, [3.0]);
+    }
+}
+
+/// `Dist::manual_seed` on a GPU seeds that GPU's generator (and the CPU's) and no other GPU's,
+/// unlike `tch::manual_seed`: torch.cuda.manual_seed's stream on the rank's device.
+#[test]
+fn a_rank_seeds_its_own_gpu_only() {
+    use trainbook::dist::{rng_state, Dist};
+    let Some(device) = gpu("a_rank_seeds_its_own_gpu_only") else { return };
+    let dist = Dist::single(device);
+    let draw = || Vec::<f32>::try_from(Tensor::rand([4], (Kind::Float, device))).unwrap();
+    tch::manual_seed(5);
+    let want = draw();
+    tch::manual_seed(6);
+    let other = (tch::Cuda::device_count() > 1).then(|| rng_state(Device::Cuda(1)).unwrap());
+    dist.manual_seed(5).unwrap();
+    assert_eq!(draw(), want, "the rank's GPU follows the seed");
+    if let Some(other) = other {
+        assert_eq!(rng_state(Device::Cuda(1)).unwrap(), other, "GPU 1's generator untouched");
+    }
+}
+
+/// Two thread ranks sharing one GPU (`share_gpus`: Gloo with CUDA tensors) take turns on its
+/// generator: each rank's draws, interleaved with collectives, are exactly the stream its own
+/// seed gives a process of its own, and all-reduce sums the CUDA tensors.
+#[test]
+fn thread_ranks_sharing_a_gpu_take_turns_on_its_generator() {
+    use trainbook::launch::{spawn_with, SpawnOptions};
+    let Some(device) = gpu("thread_ranks_sharing_a_gpu_take_turns_on_its_generator") else {
+        return;
+    };
+    let draw = || Vec::<f32>::try_from(Tensor::rand([3], (Kind::Float, device))).unwrap();
+    let alone: Vec<Vec<f32>> = (0..2)
+        .map(|seed| {
+            tch::manual_seed(seed);
+            [draw(), draw(), draw()].concat()
+        })
+        .collect();
+    let opts = SpawnOptions { device: Some(device), share_gpus: true, ..Default::default() };
+    let ranks = spawn_with(2, opts, |dist| {
+        assert_eq!(dist.device(), device);
+        dist.manual_seed(dist.rank() as i64)?;
+        let mut draws = draw();
+        let t = Tensor::from_slice(&[(dist.rank() + 1) as f32]).to_device(device);
+        dist.all_reduce_sum(&t)?; // the other rank draws meanwhile
+        draws.extend(draw());
+        dist.barrier()?;
+        draws.extend(draw());
+        let sum = Vec::<f32>::try_from(t.to_device(Device::Cpu))?;
+        Ok((format!("{:?}", dist.backend()), sum, draws))
+    })
+    .unwrap();
+    for (rank, (backend, sum, draws)) in ranks.into_iter().enumerate() {
+        assert_eq!((backend.as_str(), sum), ("Some(Gloo)", vec![3.0]), "rank {rank}");
+        assert_eq!(draws, alone[rank], "rank {rank}'s stream on the shared GPU");
+    }
+}
+
+/// GradScaler with SGD on the GPU in float16: the inf flag stays on the device (tests/amp.rs
+/// counts the reads on the CPU, the same control flow); a step with an inf gradient leaves
+/// parameters and momentum as they were, a finite one equals the plain SGD step bit for bit.
+#[test]
+fn grad_scaler_skips_sgd_steps_on_the_gpu() {
+    use trainbook::train::{GradScaler, GradScalerConfig, OptimizerKind};
+    let Some(device) = gpu("grad_scaler_skips_sgd_steps_on_the_gpu") else { return };
+    let (a, mut b) = (VarStore::new(device), VarStore::new(device));
+    let (net_a, net_b) = (MnistNet::new(&a.root()), MnistNet::new(&b.root()));
+    b.copy(&a).unwrap();
+    let kind =
+        OptimizerKind::Sgd { momentum: 0.9, dampening: 0.0, nesterov: false, weight_decay: 0.0 };
+    let (mut opt_a, mut opt_b) = (Optimizer::new(&a, kind, 0.05), Optimizer::new(&b, kind, 0.05));
+    let config = GradScalerConfig { init_scale: 256.0, ..Default::default() };
+    let mut scaler = GradScaler::with_config(device, config);
+    for step in 0..4 {
+        let x = Tensor::randn([8, 1, 28, 28], (Kind::Float, device));
+        let y = Tensor::randint(10, [8], (Kind::Int64, device));
+        opt_a.zero_grad();
+        opt_b.zero_grad();
+        let loss = Precision::F16
+            .run(device, || CrossEntropyLoss::new().mean(&net_a.forward_t(&x, false), &y))
+            .unwrap();
+        scaler.scale(&loss).backward();
+        net_b.forward_t(&x, false).sum(Kind::Float).backward();
+        let skipped = step == 2;
+        if skipped {
+            let _ = a.variables()["fc2.bias"].grad().get(0).fill_(f64::NAN);
+        }
+        let found_inf = scaler.step(&mut opt_a).unwrap();
+        if !skipped {
+            for (name, p) in a.variables() {
+                b.variables()[&name].grad().copy_(&p.grad());
+            }
+            opt_b.step().unwrap();
+        }
+        assert_eq!(found_inf.double_value(&[]), if skipped { 1.0 } else { 0.0 });
+        for (name, p) in a.variables() {
+            assert!(p.equal(&b.variables()[&name]), "step {step}: {name}");
+        }
+        let ((ta, ma), (tb, mb)) = (opt_a.state_dict(), opt_b.state_dict());
+        assert_eq!(ma.steps, mb.steps, "step {step}");
+        assert!(ta.iter().zip(&tb).all(|((_, x), (_, y))| x.equal(y)), "step {step}: momentum");
+    }
+}
+
 /// A one-rank NCCL group reduces on the GPU (two ranks need two GPUs: see `make gpu-test`).
 #[cfg(feature = "cuda")]
 #[test]
@@ -174,7 +324,8 @@ fn an_nccl_group_of_one_all_reduces() {
 }
 
 /// A run stopped mid-epoch and resumed on the GPU ends with the uninterrupted run's weights
-/// (cuDNN in deterministic mode, the CUDA generator in the checkpoint).
+/// (in the deterministic mode: deterministic algorithms, cuDNN deterministic without
+/// benchmarking, cuBLAS's fixed workspace; the CUDA generator in the checkpoint).
 #[test]
 fn resume_on_the_gpu_is_exact() {
     let Some(_) = gpu("resume_on_the_gpu_is_exact") else { return };
@@ -191,8 +342,9 @@ fn fit_resume_probe() {
     use trainbook::checkpoint::Policy;
     use trainbook::dist::Dist;
     use trainbook::fit::{FitConfig, Trainer};
+    // Before any CUDA work: cuBLAS reads its workspace setting when it starts.
+    trainbook::train::use_deterministic_algorithms(true).unwrap();
     let Some(device) = gpu("fit_resume_probe") else { return };
-    tch::Cuda::cudnn_set_benchmark(false);
     let dist = Dist::single(device);
     let work = common::WorkDir::new("gpu-resume");
     let run = |out: &Path, resume: bool| {

@@ -214,6 +214,14 @@ impl<D: Dataset + 'static> DataLoader<D> {
         self.device = device;
         self
     }
+    /// Changes where the next iterations deliver batches (see [`device`](Self::device)).
+    pub fn set_device(&mut self, device: Device) {
+        self.device = device;
+    }
+    /// Where batches are delivered (the CPU unless [`device`](Self::device) said otherwise).
+    pub fn batch_device(&self) -> Device {
+        self.device
+    }
 
     /// Selects the epoch (shuffle permutation, sampler epoch and augmentations).
     pub fn set_epoch(&mut self, epoch: u64) {

@@ -67,6 +67,7 @@ extern "C" {
         rank: c_int,
         size: c_int,
         timeout_ms: i64,
+        cuda_device: c_int,
         out: *mut *mut TbPg,
     ) -> *mut c_char;
     pub fn tb_pg_free(pg: *mut TbPg);

@@ -15,10 +15,12 @@ mod world;
 pub use ddp::{Ddp, DdpOptions};
 pub use free_port::free_port;
 pub use launch_env::{first_host, LaunchEnv, Launcher, DEFAULT_MASTER_PORT};
-pub use process_group::{connect, default_group_store, Backend, ProcessGroup, Work};
+pub use process_group::{
+    connect, connect_on_device, default_group_store, Backend, ProcessGroup, Work,
+};
 pub use reducer::CommHook;
 pub use store::Store;
 pub use world::{Dist, DistOptions};
 
-pub use crate::rng::{cpu_rng_state, rng_state, set_cpu_rng_state, set_rng_state};
-pub use crate::shim::torch_version;
+pub use crate::rng::{cpu_rng_state, manual_seed, rng_state, set_cpu_rng_state, set_rng_state};
+pub use crate::shim::{current_cuda_device, torch_version};

@@ -5,7 +5,7 @@ use std::os::raw::c_void;
 use std::str::FromStr;
 use std::time::Duration;
 
-use tch::Tensor;
+use tch::{Device, Tensor};
 
 use super::ffi;
 use super::store::{duration_ms, Store};
@@ -21,6 +21,18 @@ use crate::{Error, Result};
 /// A restarted attempt (TORCHELASTIC_RESTART_COUNT > 0) scopes its keys further
 /// ([`LaunchEnv::restart_scope`](super::LaunchEnv::restart_scope)), so that it never reads the keys of the attempt that died.
 pub fn connect(env: &LaunchEnv, backend: Backend, timeout: Duration) -> Result<ProcessGroup> {
+    connect_on_device(env, backend, timeout, Device::Cpu)
+}
+
+/// [`connect`] for a rank that works on `device`: on a CUDA device the group is bound to it as
+/// `init_process_group(device_id=device)` binds it (see [`ProcessGroup::on_device`]). Make the
+/// device the thread's current one first (as [`Dist`](super::Dist) does).
+pub fn connect_on_device(
+    env: &LaunchEnv,
+    backend: Backend,
+    timeout: Duration,
+    device: Device,
+) -> Result<ProcessGroup> {
     let mut base = Store::tcp(
         &env.master_addr,
         env.master_port,
@@ -32,7 +44,7 @@ pub fn connect(env: &LaunchEnv, backend: Backend, timeout: Duration) -> Result<P
         base = base.with_prefix(&scope)?;
     }
     let store = default_group_store(&base, backend)?;
-    ProcessGroup::new(store, backend, env.rank, env.world_size, timeout)
+    ProcessGroup::on_device(store, backend, env.rank, env.world_size, timeout, device)
 }
 
 /// The view of the launch store that torch's default group uses: `init_process_group` scopes
@@ -99,6 +111,7 @@ pub struct ProcessGroup {
     size: usize,
     backend: Backend,
     timeout: Duration,
+    bound_device: Option<Device>,
     // The group keeps using its store (e.g. for NCCL unique ids); keep it alive as long.
     _store: Store,
 }
@@ -150,6 +163,21 @@ impl ProcessGroup {
         size: usize,
         timeout: Duration,
     ) -> Result<ProcessGroup> {
+        ProcessGroup::on_device(store, backend, rank, size, timeout, Device::Cpu)
+    }
+
+    /// [`ProcessGroup::new`] for a rank that works on `device`. A CUDA device binds the group
+    /// to it, as `init_process_group(device_id=device)` does: NCCL creates its communicator on
+    /// that device at once, and barriers run there instead of on a guessed device. A CPU
+    /// device binds nothing (exactly [`ProcessGroup::new`]).
+    pub fn on_device(
+        store: Store,
+        backend: Backend,
+        rank: usize,
+        size: usize,
+        timeout: Duration,
+        device: Device,
+    ) -> Result<ProcessGroup> {
         if rank >= size {
             return Err(Error::InvalidArgument(format!(
                 "rank {rank} is not below world size {size}"
@@ -158,6 +186,10 @@ impl ProcessGroup {
         let id = match backend {
             Backend::Gloo => ffi::BACKEND_GLOO,
             Backend::Nccl => ffi::BACKEND_NCCL,
+        };
+        let (bound_device, cuda_device) = match device {
+            Device::Cuda(i) => (Some(device), i as i32),
+            _ => (None, -1),
         };
         let mut raw = std::ptr::null_mut();
         // SAFETY: the store handle is live; on success `raw` is an owned process-group handle.
@@ -168,6 +200,7 @@ impl ProcessGroup {
                 rank as i32,
                 size as i32,
                 duration_ms(timeout),
+                cuda_device,
                 &mut raw,
             )
         });
@@ -178,7 +211,7 @@ impl ProcessGroup {
             ),
             err,
         )?;
-        Ok(ProcessGroup { raw, rank, size, backend, timeout, _store: store })
+        Ok(ProcessGroup { raw, rank, size, backend, timeout, bound_device, _store: store })
     }
 
     /// This process's rank in the group, 0-based (`pg.rank()`).
@@ -201,6 +234,12 @@ impl ProcessGroup {
     /// further group over the same ranks takes a prefix of it.
     pub(crate) fn store(&self) -> &Store {
         &self._store
+    }
+
+    /// The CUDA device the group is bound to (torch's `bound_device_id`); `None` for a group
+    /// made without one ([`ProcessGroup::new`], a CPU rank).
+    pub fn bound_device(&self) -> Option<Device> {
+        self.bound_device
     }
 
     fn start(

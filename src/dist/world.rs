@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tch::{Device, Kind, Tensor};
 
-use super::{connect, Backend, LaunchEnv, Launcher, ProcessGroup};
+use super::{connect_on_device, Backend, LaunchEnv, Launcher, ProcessGroup};
 use crate::train::RunningMetrics;
 use crate::{Error, Result};
 
@@ -93,7 +93,10 @@ impl Dist {
     /// Joins the job described by the environment with explicit options, blocking until every
     /// rank has joined (at most `opts.timeout`). The device is CUDA `LOCAL_RANK % device_count`
     /// when CUDA is available and `opts.device` is `None` or a CUDA device, else `opts.device`
-    /// (or the CPU). Launcher warnings (e.g. a Slurm batch script run without `srun`) are printed
+    /// (or the CPU). A CUDA device becomes the thread's current device at once, before any
+    /// CUDA work (`torch.cuda.set_device(local_rank)`), and the group is bound to it
+    /// (`init_process_group(device_id=...)`: NCCL connects on it, barriers run on it), so no
+    /// rank opens a context on GPU 0 by accident. Launcher warnings (e.g. a Slurm batch script run without `srun`) are printed
     /// on stderr.
     ///
     /// Errors: [`Error::DistEnv`] when the launcher's variables are missing or inconsistent,
@@ -131,6 +134,7 @@ impl Dist {
             Some(d) => d,
             None => Device::Cpu,
         };
+        make_current(device)?;
         let Some(env) = env.filter(|e| e.world_size > 1) else {
             return Ok(Dist { env: None, pg: None, device });
         };
@@ -141,13 +145,15 @@ impl Dist {
                 "the {backend} backend needs trainbook built with the `cuda` feature"
             )));
         }
-        let pg = connect(&env, backend, opts.timeout)?;
+        let pg = connect_on_device(&env, backend, opts.timeout, device)?;
         Ok(Dist { env: Some(env), pg: Some(pg), device })
     }
 
     /// Rank `rank` of `world` ranks that are threads of this process ([`spawn`]): joins the
-    /// group through a TCPStore on the loopback at `port` (hosted by rank 0), with NCCL on a
-    /// CUDA device and Gloo on the CPU.
+    /// group through a TCPStore on the loopback at `port` (hosted by rank 0), with `backend`
+    /// (NCCL for ranks with a GPU each, Gloo for the CPU or a shared GPU). Called on the
+    /// rank's own thread: a CUDA device becomes that thread's current device (CUDA's current
+    /// device is per thread) before the group, which is bound to it, is created.
     ///
     /// [`spawn`]: crate::launch::spawn
     pub(crate) fn for_thread_rank(
@@ -155,20 +161,21 @@ impl Dist {
         world: usize,
         port: u16,
         device: Device,
+        backend: Backend,
         timeout: Duration,
     ) -> Result<Dist> {
         let mut env = LaunchEnv::new(rank, world, "127.0.0.1", port)?;
         env.launcher = Launcher::Threads;
+        make_current(device)?;
         if world == 1 {
             return Ok(Dist { env: None, pg: None, device });
         }
-        let backend = if device.is_cuda() { Backend::Nccl } else { Backend::Gloo };
         if !backend.is_available() {
             return Err(Error::DistEnv(format!(
                 "the {backend} backend needs trainbook built with the `cuda` feature"
             )));
         }
-        let pg = connect(&env, backend, timeout)?;
+        let pg = connect_on_device(&env, backend, timeout, device)?;
         Ok(Dist { env: Some(env), pg: Some(pg), device })
     }
 
@@ -299,10 +306,40 @@ impl Dist {
         Ok(RunningMetrics::from_sums(&self.sum_f64(&metrics.to_sums())?))
     }
 
+    /// Seeds this rank's random generators: the CPU generator and, on a CUDA device, that
+    /// GPU's generator only (see [`manual_seed`](super::manual_seed)). Use it in `spawn`ed
+    /// ranks instead of `tch::manual_seed`, which reseeds every GPU's generator, also those
+    /// that ranks on other GPUs are drawing from at the same time. In a process of its own a
+    /// rank gets the same numbers either way.
+    ///
+    /// ```
+    /// # fn main() -> trainbook::Result<()> {
+    /// use trainbook::launch::spawn;
+    /// use trainbook::tch::{Device, Kind, Tensor};
+    /// let draws = spawn(2, |dist| {
+    ///     dist.manual_seed(dist.rank() as i64)?; // was: tch::manual_seed(dist.rank() as i64)
+    ///     Ok(Tensor::rand([], (Kind::Double, dist.device())).double_value(&[]))
+    /// })?;
+    /// assert_ne!(draws[0], draws[1]);
+    /// # Ok(()) }
+    /// ```
+    pub fn manual_seed(&self, seed: i64) -> Result<()> {
+        super::manual_seed(self.device, seed)
+    }
+
     /// Waits for every rank, then leaves the group (like `destroy_process_group`).
     pub fn destroy(mut self) -> Result<()> {
         let result = self.barrier();
         self.pg = None;
         result
+    }
+}
+
+/// Makes a CUDA `device` the calling thread's current device (`torch.cuda.set_device`); a CPU
+/// device needs nothing.
+fn make_current(device: Device) -> Result<()> {
+    match device {
+        Device::Cuda(i) => crate::shim::set_cuda_device(i),
+        _ => Ok(()),
     }
 }

@@ -46,12 +46,18 @@ pub struct FitConfig {
     pub channels_last: bool,
     /// The training and validation loss (`CrossEntropyLoss::new()`: torch's defaults).
     pub loss: CrossEntropyLoss,
+    /// On a CUDA device, loaders that deliver to the CPU deliver to the run's GPU during the
+    /// run: batches staged in pinned memory and copied without blocking, so copies overlap the
+    /// computation (torch's `DataLoader(pin_memory=True)` with `.to(device, non_blocking=True)`).
+    /// `false` keeps the loaders as they are (a CPU batch is then copied to the GPU at each
+    /// step, synchronously). No effect on the CPU. Default `true`.
+    pub pin_memory: bool,
 }
 
 impl Default for FitConfig {
     /// One epoch into `runs/fit`, resuming if a checkpoint is there, checkpoints per
     /// [`Policy::default`], no schedule, progress shown, float32, no accumulation, default
-    /// DDP options, plain cross-entropy, no Slurm requeue.
+    /// DDP options, plain cross-entropy, no Slurm requeue, pinned batches on CUDA.
     fn default() -> Self {
         FitConfig {
             epochs: 1,
@@ -68,6 +74,7 @@ impl Default for FitConfig {
             precision: Precision::F32,
             channels_last: false,
             loss: CrossEntropyLoss::new(),
+            pin_memory: true,
         }
     }
 }

@@ -3,11 +3,14 @@
 //!
 //! Without a launcher the ranks are threads of the calling process (a Jupyter kernel, say),
 //! one device each: CUDA `k` for rank `k` when there are enough GPUs (NCCL), else the CPU
-//! (Gloo over the loopback). The closure is the caller's own code, so a hyper-parameter changed
-//! in an earlier cell is what the ranks train with; nothing is exported, saved or compiled.
-//! Each thread joins the group through its own TCPStore client exactly as a process would, and
-//! CPU ranks take turns on the one CPU random generator (see `rng::turns`), so a thread rank
-//! computes bit for bit what the same rank computes as a process under torchrun.
+//! (Gloo over the loopback), or, when asked, GPUs shared by several ranks (Gloo with CUDA
+//! tensors). The closure is the caller's own code, so a hyper-parameter changed in an earlier
+//! cell is what the ranks train with; nothing is exported, saved or compiled. Each thread
+//! joins the group through its own TCPStore client exactly as a process would, and CPU ranks
+//! (and ranks sharing a GPU) take turns on the random generators they share (see
+//! `rng::turns`), so a thread rank computes bit for bit what the same rank computes as a
+//! process under torchrun. Seed a rank with [`Dist::manual_seed`], which leaves the other GPUs'
+//! generators alone (`tch::manual_seed` reseeds every GPU, under the other ranks' feet).
 //!
 //! Under a launcher (the exported notebook run by `torchrun --nproc-per-node=n`), `spawn`
 //! runs the closure once, as this process's rank, and gathers every rank's result through the
@@ -20,9 +23,11 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tch::{Device, Kind, Tensor};
 
-use crate::dist::{Dist, DistOptions, LaunchEnv};
-use crate::rng::{cpu_rng_state, set_cpu_rng_state};
+use crate::dist::{Backend, Dist, DistOptions, LaunchEnv};
+use crate::rng::{rng_state, set_rng_state};
 use crate::{Error, Result};
+
+mod layout;
 
 /// Options of [`spawn_with`].
 #[derive(Clone, Debug)]
@@ -36,6 +41,11 @@ pub struct SpawnOptions {
     /// Intra-op CPU threads of each rank. `None`: `OMP_NUM_THREADS` when set, else 1, which is
     /// what torchrun gives each process of a multi-process job.
     pub threads_per_rank: Option<usize>,
+    /// Let ranks share GPUs when there are fewer GPUs than ranks (default `false`): rank `k`
+    /// then runs on CUDA `k % gpus`, the group uses Gloo with CUDA tensors (NCCL needs a GPU
+    /// per rank), and ranks sharing a GPU take turns on its random generator as CPU ranks take
+    /// turns on the CPU's. Under a launcher, processes sharing a GPU likewise use Gloo.
+    pub share_gpus: bool,
 }
 
 impl Default for SpawnOptions {
@@ -44,6 +54,7 @@ impl Default for SpawnOptions {
             device: None,
             timeout: DistOptions::default().timeout,
             threads_per_rank: None,
+            share_gpus: false,
         }
     }
 }
@@ -81,9 +92,10 @@ where
 /// - **No launcher** (a notebook, a test, a plain program): `nprocs` threads of this process,
 ///   each with its own [`Dist`] in one c10d group, on CUDA `k` or the CPU (see
 ///   [`SpawnOptions`]). Rank 0's output is printed as it comes ([`Dist::println`] prints on
-///   rank 0 only). CPU ranks run one at a time between collectives so that each draws from
-///   its own random stream; when `spawn` returns, this thread's CPU generator is left where
-///   rank 0's ended, as in rank 0's process.
+///   rank 0 only). CPU ranks (and ranks sharing a GPU) run one at a time between collectives
+///   so that each draws from its own random stream; when `spawn` returns, this thread's CPU
+///   generator (and a shared GPU's) is left where rank 0's (the GPU's first rank's) ended, as
+///   in rank 0's process. Seed each rank with [`Dist::manual_seed`], not `tch::manual_seed`.
 /// - **Under a launcher** of several ranks (torchrun, srun, ...): `f` runs once, as this
 ///   process's rank of the launcher's world (a different `nprocs` is noted on stderr), and the
 ///   results are gathered on every rank through the group (as JSON), so rank 0's program sees
@@ -113,18 +125,23 @@ where
                     env.launcher, env.rank, env.world_size
                 );
             }
-            run_launched(&opts, &f)
+            run_launched(&env, &opts, &f)
         }
         None => run_threads(nprocs, &opts, &f),
     }
 }
 
-fn run_launched<R, F>(opts: &SpawnOptions, f: &F) -> Result<Vec<R>>
+fn run_launched<R, F>(env: &LaunchEnv, opts: &SpawnOptions, f: &F) -> Result<Vec<R>>
 where
     F: Fn(&Dist) -> Result<R>,
     R: Serialize + DeserializeOwned,
 {
-    let dist_opts = DistOptions { device: opts.device, backend: None, timeout: opts.timeout };
+    // Processes of a node sharing its GPUs cannot form a NCCL group.
+    let shared = opts.share_gpus
+        && opts.device != Some(Device::Cpu)
+        && (visible_gpus() as usize) < env.local_world_size;
+    let backend = shared.then_some(Backend::Gloo);
+    let dist_opts = DistOptions { device: opts.device, backend, timeout: opts.timeout };
     let dist = Dist::init_with(dist_opts)?;
     let rank = dist.rank();
     let world = dist.world_size();
@@ -173,29 +190,20 @@ fn panic_message(payload: Box<dyn Any + Send>) -> String {
         .unwrap_or_else(|| "a panic without a message".into())
 }
 
-/// The device of each thread rank.
-fn rank_devices(nprocs: usize, wanted: Option<Device>) -> Result<Vec<Device>> {
-    let gpus = if tch::Cuda::is_available() { tch::Cuda::device_count() as usize } else { 0 };
-    let cuda = match wanted {
-        None => gpus >= nprocs,
-        Some(Device::Cuda(_)) if gpus < nprocs => {
-            return Err(Error::InvalidArgument(format!(
-                "spawn({nprocs}) on CUDA needs {nprocs} GPUs, and {gpus} are visible"
-            )))
-        }
-        Some(Device::Cuda(_)) => true,
-        Some(Device::Cpu) => false,
-        Some(other) => {
-            return Err(Error::InvalidArgument(format!("spawn: unsupported device {other:?}")))
-        }
-    };
-    Ok((0..nprocs).map(|k| if cuda { Device::Cuda(k) } else { Device::Cpu }).collect())
+/// CUDA devices libtorch sees (0 without CUDA).
+fn visible_gpus() -> i64 {
+    if tch::Cuda::is_available() {
+        tch::Cuda::device_count()
+    } else {
+        0
+    }
 }
 
-/// How one thread rank ended: its result, its CPU generator state, and when it ended.
+/// How one thread rank ended: its result, the final states of the generators it took turns
+/// on, and when it ended.
 struct RankEnd<R> {
     result: Result<R>,
-    rng_state: Option<Vec<u8>>,
+    rng_states: Vec<(Device, Vec<u8>)>,
     at: Instant,
 }
 
@@ -204,9 +212,17 @@ where
     F: Fn(&Dist) -> Result<R> + Sync,
     R: Send,
 {
-    let devices = rank_devices(nprocs, opts.device)?;
+    let layout = layout::layout(nprocs, opts.device, visible_gpus() as usize, opts.share_gpus)?;
     let port = crate::dist::free_port()?;
-    let start_state = cpu_rng_state()?;
+    // Every rank in the rotation starts from the caller's states of the generators it shares.
+    let mut shared: Vec<Device> = vec![Device::Cpu];
+    for &d in layout.devices.iter().filter(|d| layout.turns && d.is_cuda()) {
+        if !shared.contains(&d) {
+            shared.push(d);
+        }
+    }
+    let start: Vec<(Device, Vec<u8>)> =
+        shared.iter().map(|&d| Ok((d, rng_state(d)?))).collect::<Result<_>>()?;
     let caller_threads = tch::get_num_threads();
     let threads = opts
         .threads_per_rank
@@ -214,16 +230,23 @@ where
         .unwrap_or(1)
         .max(1);
     let ends: Vec<RankEnd<R>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = devices
+        let handles: Vec<_> = layout
+            .devices
             .iter()
             .enumerate()
             .map(|(rank, &device)| {
-                let start_state = &start_state;
+                let place = Place { rank, world: nprocs, device, backend: layout.backend, port };
+                // The rank's turn carries the CPU generator and its own GPU's.
+                let start: Option<Vec<(Device, Vec<u8>)>> = layout.turns.then(|| {
+                    start
+                        .iter()
+                        .filter(|(d, _)| *d == Device::Cpu || *d == device)
+                        .cloned()
+                        .collect()
+                });
                 std::thread::Builder::new()
                     .name(format!("trainbook-rank-{rank}"))
-                    .spawn_scoped(scope, move || {
-                        run_rank(rank, nprocs, device, port, threads, opts, start_state, f)
-                    })
+                    .spawn_scoped(scope, move || run_rank(place, threads, opts, start, f))
             })
             .collect();
         handles
@@ -238,15 +261,27 @@ where
                     .and_then(|h| h.join().map_err(|p| Error::Panicked(panic_message(p))));
                 joined.unwrap_or_else(|e| RankEnd {
                     result: Err(rank_error(rank, nprocs, e)),
-                    rng_state: None,
+                    rng_states: Vec::new(),
                     at: Instant::now(),
                 })
             })
             .collect()
     });
     tch::set_num_threads(caller_threads);
-    if let Some(state) = ends.first().and_then(|e| e.rng_state.as_ref()) {
-        set_cpu_rng_state(state)?;
+    // Each shared generator continues where its first rank's stream ended (the CPU's: rank
+    // 0's), unless that rank failed.
+    let mut settled: Vec<Device> = Vec::new();
+    for (end, &device) in ends.iter().zip(&layout.devices) {
+        for (shared, state) in &end.rng_states {
+            if !settled.contains(shared) {
+                set_rng_state(*shared, state)?;
+            }
+        }
+        for d in [Device::Cpu, device] {
+            if !settled.contains(&d) {
+                settled.push(d);
+            }
+        }
     }
     let first_failure = ends
         .iter()
@@ -269,39 +304,48 @@ where
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn run_rank<R, F>(
+/// A thread rank's place in the job.
+#[derive(Clone, Copy)]
+struct Place {
     rank: usize,
     world: usize,
     device: Device,
+    backend: Backend,
     port: u16,
+}
+
+/// Rank `place.rank`'s thread: joins the group, takes its turns on the shared generators
+/// (starting from `start`, when the layout has turns) and runs `f`.
+fn run_rank<R, F>(
+    place: Place,
     threads: usize,
     opts: &SpawnOptions,
-    start_state: &[u8],
+    start: Option<Vec<(Device, Vec<u8>)>>,
     f: &F,
 ) -> RankEnd<R>
 where
     F: Fn(&Dist) -> Result<R>,
 {
+    let Place { rank, world, device, backend, port } = place;
     tch::set_num_threads(threads as i32);
-    let mut rng_state = None;
+    let mut rng_states = Vec::new();
     // When the rank failed: taken before its group is closed, which makes the others fail.
     let mut at = None;
     let result = (|| {
-        let dist = Dist::for_thread_rank(rank, world, port, device, opts.timeout)?;
-        let turn = if device == Device::Cpu { Some(crate::rng::enter(start_state)?) } else { None };
+        let dist = Dist::for_thread_rank(rank, world, port, device, backend, opts.timeout)?;
+        let turn = start.map(crate::rng::enter).transpose()?;
         let outcome = catch_unwind(AssertUnwindSafe(|| f(&dist)));
         at = Some(Instant::now());
-        let state = turn.map(|t| t.finish()).transpose();
+        let states = turn.map(|t| t.finish()).transpose();
         let value = match outcome {
             Ok(value) => value?,
             Err(payload) => return Err(Error::Panicked(panic_message(payload))),
         };
-        rng_state = state?;
+        rng_states = states?.unwrap_or_default();
         at = None;
         dist.destroy()?;
         Ok(value)
     })();
     let at = at.unwrap_or_else(Instant::now);
-    RankEnd { result: result.map_err(|e| rank_error(rank, world, e)), rng_state, at }
+    RankEnd { result: result.map_err(|e| rank_error(rank, world, e)), rng_states, at }
 }

@@ -1,6 +1,7 @@
-//! Saving and restoring the state of libtorch's default generators: the process's CPU
-//! generator (`torch.get_rng_state` / `set_rng_state`) and each CUDA device's
-//! (`torch.cuda.get_rng_state(i)` / `set_rng_state(state, i)`), through the C++ shim.
+//! Saving, restoring and seeding libtorch's default generators: the process's CPU generator
+//! (`torch.get_rng_state` / `set_rng_state`) and each CUDA device's
+//! (`torch.cuda.get_rng_state(i)` / `set_rng_state(state, i)`), through the C++ shim; and
+//! [`manual_seed`], which seeds a rank's generators without touching other GPUs'.
 use std::os::raw::{c_char, c_int};
 
 use tch::Device;
@@ -21,6 +22,7 @@ extern "C" {
         state: *const u8,
         len: usize,
     ) -> *mut c_char;
+    fn tb_rng_manual_seed(device_type: c_int, index: c_int, seed: u64) -> *mut c_char;
 }
 
 /// The state of libtorch's default CPU generator (what `torch.get_rng_state()` returns).
@@ -77,4 +79,58 @@ pub fn set_rng_state(device: Device, state: &[u8]) -> Result<()> {
     check(&format!("set {device:?} RNG state"), unsafe {
         tb_rng_set_state(kind, index, state.as_ptr(), state.len())
     })
+}
+
+/// Seeds `device`'s default generator alone (`torch.cuda.manual_seed(seed)` on that device,
+/// or the CPU part of `torch.manual_seed`).
+pub(crate) fn seed_generator(device: Device, seed: i64) -> Result<()> {
+    let (kind, index) = rng_device(device)?;
+    // SAFETY: a plain call; errors come back as an owned message.
+    check(&format!("seed the {device:?} generator"), unsafe {
+        tb_rng_manual_seed(kind, index, seed as u64)
+    })
+}
+
+/// Seeds the generators a rank working on `device` draws from: the CPU generator (data,
+/// augmentations, CPU models) and, for `Cuda(i)`, that GPU's generator only. What
+/// `torch.manual_seed(seed)` does for such a rank, except that no other GPU's generator is
+/// reseeded: `torch.manual_seed` and `tch::manual_seed` reseed every GPU, which would reset the
+/// streams of thread ranks running on the other GPUs at the same time. Call it from the rank
+/// (a [`spawn`](crate::launch::spawn)ed closure holds its turn on the shared generators), or
+/// use [`Dist::manual_seed`](crate::dist::Dist::manual_seed). Errors name the device where
+/// its generator cannot be reached (CUDA not usable).
+///
+/// ```
+/// use trainbook::dist::manual_seed;
+/// use trainbook::tch::{Device, Kind, Tensor};
+///
+/// manual_seed(Device::Cpu, 7)?;
+/// let a = Tensor::rand([3], (Kind::Float, Device::Cpu));
+/// trainbook::tch::manual_seed(7);
+/// let b = Tensor::rand([3], (Kind::Float, Device::Cpu));
+/// assert!(a.equal(&b), "the CPU stream of torch.manual_seed(7)");
+/// # Ok::<(), trainbook::Error>(())
+/// ```
+pub fn manual_seed(device: Device, seed: i64) -> Result<()> {
+    seed_generator(Device::Cpu, seed)?;
+    match device {
+        Device::Cuda(_) => seed_generator(device, seed),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_gpu_generator_is_seeded_only_where_cuda_is_usable() {
+        if tch::Cuda::is_available() {
+            return; // tests/gpu.rs checks the GPU side
+        }
+        // Not the CPU generator: other tests of this binary draw from it at the same time.
+        let err = seed_generator(Device::Cuda(0), 1).unwrap_err().to_string();
+        assert!(err.contains("Cuda(0)"), "{err}");
+        assert!(seed_generator(Device::Mps, 1).is_err());
+    }
 }

@@ -6,5 +6,5 @@
 mod generator;
 mod turns;
 
-pub use generator::{cpu_rng_state, rng_state, set_cpu_rng_state, set_rng_state};
+pub use generator::{cpu_rng_state, manual_seed, rng_state, set_cpu_rng_state, set_rng_state};
 pub(crate) use turns::{blocking, enter};

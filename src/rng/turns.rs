@@ -1,4 +1,4 @@
-//! Ranks that are threads of one process take turns on libtorch's one CPU random generator.
+//! Ranks that are threads of one process take turns on libtorch's shared random generators.
 //!
 //! A process has a single default CPU generator: model initialisation, dropout and
 //! `Tensor::rand` all draw from it. Ranks started as processes (torchrun) each have their own;
@@ -8,11 +8,16 @@
 //! state) whenever it waits for the other ranks (a collective, DDP's backward, the store). A
 //! rank's draws then come from its own stream in its own order, exactly as in a process of its
 //! own, whatever the timing. Only one CPU rank computes at a time; ranks overlap only while
-//! waiting. CUDA ranks do not take turns: each device has its own generator.
+//! waiting. CUDA ranks with a GPU each do not take turns: each device has its own generator
+//! (seeded per rank by [`manual_seed`](super::manual_seed), which leaves the other GPUs'
+//! alone). Ranks that share a GPU take turns like CPU ranks, and their turn carries the
+//! state of that GPU's generator along with the CPU generator's.
 use std::cell::RefCell;
 use std::sync::{Condvar, Mutex, PoisonError};
 
-use super::generator::{cpu_rng_state, set_cpu_rng_state};
+use tch::Device;
+
+use super::generator::{rng_state, set_rng_state};
 use crate::{Error, Result};
 
 /// The right to compute (and to draw from the CPU generator), held by one CPU rank thread of
@@ -41,8 +46,9 @@ impl Baton {
 
 /// This thread's place in the rotation.
 struct Turn {
-    /// The rank's generator state while it does not hold the baton.
-    state: Vec<u8>,
+    /// The generators the rank shares with other ranks, each with the rank's state while it
+    /// does not hold the baton.
+    states: Vec<(Device, Vec<u8>)>,
     held: bool,
     /// The first failure to save or restore the state (reported when the rank ends).
     broken: Option<Error>,
@@ -57,34 +63,49 @@ pub(crate) struct TurnGuard {
     _not_send: std::marker::PhantomData<*const ()>,
 }
 
-/// Joins the rotation on this thread: waits for the baton, then installs `state` (the
-/// generator state every rank starts from, as each process of a launched job would).
-pub(crate) fn enter(state: &[u8]) -> Result<TurnGuard> {
+/// Joins the rotation on this thread: waits for the baton, then installs `starts`, the state
+/// each shared generator starts from (the CPU's, and a shared GPU's), as each process of a
+/// launched job would start.
+pub(crate) fn enter(starts: Vec<(Device, Vec<u8>)>) -> Result<TurnGuard> {
     BATON.acquire();
-    if let Err(e) = set_cpu_rng_state(state) {
+    if let Err(e) = install(&starts) {
         BATON.release();
         return Err(e);
     }
-    TURN.with(|t| *t.borrow_mut() = Some(Turn { state: Vec::new(), held: true, broken: None }));
+    let turn = Turn { states: starts, held: true, broken: None };
+    TURN.with(|t| *t.borrow_mut() = Some(turn));
     Ok(TurnGuard { _not_send: std::marker::PhantomData })
 }
 
+/// Makes `states` the generators' current states.
+fn install(states: &[(Device, Vec<u8>)]) -> Result<()> {
+    states.iter().try_for_each(|(device, state)| set_rng_state(*device, state))
+}
+
+/// Reads the generators' current states into `states`.
+fn save(states: &mut [(Device, Vec<u8>)]) -> Result<()> {
+    for (device, state) in states.iter_mut() {
+        *state = rng_state(*device)?;
+    }
+    Ok(())
+}
+
 impl TurnGuard {
-    /// Leaves the rotation and returns the rank's final generator state.
-    pub(crate) fn finish(self) -> Result<Vec<u8>> {
+    /// Leaves the rotation and returns the rank's final generator states.
+    pub(crate) fn finish(self) -> Result<Vec<(Device, Vec<u8>)>> {
         let turn = TURN.with(|t| t.borrow_mut().take());
         std::mem::forget(self);
         let Some(mut turn) = turn else {
             return Err(Error::InvalidArgument("left a rank rotation twice".into()));
         };
         if turn.held {
-            let saved = cpu_rng_state();
+            let saved = save(&mut turn.states);
             BATON.release();
-            turn.state = saved?;
+            saved?;
         }
         match turn.broken {
             Some(e) => Err(e),
-            None => Ok(turn.state),
+            None => Ok(turn.states),
         }
     }
 }
@@ -100,17 +121,15 @@ impl Drop for TurnGuard {
 }
 
 /// Runs `wait`, a call that blocks until other ranks take part, without holding the baton:
-/// this rank's generator state is saved before and restored after. Outside a rotation (a rank
-/// that is a process, a CUDA rank, any other thread) it just runs `wait`.
+/// this rank's generator states are saved before and restored after. Outside a rotation (a
+/// rank that is a process, a CUDA rank with a GPU of its own, any other thread) it just runs
+/// `wait`.
 pub(crate) fn blocking<T>(wait: impl FnOnce() -> T) -> T {
     let released = TURN.with(|t| {
         let mut slot = t.borrow_mut();
         let Some(turn) = slot.as_mut().filter(|turn| turn.held) else { return false };
-        match cpu_rng_state() {
-            Ok(state) => turn.state = state,
-            Err(e) => {
-                turn.broken.get_or_insert(e);
-            }
+        if let Err(e) = save(&mut turn.states) {
+            turn.broken.get_or_insert(e);
         }
         turn.held = false;
         BATON.release();
@@ -122,7 +141,7 @@ pub(crate) fn blocking<T>(wait: impl FnOnce() -> T) -> T {
             if let Some(turn) = t.borrow_mut().as_mut() {
                 BATON.acquire();
                 turn.held = true;
-                if let Err(e) = set_cpu_rng_state(&turn.state) {
+                if let Err(e) = install(&turn.states) {
                     turn.broken.get_or_insert(e);
                 }
             }

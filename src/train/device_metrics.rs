@@ -2,8 +2,9 @@
 //! for the device: the loss sum (float64) and the correct count (int64) are added to by device
 //! kernels and read only when progress is shown, a checkpoint is written or the epoch ends.
 //!
-//! Every read goes through [`DeviceMetrics::read`], which counts it: [`host_reads`] lets a
-//! test check that the loop makes no read per step.
+//! Every read goes through [`DeviceMetrics::read`], which counts it (as does the one read of
+//! GradScaler's inf flag where a step needs it on the host): [`host_reads`] lets a test check
+//! that the loop makes no read per step.
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use tch::{Device, Kind, Tensor};
@@ -13,7 +14,8 @@ use super::metrics::RunningMetrics;
 static HOST_READS: AtomicU64 = AtomicU64::new(0);
 
 /// How many times, since the process started, the training loop has read its running metrics
-/// back from the device (each read waits for the device to finish the queued work).
+/// (or GradScaler its inf flag) back from the device (each read waits for the device to finish
+/// the queued work).
 ///
 /// ```
 /// let before = trainbook::train::host_reads();
@@ -22,6 +24,11 @@ static HOST_READS: AtomicU64 = AtomicU64::new(0);
 /// ```
 pub fn host_reads() -> u64 {
     HOST_READS.load(Ordering::Relaxed)
+}
+
+/// Counts a read of the device that the training loop makes outside [`DeviceMetrics::read`].
+pub(crate) fn count_host_read() {
+    HOST_READS.fetch_add(1, Ordering::Relaxed);
 }
 
 /// Running loss sum and correct count on a device, plus the (host-known) sample count.
@@ -76,7 +83,7 @@ impl DeviceMetrics {
 
     /// The sums as host values: one (counted) read from the device.
     pub fn read(&self) -> RunningMetrics {
-        HOST_READS.fetch_add(1, Ordering::Relaxed);
+        count_host_read();
         RunningMetrics {
             loss_sum: self.loss_sum.double_value(&[]),
             correct: self.correct.int64_value(&[]) as u64,

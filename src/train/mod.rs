@@ -1,7 +1,9 @@
 //! The training loop: the per-epoch train/evaluate helpers and the [`Strategy`] they run
 //! under, optimizers with checkpointable state (`optim/`), mixed precision (`amp/`), LR
-//! schedules, loss, exact metrics, predictions with their confidence and the metrics log.
+//! schedules, loss, exact metrics, predictions with their confidence, the metrics log, and a
+//! deterministic mode.
 mod amp;
+mod determinism;
 mod device_metrics;
 mod epoch;
 mod log;
@@ -14,6 +16,9 @@ mod strategy;
 mod timing;
 
 pub use amp::{GradScaler, GradScalerConfig, GradScalerState, Precision};
+pub use determinism::{
+    determinism, use_deterministic_algorithms, Determinism, CUBLAS_WORKSPACE_CONFIG,
+};
 pub use device_metrics::{host_reads, DeviceMetrics};
 pub use epoch::{evaluate, train_epoch, EpochOptions, EpochSummary, LrAfterStep, OnStep, StepInfo};
 pub use log::{append_record, read_records, EpochRecord};

@@ -3,16 +3,22 @@
 //! are divided by it again, and a step whose gradients hold an inf or nan is skipped. The scale
 //! halves after such a step and doubles after `growth_interval` finite steps in a row.
 //!
-//! Built on libtorch's `_amp_foreach_non_finite_check_and_unscale_` and `_amp_update_scale_`;
-//! with fused Adam/AdamW the kernel itself unscales and skips, so the step needs no read of
-//! the device (torch's fused path); the other optimizers read the inf flag once per step, as
-//! torch's GradScaler does for them.
+//! Built on libtorch's `_amp_foreach_non_finite_check_and_unscale_` and `_amp_update_scale_`.
+//! The inf flag stays on the device: with fused Adam/AdamW the kernel itself unscales and
+//! skips (torch's fused path); SGD's step is computed and then kept or dropped on the device
+//! (`where(found_inf, old, new)`: bit for bit torch's step when the flag is 0, nothing changed
+//! when it is 1), where torch's GradScaler reads the flag for every non-fused optimizer. The
+//! flag is read on the host (counted by [`host_reads`](crate::train::host_reads)) only where
+//! skipping needs the host: a step that would create SGD's momentum buffers (a skipped first
+//! step creates none) and per-tensor Adam/AdamW (their bias corrections take the step count
+//! on the host).
 use std::os::raw::{c_char, c_void};
 
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
 
 use crate::shim::{check_kernel as check, tensor_ptrs as ptrs};
+use crate::train::device_metrics::count_host_read;
 use crate::train::Optimizer;
 use crate::Result;
 
@@ -125,8 +131,13 @@ impl GradScaler {
         } else {
             let inv_scale = self.scale.to_kind(Kind::Double).reciprocal().to_kind(Kind::Float);
             self.check_grads(optimizer, &found_inf, &inv_scale)?;
-            if found_inf.double_value(&[]) == 0.0 {
-                optimizer.step()?;
+            if optimizer.skips_on_device() {
+                optimizer.step_skipping(&found_inf)?;
+            } else {
+                count_host_read();
+                if found_inf.double_value(&[]) == 0.0 {
+                    optimizer.step()?;
+                }
             }
         }
         let _ = self.scale.internal_amp_update_scale_(

@@ -29,12 +29,14 @@ extern "C" {
         params: *const *const c_void,
         grads: *const *const c_void,
         bufs: *mut *mut c_void,
+        steps: *const *const c_void,
         n: usize,
         lr: f64,
         momentum: f64,
         dampening: f64,
         nesterov: c_int,
         weight_decay: f64,
+        found_inf: *const c_void,
     ) -> *mut c_char;
 }
 
@@ -120,20 +122,25 @@ pub(crate) struct SgdArgs {
 
 /// torch.optim.SGD(foreach=True)'s update. `bufs[i]` is parameter i's momentum buffer; a
 /// `None` is filled with a new buffer (the first step's copy of the gradient) when momentum
-/// is on.
+/// is on. `steps` (device step counts, one per parameter) are incremented. With `found_inf`
+/// (GradScaler's flag) nothing changes where the flag is 1, without a read on the host; every
+/// buffer must exist then.
 pub(crate) fn foreach_sgd(
     params: &[&Tensor],
     grads: &[&Tensor],
     bufs: &mut [Option<Tensor>],
+    steps: Option<&[&Tensor]>,
     args: SgdArgs,
+    found_inf: Option<&Tensor>,
 ) -> Result<()> {
     let n = params.len();
-    if grads.len() != n || bufs.len() != n {
+    if grads.len() != n || bufs.len() != n || steps.is_some_and(|s| s.len() != n) {
         return Err(Error::InvalidArgument(
-            "foreach SGD: parameter, gradient and buffer lists differ in length".into(),
+            "foreach SGD: parameter, gradient, buffer and step lists differ in length".into(),
         ));
     }
     let (p, g) = (ptrs(params), ptrs(grads));
+    let s = steps.map(ptrs);
     let mut raw: Vec<*mut c_void> = bufs
         .iter()
         .map(|b| b.as_ref().map_or(std::ptr::null_mut(), |t| t.as_ptr() as *mut c_void))
@@ -144,12 +151,14 @@ pub(crate) fn foreach_sgd(
             p.as_ptr(),
             g.as_ptr(),
             raw.as_mut_ptr(),
+            s.as_ref().map_or(std::ptr::null(), |s| s.as_ptr()),
             n,
             args.lr,
             args.momentum,
             args.dampening,
             args.nesterov as c_int,
             args.weight_decay,
+            optional_ptr(found_inf),
         )
     });
     for (slot, ptr) in bufs.iter_mut().zip(raw) {

@@ -3,7 +3,7 @@
 //! kernels, with the optimizer's per-parameter state created the way torch.optim creates it.
 use std::collections::BTreeMap;
 
-use tch::Tensor;
+use tch::{Kind, Tensor};
 
 use super::kernels::{foreach_sgd, fused_adam, AdamArgs, AdamLists, SgdArgs};
 use super::kind::OptimizerKind;
@@ -18,27 +18,52 @@ pub(super) struct ScaledStep<'a> {
 
 /// Updates `group` (name, parameter, gradient) in place. With `scaled`, the gradients are
 /// still multiplied by the loss scale: the fused kernel divides them and skips the whole
-/// update when `found_inf` is 1 (Adam/AdamW only; the caller unscales for SGD).
+/// update when `found_inf` is 1 (Adam/AdamW only; the caller unscales for SGD). With
+/// `skip_if` (GradScaler's found-inf flag, SGD only, every momentum buffer present) the SGD
+/// update leaves everything as it was where the flag is 1, without a read on the host.
 pub(super) fn step_group(
     kind: OptimizerKind,
     lr: f64,
     group: &[(String, Tensor, Tensor)],
     state: &mut BTreeMap<String, ParamState>,
     scaled: Option<ScaledStep>,
+    skip_if: Option<&Tensor>,
 ) -> Result<()> {
     match kind {
         OptimizerKind::Sgd { momentum, dampening, nesterov, weight_decay } => {
+            // Once a step may have been skipped on the device, the step counts live there.
+            let on_device = skip_if.is_some()
+                || group
+                    .iter()
+                    .any(|(n, _, _)| state.get(n).is_some_and(|st| st.step_tensor.is_some()));
+            let steps: Option<Vec<Tensor>> = on_device.then(|| {
+                group
+                    .iter()
+                    .map(|(n, p, _)| {
+                        let st = state.entry(n.clone()).or_default();
+                        let host = st.step as f64;
+                        st.step_tensor
+                            .get_or_insert_with(|| {
+                                Tensor::full([], host, (Kind::Float, p.device()))
+                            })
+                            .shallow_clone()
+                    })
+                    .collect()
+            });
             let mut bufs: Vec<Option<Tensor>> = group
                 .iter()
                 .map(|(n, _, _)| state.get_mut(n).and_then(|st| st.momentum_buffer.take()))
                 .collect();
             let params: Vec<&Tensor> = group.iter().map(|(_, p, _)| p).collect();
             let grads: Vec<&Tensor> = group.iter().map(|(_, _, g)| g).collect();
+            let step_refs: Option<Vec<&Tensor>> = steps.as_ref().map(|s| s.iter().collect());
             let result = foreach_sgd(
                 &params,
                 &grads,
                 &mut bufs,
+                step_refs.as_deref(),
                 SgdArgs { lr, momentum, dampening, nesterov, weight_decay },
+                skip_if,
             );
             // The buffers go back even when the kernel failed, so nothing of the state is lost.
             for ((name, _, _), buf) in group.iter().zip(bufs) {

@@ -133,20 +133,62 @@ impl Optimizer {
     /// One update of every parameter that has a gradient (frozen parameters and those that
     /// took no part in the loss keep an undefined gradient and are skipped, as in torch).
     pub fn step(&mut self) -> Result<()> {
+        self.update(None)
+    }
+
+    /// Whether [`GradScaler`](crate::train::GradScaler) can skip this optimizer's step on the
+    /// device, without reading its inf flag on the host: SGD, once every parameter with a
+    /// gradient has its momentum buffer (a skipped first step must not create one, as torch's
+    /// does not). Fused Adam/AdamW skip inside their kernel
+    /// ([`fuses_loss_scaling`](Self::fuses_loss_scaling)); per-tensor Adam/AdamW need the
+    /// step count on the host for their bias corrections, so the flag is read for them.
+    pub(crate) fn skips_on_device(&self) -> bool {
+        match self.kind {
+            OptimizerKind::Sgd { momentum, .. } => {
+                momentum == 0.0
+                    || self.params.iter().all(|(name, p)| {
+                        !p.grad().defined()
+                            || self.state.get(name).is_some_and(|st| st.momentum_buffer.is_some())
+                    })
+            }
+            OptimizerKind::Adam { .. } | OptimizerKind::AdamW { .. } => false,
+        }
+    }
+
+    /// [`step`](Self::step), except that nothing changes (parameters, momentum buffers, step
+    /// counts) where `found_inf` (GradScaler's float32 flag, on the parameters' device) is 1;
+    /// decided on the device, without a read. When the flag is 0 the result is bit for bit
+    /// that of `step`. Only where [`skips_on_device`](Self::skips_on_device); errors
+    /// ([`Error::InvalidArgument`]) otherwise.
+    pub(crate) fn step_skipping(&mut self, found_inf: &Tensor) -> Result<()> {
+        if !self.skips_on_device() {
+            return Err(Error::InvalidArgument(format!(
+                "{:?} cannot skip a step on the device before its state exists",
+                self.kind
+            )));
+        }
+        self.update(Some(found_inf))
+    }
+
+    fn update(&mut self, skip_if: Option<&Tensor>) -> Result<()> {
         if self.kernels == Kernels::PerTensor {
+            let adam = !matches!(self.kind, OptimizerKind::Sgd { .. });
             tch::no_grad(|| {
                 for (name, p) in &mut self.params {
                     let grad = p.grad();
                     if grad.defined() {
                         let st = self.state.entry(name.clone()).or_default();
-                        st.sync_step();
-                        super::single_tensor::update(self.kind, self.lr, p, &grad, st);
+                        if adam {
+                            // Adam's bias corrections take the count on the host (after fused Adam).
+                            st.sync_step();
+                        }
+                        super::single_tensor::update(self.kind, self.lr, p, &grad, st, skip_if);
                     }
                 }
             });
             return Ok(());
         }
-        self.multi_tensor_step(None)
+        self.multi_tensor_step(None, skip_if)
     }
 
     /// Whether [`GradScaler`](crate::train::GradScaler) can hand the scale and the inf flag to this
@@ -167,10 +209,14 @@ impl Optimizer {
                 self.kind, self.kernels
             )));
         }
-        self.multi_tensor_step(Some((grad_scale, found_inf)))
+        self.multi_tensor_step(Some((grad_scale, found_inf)), None)
     }
 
-    fn multi_tensor_step(&mut self, scaled: Option<(&Tensor, &Tensor)>) -> Result<()> {
+    fn multi_tensor_step(
+        &mut self,
+        scaled: Option<(&Tensor, &Tensor)>,
+        skip_if: Option<&Tensor>,
+    ) -> Result<()> {
         let (kind, lr) = (self.kind, self.lr);
         let with_grads: Vec<(String, Tensor, Tensor)> = self
             .params
@@ -193,7 +239,7 @@ impl Optimizer {
                 found_inf,
             });
             tch::no_grad(|| {
-                super::multi_tensor::step_group(kind, lr, group, &mut self.state, scaled)
+                super::multi_tensor::step_group(kind, lr, group, &mut self.state, scaled, skip_if)
             })?;
         }
         Ok(())

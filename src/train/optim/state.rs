@@ -5,16 +5,18 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use tch::Tensor;
+use tch::{Device, Kind, Tensor};
 
 use super::kind::OptimizerKind;
 
 /// One parameter's state, created on its first step as torch.optim creates it.
 #[derive(Default)]
 pub(super) struct ParamState {
-    /// Steps taken (host count); with fused Adam the device scalar `step_tensor` is the truth.
+    /// Steps taken (host count); once `step_tensor` exists, it is the truth.
     pub(super) step: u64,
-    /// Fused Adam's step count (a float32 scalar on the parameter's device, as in torch).
+    /// The step count on the parameter's device (a float32 scalar): fused Adam's, as in torch,
+    /// and SGD's once GradScaler has skipped (or not) a step on the device, which the host
+    /// cannot know without a read.
     pub(super) step_tensor: Option<Tensor>,
     pub(super) exp_avg: Option<Tensor>,
     pub(super) exp_avg_sq: Option<Tensor>,
@@ -40,6 +42,17 @@ impl ParamState {
     /// device, done only when the state is exported), else the host count.
     pub(super) fn current_step(&self) -> u64 {
         self.step_tensor.as_ref().map_or(self.step, |t| t.double_value(&[]).round() as u64)
+    }
+    /// Counts a step in the device count (made from the host count when there is none yet):
+    /// +1, or +0 where GradScaler's `found_inf` is 1.
+    pub(super) fn count_on_device(&mut self, device: Device, found_inf: Option<&Tensor>) {
+        let host = self.step as f64;
+        let count =
+            self.step_tensor.get_or_insert_with(|| Tensor::full([], host, (Kind::Float, device)));
+        let _ = count.g_add_scalar_(1.0);
+        if let Some(found_inf) = found_inf {
+            let _ = count.g_sub_(found_inf);
+        }
     }
     /// Folds a device step count back into the host count (leaving fused Adam).
     pub(super) fn sync_step(&mut self) {

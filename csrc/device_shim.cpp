@@ -1,0 +1,66 @@
+// device_shim.cpp: implementation of device_shim.h. With the `cuda` feature (USE_CUDA) the
+// current device is set by c10::cuda::set_device, as torch.cuda.set_device does; otherwise by
+// the CUDA device-guard implementation that libtorch_cuda registers when it is loaded (without
+// it, libtorch's error "PyTorch is not linked with support for cuda devices" comes back).
+#include "device_shim.h"
+
+#include <ATen/Context.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+#ifdef USE_CUDA
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+
+#include <stdexcept>
+#include <string>
+
+#include "shim_internal.hpp"
+
+using tb::guarded;
+using tb::null_arg;
+
+extern "C" {
+
+char* tb_cuda_set_device(int index) {
+  return guarded([&] {
+    if (index < 0) throw std::invalid_argument("CUDA device index " + std::to_string(index));
+    // torch.cuda.set_device: CUDA's lazy initialisation first (it fails clearly where there is
+    // no driver or no device), then the thread's device.
+    at::globalContext().lazyInitDevice(c10::DeviceType::CUDA);
+    auto device = static_cast<c10::DeviceIndex>(index);
+#ifdef USE_CUDA
+    c10::cuda::set_device(device);
+#else
+    c10::impl::VirtualGuardImpl(c10::DeviceType::CUDA)
+        .setDevice(c10::Device(c10::DeviceType::CUDA, device));
+#endif
+  });
+}
+
+char* tb_cuda_current_device(int* index) {
+  if (index == nullptr) return null_arg("index");
+  return guarded([&] {
+    at::globalContext().lazyInitDevice(c10::DeviceType::CUDA);
+    *index = static_cast<int>(c10::impl::VirtualGuardImpl(c10::DeviceType::CUDA).getDevice().index());
+  });
+}
+
+char* tb_set_deterministic(int on) {
+  return guarded([&] {
+    auto& context = at::globalContext();
+    context.setDeterministicAlgorithms(on != 0, /*warn_only=*/false);
+    context.setDeterministicCuDNN(on != 0);
+    if (on != 0) context.setBenchmarkCuDNN(false);
+  });
+}
+
+char* tb_deterministic_state(int* algorithms, int* cudnn_deterministic, int* cudnn_benchmark) {
+  if (!algorithms || !cudnn_deterministic || !cudnn_benchmark) return null_arg("outputs");
+  return guarded([&] {
+    auto& context = at::globalContext();
+    *algorithms = context.deterministicAlgorithms() ? 1 : 0;
+    *cudnn_deterministic = context.deterministicCuDNN() ? 1 : 0;
+    *cudnn_benchmark = context.benchmarkCuDNN() ? 1 : 0;
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,33 @@
+// device_shim.h: a C API over libtorch's device settings for trainbook's Rust side: the
+// thread's current CUDA device (src/shim.rs) and the process's deterministic mode
+// (src/train/determinism.rs). Same error convention as c10d_shim.h (NULL on success, else a
+// malloc'ed message freed with tb_string_free).
+//
+// Everything here dispatches at run time (through the device hooks that libtorch_cuda
+// registers when it is loaded), so it compiles in every build; where CUDA is missing or
+// unusable, a call returns libtorch's error.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// torch.cuda.set_device(index): initialises CUDA if needed, then makes CUDA device `index` the
+// calling thread's current device (the device of new contexts, handles and NCCL's guesses).
+char* tb_cuda_set_device(int index);
+// torch.cuda.current_device() for the calling thread.
+char* tb_cuda_current_device(int* index);
+
+// on != 0: torch.use_deterministic_algorithms(True) + torch.backends.cudnn.deterministic = True
+// + torch.backends.cudnn.benchmark = False. on == 0: both deterministic switches off (benchmark
+// is left as it is). Exist in every build (cuDNN's switches are plain flags on the CPU).
+char* tb_set_deterministic(int on);
+// The three switches as libtorch holds them: deterministic algorithms, cuDNN deterministic,
+// cuDNN benchmark (1 = on).
+char* tb_deterministic_state(int* algorithms, int* cudnn_deterministic, int* cudnn_benchmark);
+
+#ifdef __cplusplus
+}
+#endif
