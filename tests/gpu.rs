@@ -1,7 +1,10 @@
 //! The GPU suite: CUDA training against PyTorch on the same GPU. It runs wherever a CUDA GPU
 //! and a PyTorch installation exist (`make gpu-test`) and says SKIPPED on any other machine,
 //! where every test passes without checking anything GPU-specific (`make test` runs it so the
-//! suite always compiles). With `--features cuda` it adds NCCL.
+//! suite always compiles). With `--features cuda` it adds NCCL: a group of one on one GPU, two
+//! ranks with two GPUs (2 ranks sharing one GPU use Gloo with CUDA tensors, without the feature
+//! too), and a check that the build loaded libtorch_cuda (which `tests/cuda_feature.rs` runs on
+//! any machine).
 //!
 //! Environment: `TRAINBOOK_PYTHON` (a python with torch; default: the project's venv, else
 //! `python3`), `TRAINBOOK_REPO` (where `tests/oracle` is; default: this checkout).
@@ -303,24 +306,35 @@ fn grad_scaler_skips_sgd_steps_on_the_gpu() {
     }
 }
 
-/// A one-rank NCCL group reduces on the GPU (two ranks need two GPUs: see `make gpu-test`).
+/// A real NCCL group of one (the most one GPU allows: NCCL refuses two ranks on one device;
+/// `nccl_ranks_set_and_bind_their_own_gpus` needs two GPUs), bound to its GPU as
+/// `init_process_group(device_id=...)` binds it: its communicator is created on that device,
+/// and all-reduce and barrier run there.
 #[cfg(feature = "cuda")]
 #[test]
-fn an_nccl_group_of_one_all_reduces() {
-    let Some(device) = gpu("an_nccl_group_of_one_all_reduces") else { return };
-    use trainbook::dist::{Backend, Dist, DistOptions};
-    std::env::set_var("MASTER_ADDR", "127.0.0.1");
-    std::env::set_var("MASTER_PORT", common::free_port().to_string());
-    for (k, v) in [("RANK", "0"), ("WORLD_SIZE", "1"), ("LOCAL_RANK", "0")] {
-        std::env::set_var(k, v);
-    }
-    let dist = Dist::init_with(DistOptions { backend: Some(Backend::Nccl), ..Default::default() })
-        .unwrap();
-    assert_eq!(dist.device(), device);
+fn an_nccl_group_of_one_is_bound_to_its_gpu() {
+    use std::time::Duration;
+    use trainbook::dist::{Backend, ProcessGroup, Store};
+    let Some(device) = gpu("an_nccl_group_of_one_is_bound_to_its_gpu") else { return };
+    let timeout = Duration::from_secs(60);
+    let store = Store::tcp("127.0.0.1", common::free_port(), true, Some(1), timeout).unwrap();
+    let pg = ProcessGroup::on_device(store, Backend::Nccl, 0, 1, timeout, device).unwrap();
+    assert_eq!((pg.backend(), pg.bound_device()), (Backend::Nccl, Some(device)));
     let t = Tensor::from_slice(&[1.5f32, -2.0]).to_device(device);
-    dist.all_reduce_sum(&t).unwrap();
+    pg.all_reduce_sum(&t).unwrap();
+    pg.barrier().unwrap();
     assert_eq!(Vec::<f32>::try_from(t.to_device(Device::Cpu)).unwrap(), [1.5, -2.0]);
-    dist.destroy().unwrap();
+}
+
+/// The `cuda` build links libtorch_cuda and loads it (which registers CUDA with libtorch), with
+/// NCCL built into the shim; on any machine, GPU or not (`tests/cuda_feature.rs` runs it).
+#[cfg(feature = "cuda")]
+#[test]
+fn the_cuda_build_loads_libtorch_cuda() {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    assert!(maps.contains("libtorch_cuda.so"), "libtorch_cuda.so is not mapped in this process");
+    assert!(trainbook::versions().nccl_built_in);
+    assert!(trainbook::dist::Backend::Nccl.is_available());
 }
 
 /// A run stopped mid-epoch and resumed on the GPU ends with the uninterrupted run's weights
