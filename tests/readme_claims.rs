@@ -139,10 +139,10 @@ const BACKED: [(&str, &str, &[&str], &[&str]); 6] = [
         &[],
     ),
     (
-        "`tests/cuda_feature.rs` runs `cargo check --features cuda`",
+        "checks that the process has `libtorch_cuda` mapped and NCCL built in",
         "tests/cuda_feature.rs",
-        &["\"check\",", "\"cuda\","],
-        &["\"build\",", "\"test\","],
+        &["\"check\",", "\"build\",", "\"cuda\",", "libtorch_cuda"],
+        &[],
     ),
     (
         "without them `data-scripts/mnist.py` stops with an error saying so",
