@@ -163,20 +163,12 @@ impl<'a> EpochOptions<'a> {
     }
 }
 
-/// `t` on `device`: the tensor itself when it is there already (a loader delivering to the
-/// device copied it, pinned and without blocking), else a copy.
-fn on_device(t: &Tensor, device: Device) -> Tensor {
-    if t.device() == device {
-        t.shallow_clone()
-    } else {
-        t.to_device(device)
-    }
-}
-
 impl EpochOptions<'_> {
     /// A batch's images on the device, in the layout the options ask for.
     fn batch_images(&self, images: &Tensor) -> Tensor {
-        let x = on_device(images, self.device);
+        // A batch the loader already delivered to the device (pinned, non-blocking) is used as it
+        // is: `to_device` onto its own device returns the tensor itself, as torch's `.to` does.
+        let x = images.to_device(self.device);
         if self.channels_last {
             crate::models::channels_last(&x)
         } else {
@@ -266,7 +258,7 @@ pub fn train_epoch<D: Dataset + 'static>(
         let (window_start, position) = (batch.position / k * k, batch.position);
         let window = k.min(total_batches - window_start);
         let last_in_window = position + 1 == window_start + window;
-        let (x, y) = (opts.batch_images(&batch.images), on_device(&batch.labels, opts.device));
+        let (x, y) = (opts.batch_images(&batch.images), batch.labels.to_device(opts.device));
         opts.hooks.pre_forward(last_in_window)?;
         let (logits, loss) = opts.precision.run(opts.device, || {
             let logits = model.forward_t(&x, true);
@@ -324,7 +316,7 @@ pub fn evaluate<D: Dataset + 'static>(
         let keep: Vec<i64> =
             (0..batch.len() as i64).filter(|&k| !batch.is_padding[k as usize]).collect();
         let keep = Tensor::from_slice(&keep).to_device(opts.device);
-        let (x, y) = (opts.batch_images(&batch.images), on_device(&batch.labels, opts.device));
+        let (x, y) = (opts.batch_images(&batch.images), batch.labels.to_device(opts.device));
         let (logits, losses) = opts.precision.run(opts.device, || {
             tch::no_grad(|| {
                 let logits = model.forward_t(&x, false).index_select(0, &keep);
@@ -367,6 +359,6 @@ mod tests {
         let x = EpochOptions::on(Device::Cpu).batch_images(&images);
         assert_eq!(x.data_ptr(), images.data_ptr(), "the loader's copy is the one used");
         let labels = Tensor::from_slice(&[1i64, 2]);
-        assert_eq!(on_device(&labels, Device::Cpu).data_ptr(), labels.data_ptr());
+        assert_eq!(labels.to_device(Device::Cpu).data_ptr(), labels.data_ptr());
     }
 }
