@@ -5,7 +5,7 @@
 # No root (and no apt-get) needed: without it, scripts/setup.sh unpacks the Debian packages the
 # build needs into .venv/debs (scripts/fetch-debs.sh, or scripts/fetch_debs.py without apt) and
 # says what it had to skip.
-.PHONY: setup setup-demo setup-notebook setup-repl repl test-repl demo lint test notebooks gpu-test torch-2.11-check
+.PHONY: setup setup-demo setup-notebook setup-repl repl test-repl demo lint test notebooks gpu-test torch-2.11-check gpu-bundle
 SHELL := /bin/bash
 
 # Everything `make test` needs: the tests' Python packages (torchvision, Ray, Dask, ...), Debian
@@ -67,6 +67,15 @@ gpu-test: setup
 # build), so not part of `make test`.
 torch-2.11-check:
 	TORCH=2.11.0 TCH=0.24 CUDA_TOOLKIT=13.0.2 bash scripts/check-torch-version.sh
+
+# The GPU bundle (scripts/gpu-bundle.sh): a release build against torch 2.11.0 (tch 0.24) with
+# the cuda feature, stripped, in target/gpu-bundle/ (at most 64 MiB): copy it to a machine with
+# a CUDA GPU and a Python with torch 2.11 + torchvision (no Rust needed there) and run
+# `target/gpu-bundle/run.sh REPORT_DIR /path/to/python3`. Heavy (a second venv and build), so
+# not part of `make test`, which builds and runs a dev bundle of the default torch instead
+# (tests/gpu_bundle.rs).
+gpu-bundle: setup
+	bash scripts/gpu-bundle.sh
 
 # The REPL drive (tests/repl.rs, ignored by make test: the evcxr_repl build and a cold trainbook
 # build inside evcxr take ~30 minutes on 2 cores).

@@ -5,6 +5,7 @@
 #include "device_shim.h"
 
 #include <ATen/Context.h>
+#include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 #ifdef USE_CUDA
 #include <c10/cuda/CUDAFunctions.h>
@@ -42,6 +43,27 @@ char* tb_cuda_current_device(int* index) {
     at::globalContext().lazyInitDevice(c10::DeviceType::CUDA);
     *index = static_cast<int>(c10::impl::VirtualGuardImpl(c10::DeviceType::CUDA).getDevice().index());
   });
+}
+
+// CUDA's caching allocator, as libtorch_cuda registers it (an error naming CUDA without it).
+static c10::DeviceAllocator* cuda_allocator(int index) {
+  if (index < 0) throw std::invalid_argument("CUDA device index " + std::to_string(index));
+  at::globalContext().lazyInitDevice(c10::DeviceType::CUDA);
+  return c10::getDeviceAllocator(c10::DeviceType::CUDA);
+}
+
+char* tb_cuda_memory_peaks(int index, int64_t* allocated, int64_t* reserved) {
+  if (!allocated || !reserved) return null_arg("outputs");
+  return guarded([&] {
+    auto stats = cuda_allocator(index)->getDeviceStats(static_cast<c10::DeviceIndex>(index));
+    constexpr auto all = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+    *allocated = stats.allocated_bytes[all].peak;
+    *reserved = stats.reserved_bytes[all].peak;
+  });
+}
+
+char* tb_cuda_reset_peak_memory(int index) {
+  return guarded([&] { cuda_allocator(index)->resetPeakStats(static_cast<c10::DeviceIndex>(index)); });
 }
 
 char* tb_set_deterministic(int on) {

@@ -1,5 +1,6 @@
 // device_shim.h: a C API over libtorch's device settings for trainbook's Rust side: the
-// thread's current CUDA device (src/shim.rs) and the process's deterministic mode
+// thread's current CUDA device (src/shim.rs), the caching allocator's peak memory
+// (src/cuda_memory.rs) and the process's deterministic mode
 // (src/train/determinism.rs). Same error convention as c10d_shim.h (NULL on success, else a
 // malloc'ed message freed with tb_string_free).
 //
@@ -19,6 +20,13 @@ extern "C" {
 char* tb_cuda_set_device(int index);
 // torch.cuda.current_device() for the calling thread.
 char* tb_cuda_current_device(int* index);
+
+// torch.cuda.max_memory_allocated(index) and torch.cuda.max_memory_reserved(index): the peaks of
+// the caching allocator's allocated and reserved bytes on CUDA device `index` since the start
+// or the last tb_cuda_reset_peak_memory.
+char* tb_cuda_memory_peaks(int index, int64_t* allocated, int64_t* reserved);
+// torch.cuda.reset_peak_memory_stats(index).
+char* tb_cuda_reset_peak_memory(int index);
 
 // on != 0: torch.use_deterministic_algorithms(True) + torch.backends.cudnn.deterministic = True
 // + torch.backends.cudnn.benchmark = False. on == 0: both deterministic switches off (benchmark

@@ -13,12 +13,14 @@
 //!   Ray or Dask.
 //! - [`notebook`]: figures shown inline in Jupyter, or saved as files outside it;
 //!   [`progress`]: progress bars; [`export`]: a notebook as a standalone program;
-//!   [`programs`]: how Python and torchrun are found; [`prelude`]: one import for a notebook.
+//!   [`programs`]: how Python and torchrun are found; [`prelude`]: one import for a notebook;
+//!   [`cuda`]: the GPU's peak memory, as `torch.cuda` reports it.
 //!
 //! Underneath, crate-private: the C++ shim's error convention and versions (`shim`), libtorch's
 //! random generators and the turns thread ranks take on them (`rng`), and evcxr's rich-output
 //! protocol (`display`).
 pub mod checkpoint;
+pub mod cuda;
 pub mod data;
 mod display;
 pub mod dist;

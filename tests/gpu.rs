@@ -4,16 +4,19 @@
 //! suite always compiles). With `--features cuda` it adds NCCL: a group of one on one GPU, two
 //! ranks with two GPUs (2 ranks sharing one GPU use Gloo with CUDA tensors, without the feature
 //! too), and a check that the build loaded libtorch_cuda (which `tests/cuda_feature.rs` runs on
-//! any machine).
+//! any machine). The two-rank checks on one GPU (Gloo with CUDA tensors) are in
+//! tests/gpu_ranks.rs.
 //!
 //! Environment: `TRAINBOOK_PYTHON` (a python with torch; default: the project's venv, else
 //! `python3`), `TRAINBOOK_REPO` (where `tests/oracle` is; default: this checkout).
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
+use common::gpu::{gpu, oracle};
+use common::{get, max_abs};
 use tch::nn::{ModuleT, VarStore};
 use tch::{Device, Kind, Tensor};
 use trainbook::data::{DataLoader, TensorDataset};
@@ -21,52 +24,6 @@ use trainbook::models::{
     load_state_dict, resnet34, resnet34_classifier, to_channels_last, HeadKind, MnistNet,
 };
 use trainbook::train::{train_epoch, CrossEntropyLoss, EpochOptions, Optimizer, Precision};
-
-/// The GPU, or `None` after saying why the test is skipped.
-fn gpu(test: &str) -> Option<Device> {
-    if tch::Cuda::is_available() {
-        Some(Device::Cuda(0))
-    } else {
-        println!("SKIPPED {test}: no CUDA GPU on this machine (libtorch sees none)");
-        None
-    }
-}
-
-fn repo() -> PathBuf {
-    std::env::var("TRAINBOOK_REPO")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
-}
-
-fn python() -> PathBuf {
-    if let Ok(p) = std::env::var("TRAINBOOK_PYTHON") {
-        return p.into();
-    }
-    let venv = repo().join(".venv/bin/python");
-    if venv.exists() {
-        venv
-    } else {
-        "python3".into()
-    }
-}
-
-fn oracle(script: &str, args: &[&str]) -> String {
-    let out = Command::new(python())
-        .arg(repo().join("tests/oracle").join(script))
-        .args(args)
-        .output()
-        .expect("python for the oracle (set TRAINBOOK_PYTHON)");
-    assert!(out.status.success(), "{script} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn get<'a>(ts: &'a [(String, Tensor)], name: &str) -> &'a Tensor {
-    &ts.iter().find(|(n, _)| n == name).unwrap_or_else(|| panic!("{name} missing")).1
-}
-
-fn max_abs(a: &Tensor, b: &Tensor) -> f64 {
-    (a.to_device(Device::Cpu) - b.to_device(Device::Cpu)).abs().max().double_value(&[])
-}
 
 /// Three SGD steps of the MNIST CNN and the course ResNet34 on the GPU, trainbook against
 /// PyTorch (tests/oracle/amp.py on cuda), in float32 and in bf16 autocast.

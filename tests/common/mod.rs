@@ -2,6 +2,7 @@
 //! clean up after themselves, and running a command with a deadline so that a broken test fails
 //! instead of hanging CI.
 #![allow(dead_code)]
+pub mod gpu;
 pub mod ranks;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -24,15 +25,17 @@ pub fn venv_bin(name: &str) -> PathBuf {
     venv().join("bin").join(name)
 }
 
-/// A scratch folder under cargo's `target/tmp` for one test, removed when dropped (also when the
-/// test panics), so that checkpoints and data sets of many runs do not fill the disk. Set
+/// A scratch folder under cargo's `target/tmp` (or `TRAINBOOK_TEST_TMPDIR`, as the GPU bundle
+/// sets it on a machine without this checkout) for one test, removed when dropped (also when
+/// the test panics), so that checkpoints and data sets of many runs do not fill the disk. Set
 /// `TRAINBOOK_KEEP_TEST_DIRS=1` to keep them for a post-mortem.
 pub struct WorkDir(PathBuf);
 
 impl WorkDir {
     pub fn new(name: &str) -> WorkDir {
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("tb-{name}-{}", std::process::id()));
+        let base = std::env::var_os("TRAINBOOK_TEST_TMPDIR")
+            .map_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")), PathBuf::from);
+        let dir = base.join(format!("tb-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         WorkDir(dir)
@@ -161,6 +164,17 @@ pub fn kill_rank_after_first_checkpoint(
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// The tensor called `name` in `ts`.
+pub fn get<'a>(ts: &'a [(String, Tensor)], name: &str) -> &'a Tensor {
+    &ts.iter().find(|(n, _)| n == name).unwrap_or_else(|| panic!("{name} missing")).1
+}
+
+/// Largest absolute difference of two tensors on any devices.
+pub fn max_abs(a: &Tensor, b: &Tensor) -> f64 {
+    let cpu = tch::Device::Cpu;
+    (a.to_device(cpu) - b.to_device(cpu)).abs().max().double_value(&[])
 }
 
 /// A port for a test's store: never one that another test of this binary was given.

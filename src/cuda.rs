@@ -1,0 +1,74 @@
+//! CUDA's caching allocator as `torch.cuda` reports it: the peak of allocated and reserved
+//! bytes on a GPU, and resetting them (`torch.cuda.max_memory_allocated`,
+//! `torch.cuda.max_memory_reserved`, `torch.cuda.reset_peak_memory_stats`). The GPU benchmark
+//! (benches/gpu.rs) compares these with PyTorch's on the same GPU. Every call dispatches at
+//! run time to the allocator libtorch_cuda registers, so it compiles in every build and is an
+//! error naming CUDA where there is none.
+use std::os::raw::{c_char, c_int};
+
+use tch::Device;
+
+use crate::shim::check_kernel;
+use crate::{Error, Result};
+
+extern "C" {
+    fn tb_cuda_memory_peaks(index: c_int, allocated: *mut i64, reserved: *mut i64) -> *mut c_char;
+    fn tb_cuda_reset_peak_memory(index: c_int) -> *mut c_char;
+}
+
+fn cuda_index(device: Device) -> Result<c_int> {
+    match device {
+        Device::Cuda(i) => {
+            c_int::try_from(i).map_err(|_| Error::InvalidArgument(format!("CUDA device index {i}")))
+        }
+        other => Err(Error::InvalidArgument(format!(
+            "{other:?} has no CUDA caching allocator (memory statistics are for Cuda(_) devices)"
+        ))),
+    }
+}
+
+/// Peak bytes of the caching allocator on `device`: (allocated to tensors, reserved from the
+/// driver) since the process started or [`reset_peak_memory_stats`], as
+/// `torch.cuda.max_memory_allocated` and `torch.cuda.max_memory_reserved` report them.
+///
+/// ```
+/// // Without a GPU it is an error naming the device.
+/// # if !tch::Cuda::is_available() {
+/// let err = trainbook::cuda::max_memory(tch::Device::Cpu).unwrap_err();
+/// assert!(err.to_string().contains("Cpu"));
+/// # }
+/// ```
+pub fn max_memory(device: Device) -> Result<(u64, u64)> {
+    let index = cuda_index(device)?;
+    let (mut allocated, mut reserved) = (0i64, 0i64);
+    // SAFETY: the out-pointers are valid for the call; errors come back as an owned message.
+    check_kernel(&format!("memory statistics of {device:?}"), unsafe {
+        tb_cuda_memory_peaks(index, &mut allocated, &mut reserved)
+    })?;
+    Ok((allocated.max(0) as u64, reserved.max(0) as u64))
+}
+
+/// `torch.cuda.reset_peak_memory_stats(device)`: the peaks start again from the current usage.
+pub fn reset_peak_memory_stats(device: Device) -> Result<()> {
+    let index = cuda_index(device)?;
+    // SAFETY: a plain call; errors come back as an owned message.
+    check_kernel(&format!("reset the memory peaks of {device:?}"), unsafe {
+        tb_cuda_reset_peak_memory(index)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_a_gpu_the_statistics_are_errors_naming_the_device() {
+        let cpu = max_memory(Device::Cpu).unwrap_err().to_string();
+        assert!(cpu.contains("Cpu") && cpu.contains("caching allocator"), "{cpu}");
+        if !tch::Cuda::is_available() {
+            let gpu = max_memory(Device::Cuda(0)).unwrap_err().to_string();
+            assert!(gpu.contains("Cuda(0)"), "{gpu}");
+            assert!(reset_peak_memory_stats(Device::Cuda(0)).is_err());
+        }
+    }
+}

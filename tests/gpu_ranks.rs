@@ -1,0 +1,255 @@
+//! The GPU suite's two-rank checks on one GPU. One GPU holds one NCCL rank, so two ranks share
+//! it over Gloo with CUDA tensors (`SpawnOptions::share_gpus`), which runs the Reducer's CUDA
+//! path (gradient buckets and their views on the GPU, the copy to the host and back):
+//! - by construction: `Ddp` on 2 ranks x batch 8 ends with exactly the weights of one process
+//!   that runs the two half-batches one after the other and accumulates half of each gradient
+//!   (same kernels on the same shapes in the deterministic mode; Gloo adds two values, which is
+//!   commutative; halving is exact);
+//! - within float32 rounding: the same against one process with batch 16, the bound derived
+//!   as tests/ddp.rs derives it on the CPU (the float64 run measures float32's rounding error
+//!   on this computation: allowed 4x it plus 8 ulps of the largest weight);
+//! - `spawn`: 2 thread ranks sharing the GPU (dropout on the GPU, so each rank's turns on the
+//!   GPU's generator matter) end bitwise equal to 2 processes under torchrun sharing it.
+//!
+//! Without a CUDA GPU every test prints SKIPPED. Run with `make gpu-test` or from the GPU
+//! bundle (scripts/gpu-bundle.sh).
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::gpu::gpu;
+use tch::nn::{ModuleT, VarStore};
+use tch::{Device, Kind, Tensor};
+use trainbook::data::{DataLoader, TensorDataset};
+use trainbook::dist::{Ddp, Dist};
+use trainbook::launch::{spawn_with, torchrun, SpawnOptions};
+use trainbook::models::MnistNet;
+use trainbook::train::{
+    train_epoch, use_deterministic_algorithms, CrossEntropyLoss, EpochOptions, Optimizer,
+    OptimizerKind,
+};
+
+const STEPS: usize = 3;
+const SGD: OptimizerKind =
+    OptimizerKind::Sgd { momentum: 0.9, dampening: 0.0, nesterov: false, weight_decay: 1e-4 };
+
+type Weights = Vec<(String, Vec<f64>)>;
+
+/// 16 fixed samples drawn on the CPU (seed 42), as plain numbers a rank closure can share.
+fn samples() -> (Vec<f32>, Vec<i64>) {
+    tch::manual_seed(42);
+    let x = Tensor::randn([16, 1, 28, 28], (Kind::Float, Device::Cpu));
+    let y = Tensor::randint(10, [16], (Kind::Int64, Device::Cpu));
+    (Vec::try_from(x.flatten(0, -1)).unwrap(), Vec::try_from(y).unwrap())
+}
+
+/// Samples `from..from + n` of `samples()` on `device` in `kind`.
+fn slice(
+    s: &(Vec<f32>, Vec<i64>),
+    from: i64,
+    n: i64,
+    device: Device,
+    kind: Kind,
+) -> (Tensor, Tensor) {
+    let x = Tensor::from_slice(&s.0).view([16, 1, 28, 28]).narrow(0, from, n);
+    let y = Tensor::from_slice(&s.1).narrow(0, from, n);
+    (x.to_kind(kind).to_device(device), y.to_device(device))
+}
+
+/// Rank 0's initial weights (seed 7), written once to `dir/init.safetensors`.
+fn initial_weights(dir: &Path) -> PathBuf {
+    tch::manual_seed(7);
+    let vs = VarStore::new(Device::Cpu);
+    let _net = MnistNet::new(&vs.root());
+    let path = dir.join("init.safetensors");
+    vs.save(&path).unwrap();
+    path
+}
+
+/// The MNIST CNN on `device` in `kind`, starting from `init`.
+fn model(device: Device, kind: Kind, init: &Path) -> (VarStore, MnistNet) {
+    let mut vs = VarStore::new(device);
+    let net = MnistNet::new(&vs.root());
+    vs.load(init).unwrap();
+    if kind == Kind::Double {
+        vs.double();
+    }
+    (vs, net)
+}
+
+/// Every variable of `vs`, sorted by name, as float64 numbers on the host.
+fn weights(vs: &VarStore) -> Weights {
+    let mut named: Vec<(String, Vec<f64>)> = vs
+        .variables()
+        .into_iter()
+        .map(|(n, t)| (n, Vec::try_from(t.to_kind(Kind::Double).flatten(0, -1)).unwrap()))
+        .collect();
+    named.sort_by(|a, b| a.0.cmp(&b.0));
+    named
+}
+
+fn max_diff(a: &Weights, b: &Weights) -> f64 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .flat_map(|((na, va), (nb, vb))| {
+            assert_eq!(na, nb);
+            va.iter().zip(vb).map(|(x, y)| (x - y).abs())
+        })
+        .fold(0.0, f64::max)
+}
+
+fn loss(net: &MnistNet, x: &Tensor, y: &Tensor) -> Tensor {
+    // Dropout off: these checks compare arithmetic, not random streams.
+    CrossEntropyLoss::new().mean(&net.forward_t(x, false), y)
+}
+
+/// One process: STEPS SGD steps on the 16 samples, either as one batch of 16 or (`halves`) as
+/// two batches of 8 whose gradients, each scaled by 1/2, accumulate.
+fn one_process(device: Device, kind: Kind, init: &Path, halves: bool) -> Weights {
+    let s = samples();
+    let (vs, net) = model(device, kind, init);
+    let mut opt = Optimizer::new(&vs, SGD, 0.05);
+    for _ in 0..STEPS {
+        opt.zero_grad();
+        if halves {
+            for half in 0..2 {
+                let (x, y) = slice(&s, 8 * half, 8, device, kind);
+                (loss(&net, &x, &y) * 0.5).backward();
+            }
+        } else {
+            let (x, y) = slice(&s, 0, 16, device, kind);
+            loss(&net, &x, &y).backward();
+        }
+        opt.step().unwrap();
+    }
+    weights(&vs)
+}
+
+/// `Ddp` on 2 thread ranks sharing `device`, each with its half of the samples every step.
+fn two_ranks(device: Device, init: &Path) -> Vec<Weights> {
+    let s = samples();
+    let opts = SpawnOptions { device: Some(device), share_gpus: true, ..Default::default() };
+    spawn_with(2, opts, |dist: &Dist| {
+        assert_eq!(dist.device(), device);
+        let (vs, net) = model(device, Kind::Float, init);
+        let ddp = Ddp::wrap(&vs, dist)?;
+        let mut opt = Optimizer::new(&vs, SGD, 0.05);
+        let (x, y) = slice(&s, 8 * dist.rank() as i64, 8, device, Kind::Float);
+        for _ in 0..STEPS {
+            opt.zero_grad();
+            ddp.before_forward()?;
+            ddp.backward(&loss(&net, &x, &y))?;
+            opt.step()?;
+        }
+        Ok(weights(&vs))
+    })
+    .unwrap()
+}
+
+#[test]
+fn ddp_on_one_gpu_equals_the_accumulated_half_batches_and_batch_16() {
+    let Some(device) = gpu("ddp_on_one_gpu_equals_the_accumulated_half_batches_and_batch_16")
+    else {
+        return;
+    };
+    use_deterministic_algorithms(true).unwrap();
+    let dir = common::WorkDir::new("gpu-ddp");
+    let init = initial_weights(&dir);
+    let ranks = two_ranks(device, &init);
+    assert_eq!(max_diff(&ranks[0], &ranks[1]), 0.0, "DDP keeps the ranks' weights equal");
+
+    let halves = one_process(device, Kind::Float, &init, true);
+    let exact = max_diff(&ranks[0], &halves);
+    println!("2 ranks x 8 on one GPU vs one process running both halves: max |diff| {exact:e}");
+    assert_eq!(exact, 0.0, "the Reducer's CUDA path changed the arithmetic");
+
+    let (f32_, f64_) = (
+        one_process(device, Kind::Float, &init, false),
+        one_process(device, Kind::Double, &init, false),
+    );
+    let largest = f32_.iter().flat_map(|(_, v)| v.iter().map(|x| x.abs())).fold(0.0, f64::max);
+    let tol = 4.0 * max_diff(&f32_, &f64_) + 8.0 * f64::from(f32::EPSILON) * largest;
+    let rounding = max_diff(&ranks[0], &f32_);
+    let moved = max_diff(&f32_, &weights(&model(Device::Cpu, Kind::Float, &init).0));
+    println!(
+        "2 ranks x 8 vs batch 16: {rounding:e} (allowed {tol:e}; the weights moved {moved:e})"
+    );
+    assert!(rounding <= tol, "2 ranks x 8 differ from batch 16 by {rounding:e} > {tol:e}");
+    // A gradient off by the world size doubles SGD's steps: the bound must be far below that.
+    assert!(tol < 0.01 * moved, "the bound {tol:e} would hide a wrong average ({moved:e})");
+}
+
+/// One rank of the `spawn` comparison: data from the CPU generator (the same on every rank),
+/// the CNN's initial weights and its dropout from the GPU's generator, DDP, 2 epochs of a
+/// shuffled sharded loader; the weights, then 3 more draws from the GPU's generator.
+fn dropout_rank(dist: &Dist) -> trainbook::Result<Vec<f32>> {
+    let device = dist.device();
+    let x = Tensor::randn([32, 1, 28, 28], (Kind::Float, Device::Cpu));
+    let y = Tensor::randint(10, [32], (Kind::Int64, Device::Cpu));
+    let vs = VarStore::new(device);
+    let net = MnistNet::new(&vs.root());
+    let ddp = Ddp::wrap(&vs, dist)?;
+    let mut opt = Optimizer::new(&vs, SGD, 0.1);
+    let mut loader = DataLoader::new(TensorDataset::new(&x, &y, vec![])?, 4)
+        .shuffle(true)
+        .seed(5)
+        .num_workers(0)
+        .distributed(dist);
+    let opts = EpochOptions::on(device).quiet().hooks(&ddp);
+    for epoch in 0..2 {
+        loader.set_epoch(epoch);
+        train_epoch(&net, &mut loader, &mut opt, &CrossEntropyLoss::new(), &opts)?;
+    }
+    let mut named: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
+    named.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut parts: Vec<Tensor> =
+        named.iter().map(|(_, t)| t.detach().to_device(Device::Cpu).flatten(0, -1)).collect();
+    parts.push(Tensor::rand([3], (Kind::Float, device)).to_device(Device::Cpu));
+    Ok(Vec::try_from(Tensor::cat(&parts, 0))?)
+}
+
+fn shared_gpu_job() -> Vec<Vec<f32>> {
+    use_deterministic_algorithms(true).unwrap();
+    tch::manual_seed(3);
+    let opts =
+        SpawnOptions { device: Some(Device::Cuda(0)), share_gpus: true, ..Default::default() };
+    spawn_with(2, opts, dropout_rank).unwrap()
+}
+
+/// The process side: this binary under torchrun (2 processes on the one GPU); rank 0 writes
+/// what `spawn` returned to TB_GPU_SPAWN_OUT.
+#[test]
+#[ignore = "run by thread_ranks_sharing_the_gpu_equal_torchrun_processes under torchrun"]
+fn shared_gpu_child() {
+    let ranks = shared_gpu_job();
+    if std::env::var("RANK").as_deref() == Ok("0") {
+        let out = std::env::var("TB_GPU_SPAWN_OUT").unwrap();
+        std::fs::write(out, serde_json::to_vec(&ranks).unwrap()).unwrap();
+    }
+}
+
+#[test]
+fn thread_ranks_sharing_the_gpu_equal_torchrun_processes() {
+    let test = "thread_ranks_sharing_the_gpu_equal_torchrun_processes";
+    let Some(_) = gpu(test) else { return };
+    let threads = shared_gpu_job();
+    assert_eq!(threads.len(), 2);
+    let dir = common::WorkDir::new("gpu-spawn");
+    let out = dir.join("ranks.json");
+    let exe = std::env::current_exe().unwrap();
+    let mut cmd: Command =
+        torchrun(2, 0, &exe, &["--ignored", "--exact", "shared_gpu_child", "--nocapture"]);
+    let output = cmd.env("TB_GPU_SPAWN_OUT", &out).output().expect("torchrun starts");
+    assert!(
+        output.status.success(),
+        "torchrun failed:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let processes: Vec<Vec<f32>> = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(threads[0].len(), processes[0].len());
+    assert!(threads == processes, "2 thread ranks on one GPU differ from 2 torchrun processes");
+    println!("{test}: {} numbers per rank equal bit for bit", threads[0].len());
+}
