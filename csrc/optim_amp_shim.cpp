@@ -136,6 +136,14 @@ char* tb_amp_unscale(const tb_tensor* const* grads, size_t n, const tb_tensor* f
   });
 }
 
+char* tb_total_norm(const tb_tensor* const* tensors, size_t n, double ord, tb_tensor* out) {
+  if (!tensors || !out) return null_arg("total norm lists");
+  return guarded([&] {
+    auto norms = at::_foreach_norm(tensor_list(tensors, n), ord);
+    static_cast<at::Tensor*>(out)->copy_(at::linalg_vector_norm(at::stack(norms), ord));
+  });
+}
+
 char* tb_autocast_enter(int device_type_code, int enabled, int dtype, int* prev_enabled,
                         int* prev_dtype) {
   if (!prev_enabled || !prev_dtype) return null_arg("output pointers");

@@ -47,6 +47,11 @@ char* tb_amp_unscale(const tb_tensor* const* grads, size_t n, const tb_tensor* f
 // and increments the nesting count; exit decrements it, clears the cast cache when the
 // outermost region ends, and restores the saved state. device_type: 0 = CPU, 1 = CUDA; dtype
 // is an at::ScalarType code (5 = Half, 15 = BFloat16).
+// torch.nn.utils.get_total_norm(tensors, ord) for tensors on one device and of one dtype:
+// torch.linalg.vector_norm(torch.stack(torch._foreach_norm(tensors, ord)), ord), copied into
+// `out` (a 0-dim tensor of that device and dtype).
+char* tb_total_norm(const tb_tensor* const* tensors, size_t n, double ord, tb_tensor* out);
+
 char* tb_autocast_enter(int device_type, int enabled, int dtype, int* prev_enabled,
                         int* prev_dtype);
 char* tb_autocast_exit(int device_type, int prev_enabled, int prev_dtype);

@@ -15,7 +15,7 @@ use trainbook::data::{DataLoader, DistributedSampler, TensorDataset};
 use trainbook::dist::Dist;
 use trainbook::fit::{FitConfig, FitReport, Trainer};
 use trainbook::models::MnistNet;
-use trainbook::train::{CrossEntropyLoss, Mode, Optimizer, Precision};
+use trainbook::train::{CrossEntropyLoss, GradClip, Mode, Optimizer, Precision};
 
 /// libtorch's random generator is shared by the test threads and these runs are exact only
 /// with its stream to themselves: one test at a time.
@@ -83,6 +83,8 @@ fn run_with(
         channels_last: false,
         loss: CrossEntropyLoss::new(),
         pin_memory: true,
+        // Clipping on (an active bound), so resumed runs are checked with it too.
+        clip_grad: Some(GradClip::norm(1.0)),
     };
     tch::manual_seed(99); // the dropout stream; a resumed run restores it from the checkpoint
     Trainer::with_config(dist, cfg).fit(&mut vs, &net, &mut opt, &mut train, &mut val).unwrap()

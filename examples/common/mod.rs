@@ -2,7 +2,7 @@
 //! file with `mod common;`; Cargo builds no example of its own from a folder without main.rs).
 //!
 //! - [`RunArgs`], in every example: `--device`, `--seed`, `--workers`, `--no-resume`,
-//!   `--precision`, `--channels-last`, `--requeue`, with [`RunArgs::dist`] (join the
+//!   `--precision`, `--channels-last`, `--clip-grad-norm`, `--requeue`, with [`RunArgs::dist`] (join the
 //!   launcher's process group) and [`RunArgs::trainer`] (a [`Trainer`] with those settings).
 //! - [`exit_if_preempted`]: every example's exit status after a run stopped by SIGTERM or
 //!   SIGUSR1 is 99 ([`PREEMPTED_EXIT_CODE`]: checkpoint written, run the same command again
@@ -45,6 +45,10 @@ pub struct RunArgs {
     /// Train in the channels_last memory format (model and batches).
     #[arg(long)]
     pub channels_last: bool,
+    /// Clip the gradients' total 2-norm to X before every optimizer step (torch's
+    /// clip_grad_norm_); epoch lines then show the mean norm before clipping.
+    #[arg(long, value_name = "X")]
+    pub clip_grad_norm: Option<f64>,
     /// Under Slurm, requeue the job (scontrol requeue) after a stop by SIGUSR1 (sbatch
     /// --signal=USR1@90 --requeue), once the checkpoint is written.
     #[arg(long)]
@@ -60,15 +64,19 @@ impl RunArgs {
 
     /// A [`Trainer`] on `dist` that resumes unless `--no-resume`, records `--seed` in its
     /// checkpoints and trains in `--precision`, channels_last with `--channels-last`,
-    /// requeueing its Slurm job with `--requeue`. The example adds its epochs, output folder,
-    /// schedule and recorded config.
+    /// clipping gradients with `--clip-grad-norm`, requeueing its Slurm job with `--requeue`.
+    /// The example adds its epochs, output folder, schedule and recorded config.
     pub fn trainer<'d>(&self, dist: &'d Dist) -> Trainer<'d> {
-        Trainer::new(dist)
+        let trainer = Trainer::new(dist)
             .resume(!self.no_resume)
             .seed(self.seed)
             .precision(self.precision)
             .channels_last(self.channels_last)
-            .requeue(self.requeue)
+            .requeue(self.requeue);
+        match self.clip_grad_norm {
+            Some(x) => trainer.clip_grad_norm(x),
+            None => trainer,
+        }
     }
 }
 

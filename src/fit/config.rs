@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use super::interrupt::Interruption;
 use crate::checkpoint::Policy;
 use crate::dist::DdpOptions;
-use crate::train::{ConfusionMatrix, CrossEntropyLoss, EpochRecord, LrSchedule, Precision};
+use crate::train::{
+    ConfusionMatrix, CrossEntropyLoss, EpochRecord, GradClip, LrSchedule, Precision,
+};
 
 /// Every setting of a [`Trainer`](super::Trainer) run; the builder's methods set these fields
 /// one by one, and [`Trainer::with_config`](super::Trainer::with_config) takes them at once.
@@ -52,12 +54,15 @@ pub struct FitConfig {
     /// `false` keeps the loaders as they are (a CPU batch is then copied to the GPU at each
     /// step, synchronously). No effect on the CPU. Default `true`.
     pub pin_memory: bool,
+    /// Gradient clipping before every optimizer step (`clip_grad_norm_` / `clip_grad_value_`,
+    /// after the float16 `GradScaler`'s unscale). Default `None`.
+    pub clip_grad: Option<GradClip>,
 }
 
 impl Default for FitConfig {
     /// One epoch into `runs/fit`, resuming if a checkpoint is there, checkpoints per
     /// [`Policy::default`], no schedule, progress shown, float32, no accumulation, default
-    /// DDP options, plain cross-entropy, no Slurm requeue, pinned batches on CUDA.
+    /// DDP options, plain cross-entropy, no Slurm requeue, pinned batches on CUDA, no clipping.
     fn default() -> Self {
         FitConfig {
             epochs: 1,
@@ -75,6 +80,7 @@ impl Default for FitConfig {
             channels_last: false,
             loss: CrossEntropyLoss::new(),
             pin_memory: true,
+            clip_grad: None,
         }
     }
 }

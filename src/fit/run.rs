@@ -40,6 +40,9 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
     if let Some(s) = &cfg.schedule {
         s.validate()?;
     }
+    if let Some(c) = &cfg.clip_grad {
+        c.validate()?;
+    }
     let loss_fn = &cfg.loss;
     if cfg.channels_last {
         to_channels_last(vs);
@@ -169,6 +172,9 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
         if let Some(s) = &scaler {
             opts = opts.grad_scaler(s);
         }
+        if let Some(c) = cfg.clip_grad {
+            opts = opts.clip_grad(c);
+        }
         let t = match train_epoch(net, train, opt, loss_fn, &opts) {
             Err(crate::Error::Interrupted(_)) if stopped.borrow().is_some() => {
                 // The checkpoint of the last step is complete (no write left in flight: the
@@ -207,7 +213,8 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
             opt.set_lr(s.borrow_mut().advance(opt.lr(), Some(validation))?);
         }
         let wait = data_wait_note(&t.data_wait_s, t.seconds);
-        dist.println(format!("epoch {}/{}: train loss {:.4} acc {:.2}% | val loss {:.4} acc {:.2}% | lr {lr_used:.2e} | {:.1} img/s | {wait}", epoch + 1, cfg.epochs, t.loss, t.accuracy * 100.0, v.loss, v.accuracy * 100.0, t.img_per_s));
+        let norm = t.grad_norm.map_or(String::new(), |n| format!("grad norm {n:.3} | "));
+        dist.println(format!("epoch {}/{}: train loss {:.4} acc {:.2}% | val loss {:.4} acc {:.2}% | lr {lr_used:.2e} | {norm}{:.1} img/s | {wait}", epoch + 1, cfg.epochs, t.loss, t.accuracy * 100.0, v.loss, v.accuracy * 100.0, t.img_per_s));
         let record = EpochRecord::from_summaries(epoch, &t, Some(&v), lr_used);
         if dist.is_main() {
             append_record(&log, &record)?;
@@ -237,7 +244,8 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
     watch.borrow_mut().finish(dist)?;
     if dist.is_main() && !history.is_empty() {
         loss_accuracy_curves(&history)?.save(cfg.out.join("curves.png"))?;
-        if let Some(cm) = &confusion {
+        // A data set without class names (a bare TensorDataset) has no confusion matrix.
+        if let Some(cm) = confusion.as_ref().filter(|cm| cm.classes() > 0) {
             save_confusion_plot(dist, cm, &val.dataset().classes(), &cfg.out)?;
         }
         save_safetensors(vs, &cfg.out.join("model.safetensors"))?;

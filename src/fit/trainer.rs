@@ -11,7 +11,9 @@ use super::run::{run, Model};
 use crate::checkpoint::Policy;
 use crate::data::{DataLoader, Dataset};
 use crate::dist::{DdpOptions, Dist};
-use crate::train::{CrossEntropyLoss, LrSchedule, Mode, Optimizer, Precision, ReduceLROnPlateau};
+use crate::train::{
+    CrossEntropyLoss, GradClip, LrSchedule, Mode, Optimizer, Precision, ReduceLROnPlateau,
+};
 use crate::Result;
 
 /// A training run on one rank of `dist` (a world of one without a launcher): resume from the
@@ -196,6 +198,22 @@ impl<'d> Trainer<'d> {
     /// Train in the channels_last memory format (model and batches). Default `false`.
     pub fn channels_last(mut self, on: bool) -> Self {
         self.cfg.channels_last = on;
+        self
+    }
+
+    /// Clips the gradients' total 2-norm to `max_norm` before every optimizer step
+    /// (`torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)` between `backward` and
+    /// `step`; under float16 after `scaler.unscale_`). Each epoch's line and `metrics.jsonl`
+    /// record then carry the mean norm before clipping (`grad_norm`). Default: no clipping.
+    pub fn clip_grad_norm(mut self, max_norm: f64) -> Self {
+        self.cfg.clip_grad = Some(GradClip::norm(max_norm));
+        self
+    }
+
+    /// Clamps every gradient element to `[-value, value]` before every optimizer step
+    /// (`torch.nn.utils.clip_grad_value_`). Default: no clipping.
+    pub fn clip_grad_value(mut self, value: f64) -> Self {
+        self.cfg.clip_grad = Some(GradClip::Value(value));
         self
     }
 

@@ -134,6 +134,7 @@ mod tests {
             seconds: 10.0,
             img_per_s: 1000.0,
             data_wait_s: vec![0.5],
+            grad_norm: None,
         }
     }
 

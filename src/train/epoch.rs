@@ -4,178 +4,20 @@
 //! A step queues its work on the device and moves on: the running loss and correct counts stay
 //! on the device ([`DeviceMetrics`]) and are read only when progress is printed, when `on_step`
 //! asks for them (a checkpoint) and at the epoch's end.
-use std::cell::RefCell;
 use std::time::Instant;
 
 use tch::nn::ModuleT;
 use tch::{Device, Kind, Tensor};
 
-use super::amp::{GradScaler, Precision};
+use super::clip::NormMean;
 use super::device_metrics::DeviceMetrics;
+pub use super::epoch_options::{EpochOptions, LrAfterStep, OnStep, StepInfo};
 use super::loss::CrossEntropyLoss;
 use super::metrics::{ConfusionMatrix, RunningMetrics};
 use super::optim::Optimizer;
-use super::strategy::{SingleProcess, Strategy};
 use super::timing::{data_wait_note, Timed};
 use crate::data::{DataLoader, Dataset};
-use crate::progress::{ConsoleProgress, EpochProgress, NoProgress, ProgressReporter};
 use crate::Result;
-
-/// What [`train_epoch`] reports after each optimizer step (for step-wise checkpoints).
-pub struct StepInfo<'a> {
-    /// Batches of this epoch done so far (skipped ones included).
-    pub batches_done: usize,
-    /// The optimizer, just after its step.
-    pub optimizer: &'a Optimizer,
-    running: &'a DeviceMetrics,
-}
-
-impl StepInfo<'_> {
-    /// This rank's sums for the epoch so far. This reads them from the device (it waits for
-    /// the queued work), so call it only when needed, e.g. when a checkpoint is written.
-    pub fn metrics(&self) -> RunningMetrics {
-        self.running.read()
-    }
-}
-
-/// A callback run after every training step.
-pub type OnStep<'a> = &'a dyn Fn(&StepInfo) -> Result<()>;
-
-/// A per-step learning-rate update: called with the rate the optimizer step just used, it
-/// returns the rate of the next step (a per-step [`LrSchedule`](super::LrSchedule)'s
-/// `advance`).
-pub type LrAfterStep<'a> = &'a dyn Fn(f64) -> Result<f64>;
-
-/// Where to run and how to report.
-pub struct EpochOptions<'a> {
-    /// Where the model lives; batches are moved there.
-    pub device: Device,
-    /// Show progress (on the main rank only).
-    pub progress: bool,
-    /// Where progress goes when shown (default [`ConsoleProgress`]: a bar or lines).
-    pub reporter: &'a dyn ProgressReporter,
-    /// What runs around each step: [`SingleProcess`] or a `Ddp`.
-    pub hooks: &'a dyn Strategy,
-    /// Called after every optimizer step (checkpoints mid-epoch).
-    pub on_step: Option<OnStep<'a>>,
-    /// Sets the learning rate after every optimizer step, before `on_step` (so a checkpoint
-    /// written there holds the new rate): a per-step schedule.
-    pub lr_after_step: Option<LrAfterStep<'a>>,
-    /// Sums carried over from the part of the epoch done before a resume.
-    pub start_metrics: RunningMetrics,
-    /// Gradient accumulation: micro-batches per optimizer step (1: a step per batch).
-    pub accumulate: usize,
-    /// Autocast for the forward pass and the loss (training and evaluation).
-    pub precision: Precision,
-    /// Loss scaling for float16 training (`None`: plain backward and step).
-    pub grad_scaler: Option<&'a RefCell<GradScaler>>,
-    /// Hand the batches to the model in the channels_last layout (pair it with
-    /// `models::to_channels_last` on the model).
-    pub channels_last: bool,
-}
-
-impl Default for EpochOptions<'_> {
-    fn default() -> Self {
-        EpochOptions {
-            device: Device::Cpu,
-            progress: true,
-            reporter: &ConsoleProgress,
-            hooks: &SingleProcess,
-            on_step: None,
-            lr_after_step: None,
-            start_metrics: RunningMetrics::default(),
-            accumulate: 1,
-            precision: Precision::F32,
-            grad_scaler: None,
-            channels_last: false,
-        }
-    }
-}
-
-impl<'a> EpochOptions<'a> {
-    /// Options for `device`: progress shown, a single process, no accumulation, float32.
-    pub fn on(device: Device) -> Self {
-        EpochOptions { device, ..Default::default() }
-    }
-    /// No progress output.
-    pub fn quiet(mut self) -> Self {
-        self.progress = false;
-        self
-    }
-    /// Sends progress to `reporter` instead of the console.
-    pub fn reporter(mut self, reporter: &'a dyn ProgressReporter) -> Self {
-        self.reporter = reporter;
-        self
-    }
-    /// The progress of an epoch: `reporter` on the main rank when progress is on, else nothing.
-    fn begin_progress(&self, label: &str, total_batches: usize) -> Box<dyn EpochProgress> {
-        if self.progress && self.hooks.is_main() {
-            self.reporter.begin(label, total_batches)
-        } else {
-            Box::new(NoProgress)
-        }
-    }
-    /// Runs the steps through `hooks` (a `Ddp` for data-parallel training).
-    pub fn hooks(mut self, hooks: &'a dyn Strategy) -> Self {
-        self.hooks = hooks;
-        self
-    }
-    /// Calls `f` after every optimizer step.
-    pub fn on_step(mut self, f: OnStep<'a>) -> Self {
-        self.on_step = Some(f);
-        self
-    }
-    /// After every optimizer step, sets the learning rate to `f(rate the step used)`, e.g.
-    /// `&|lr| schedule.borrow_mut().advance(lr, None)` for a per-step
-    /// [`LrSchedule`](super::LrSchedule) in a `RefCell`. It runs before `on_step`.
-    pub fn lr_after_step(mut self, f: LrAfterStep<'a>) -> Self {
-        self.lr_after_step = Some(f);
-        self
-    }
-    /// Starts the epoch's sums from `m` (the part done before a resume).
-    pub fn start_metrics(mut self, m: RunningMetrics) -> Self {
-        self.start_metrics = m;
-        self
-    }
-    /// Runs the forward pass and the loss under autocast (`torch.autocast`) in `precision`.
-    pub fn precision(mut self, precision: Precision) -> Self {
-        self.precision = precision;
-        self
-    }
-    /// Scales the loss before backward and unscales before the step (`torch.amp.GradScaler`);
-    /// use it with [`Precision::F16`].
-    pub fn grad_scaler(mut self, scaler: &'a RefCell<GradScaler>) -> Self {
-        self.grad_scaler = Some(scaler);
-        self
-    }
-    /// Batches in the channels_last memory format (`x.to(memory_format=torch.channels_last)`).
-    pub fn channels_last(mut self, on: bool) -> Self {
-        self.channels_last = on;
-        self
-    }
-    /// Accumulates the gradients of `k` micro-batches per optimizer step: the first k-1
-    /// exchange nothing between ranks, the k-th exchanges the sum; each micro-batch's loss is
-    /// divided by the window's size, so a window of k batches of b equals one batch of k*b
-    /// (without BatchNorm). The epoch's last window may be shorter.
-    pub fn accumulate(mut self, k: usize) -> Self {
-        self.accumulate = k;
-        self
-    }
-}
-
-impl EpochOptions<'_> {
-    /// A batch's images on the device, in the layout the options ask for.
-    fn batch_images(&self, images: &Tensor) -> Tensor {
-        // A batch the loader already delivered to the device (pinned, non-blocking) is used as it
-        // is: `to_device` onto its own device returns the tensor itself, as torch's `.to` does.
-        let x = images.to_device(self.device);
-        if self.channels_last {
-            crate::models::channels_last(&x)
-        } else {
-            x
-        }
-    }
-}
 
 /// The result of an epoch. `loss` and `accuracy` are exact means over `samples`.
 #[derive(Clone, Debug, PartialEq)]
@@ -194,6 +36,9 @@ pub struct EpochSummary {
     pub data_wait_s: Vec<f64>,
     /// Filled by [`evaluate`]: rows are true classes, columns predictions (all ranks).
     pub confusion: Option<ConfusionMatrix>,
+    /// With norm clipping ([`EpochOptions::clip_grad`]): the mean over the epoch's optimizer
+    /// steps of the total gradient norm before clipping (what `clip_grad_norm_` returns).
+    pub grad_norm: Option<f64>,
 }
 
 impl std::fmt::Display for EpochSummary {
@@ -207,6 +52,9 @@ impl std::fmt::Display for EpochSummary {
             self.seconds,
             self.img_per_s
         )?;
+        if let Some(n) = self.grad_norm {
+            write!(f, "  grad norm {n:.3}")?;
+        }
         let note = data_wait_note(&self.data_wait_s, self.seconds);
         if !note.is_empty() {
             write!(f, "  {note}")?;
@@ -229,6 +77,7 @@ fn summary(
         img_per_s: m.count as f64 / seconds.max(1e-9),
         data_wait_s,
         confusion,
+        grad_norm: None,
     }
 }
 
@@ -250,6 +99,7 @@ pub fn train_epoch<D: Dataset + 'static>(
         ));
     }
     let total_batches = loader.len();
+    let mut norms = NormMean::default();
     let mut batches = Timed::new(loader.iter());
     for batch in &mut batches {
         let batch = batch?;
@@ -276,6 +126,16 @@ pub fn train_epoch<D: Dataset + 'static>(
         running.add_mean_loss(&loss, &logits, &y);
         progress.advance(batch.len(), &mut || running.read().loss());
         if last_in_window {
+            if let Some(clip) = &opts.clip_grad {
+                // torch: scaler.unscale_(optimizer) before clipping, so the bound applies to
+                // the true gradients; the scaler's step then skips its own unscale.
+                if let Some(scaler) = opts.grad_scaler {
+                    scaler.borrow_mut().unscale_(optimizer)?;
+                }
+                if let Some(norm) = clip.apply(optimizer)? {
+                    norms.add(&norm);
+                }
+            }
             match opts.grad_scaler {
                 Some(scaler) => drop(scaler.borrow_mut().step(optimizer)?),
                 None => optimizer.step()?,
@@ -292,7 +152,8 @@ pub fn train_epoch<D: Dataset + 'static>(
     let waited = opts.hooks.gather_f64(batches.waited_s())?;
     let local = running.read();
     let total = opts.hooks.reduce_metrics(local)?;
-    let result = summary(total, start.elapsed().as_secs_f64(), waited, None);
+    let mut result = summary(total, start.elapsed().as_secs_f64(), waited, None);
+    result.grad_norm = norms.read();
     progress.finish(&result.to_string());
     Ok(result)
 }
@@ -347,18 +208,4 @@ pub fn evaluate<D: Dataset + 'static>(
     let result = summary(total, start.elapsed().as_secs_f64(), waited, Some(confusion));
     progress.finish(&result.to_string());
     Ok(result)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_batch_already_on_the_device_is_not_copied_again() {
-        let images = Tensor::zeros([2, 1, 4, 4], (Kind::Float, Device::Cpu));
-        let x = EpochOptions::on(Device::Cpu).batch_images(&images);
-        assert_eq!(x.data_ptr(), images.data_ptr(), "the loader's copy is the one used");
-        let labels = Tensor::from_slice(&[1i64, 2]);
-        assert_eq!(labels.to_device(Device::Cpu).data_ptr(), labels.data_ptr());
-    }
 }

@@ -33,6 +33,10 @@ pub struct EpochRecord {
     /// Seconds each rank waited for its training data loader (absent in older logs).
     #[serde(default)]
     pub data_wait_s: Vec<f64>,
+    /// With norm clipping: the epoch's mean total gradient norm before clipping (absent
+    /// otherwise, and in older logs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grad_norm: Option<f64>,
 }
 
 impl EpochRecord {
@@ -62,6 +66,7 @@ impl EpochRecord {
             seconds: train.seconds + val.map_or(0.0, |v| v.seconds),
             img_per_s: train.img_per_s,
             data_wait_s: train.data_wait_s.clone(),
+            grad_norm: train.grad_norm,
         }
     }
 }

@@ -3,9 +3,11 @@
 //! schedules, loss, exact metrics, predictions with their confidence, the metrics log, and a
 //! deterministic mode.
 mod amp;
+mod clip;
 mod determinism;
 mod device_metrics;
 mod epoch;
+mod epoch_options;
 mod log;
 mod loss;
 mod metrics;
@@ -16,6 +18,7 @@ mod strategy;
 mod timing;
 
 pub use amp::{GradScaler, GradScalerConfig, GradScalerState, Precision};
+pub use clip::{clip_grad_norm, clip_grad_value, total_norm, GradClip};
 pub use determinism::{
     determinism, use_deterministic_algorithms, Determinism, CUBLAS_WORKSPACE_CONFIG,
 };

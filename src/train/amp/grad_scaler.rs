@@ -96,6 +96,9 @@ pub struct GradScaler {
     config: GradScalerConfig,
     scale: Tensor,
     growth_tracker: Tensor,
+    /// The inf flag of an [`unscale_`](Self::unscale_) since the last step: the gradients are
+    /// already divided by the scale.
+    unscaled: Option<Tensor>,
 }
 
 impl GradScaler {
@@ -110,6 +113,7 @@ impl GradScaler {
             config,
             scale: Tensor::full([], config.init_scale, (Kind::Float, device)),
             growth_tracker: Tensor::zeros([], (Kind::Int, device)),
+            unscaled: None,
         }
     }
 
@@ -118,19 +122,49 @@ impl GradScaler {
         loss * &self.scale
     }
 
-    /// Unscales the gradients, steps `optimizer` unless a gradient is inf/nan, and updates the
-    /// scale (torch's `scaler.step(optimizer); scaler.update()`). Returns the found-inf flag
-    /// as a device scalar (1.0: the step was skipped), without reading it.
-    pub fn step(&mut self, optimizer: &mut Optimizer) -> Result<Tensor> {
+    /// `scaler.unscale_(optimizer)`: divides the gradients by the scale now (and notes whether
+    /// one holds an inf or nan), so that they can be clipped or inspected before
+    /// [`step`](Self::step), which then does not unscale again. Once per step: a second call
+    /// before the step is an error, as in torch.
+    pub fn unscale_(&mut self, optimizer: &Optimizer) -> Result<()> {
+        if self.unscaled.is_some() {
+            return Err(crate::Error::InvalidArgument(
+                "GradScaler::unscale_ was already called since the last step".into(),
+            ));
+        }
         let found_inf = Tensor::zeros([], (Kind::Float, self.scale.device()));
+        self.check_grads(optimizer, &found_inf, &self.inv_scale())?;
+        self.unscaled = Some(found_inf);
+        Ok(())
+    }
+
+    /// 1/scale in float32, computed in float64 as torch does.
+    fn inv_scale(&self) -> Tensor {
+        self.scale.to_kind(Kind::Double).reciprocal().to_kind(Kind::Float)
+    }
+
+    /// Unscales the gradients (unless [`unscale_`](Self::unscale_) did), steps `optimizer`
+    /// unless a gradient is inf/nan, and updates the scale (torch's `scaler.step(optimizer);
+    /// scaler.update()`). Returns the found-inf flag as a device scalar (1.0: the step was
+    /// skipped), without reading it.
+    pub fn step(&mut self, optimizer: &mut Optimizer) -> Result<Tensor> {
+        let device = self.scale.device();
+        let unscaled = self.unscaled.take();
+        let done = unscaled.is_some();
+        let found_inf = unscaled.unwrap_or_else(|| Tensor::zeros([], (Kind::Float, device)));
         if optimizer.fuses_loss_scaling() {
-            // Only the check: the fused kernel divides by the scale and skips the step itself.
-            let one = Tensor::ones([], (Kind::Float, self.scale.device()));
-            self.check_grads(optimizer, &found_inf, &one)?;
-            optimizer.step_scaled(&self.scale, &found_inf)?;
+            let one = Tensor::ones([], (Kind::Float, device));
+            // Only the check: the fused kernel divides by the scale and skips the step itself
+            // (by 1 when the gradients were unscaled already: torch passes no scale then).
+            if !done {
+                self.check_grads(optimizer, &found_inf, &one)?;
+            }
+            let grad_scale = if done { one } else { self.scale.shallow_clone() };
+            optimizer.step_scaled(&grad_scale, &found_inf)?;
         } else {
-            let inv_scale = self.scale.to_kind(Kind::Double).reciprocal().to_kind(Kind::Float);
-            self.check_grads(optimizer, &found_inf, &inv_scale)?;
+            if !done {
+                self.check_grads(optimizer, &found_inf, &self.inv_scale())?;
+            }
             if optimizer.skips_on_device() {
                 optimizer.step_skipping(&found_inf)?;
             } else {
@@ -182,5 +216,6 @@ impl GradScaler {
         self.config = state.config;
         self.scale = Tensor::full([], state.scale, (Kind::Float, device));
         self.growth_tracker = Tensor::full([], state.growth_tracker, (Kind::Int, device));
+        self.unscaled = None;
     }
 }
