@@ -44,6 +44,7 @@ fn main() -> anyhow::Result<()> {
             seed: 0,
             config: serde_json::Value::Null,
             grad_scaler: None,
+            parts: serde_json::Value::Null,
         };
         let t = Instant::now();
         ckpt.after_step(&dist, state)?;
@@ -73,6 +74,7 @@ fn main() -> anyhow::Result<()> {
             seed: 0,
             config: serde_json::Value::Null,
             grad_scaler: None,
+            parts: serde_json::Value::Null,
         };
         let t = Instant::now();
         bg.after_step(&dist, state)?;

@@ -12,7 +12,8 @@
 //!
 //! Its own flags: --data, --small-data, --epochs, --batch-size, --lr, --label-smoothing,
 //! --image-size, --weights, --freeze, --out. The shared ones live in examples/common/mod.rs:
-//! `RunArgs` (--device, --seed, --workers, --no-resume, --precision, --channels-last) and
+//! `RunArgs` (--device, --seed, --workers, --no-resume, --precision, --channels-last,
+//! --clip-grad-norm, --monitor, --early-stop, --requeue) and
 //! `FitArgs` (--save-every, --save-every-steps, --keep-last, --accumulate,
 //! --find-unused-parameters).
 //!
@@ -118,7 +119,9 @@ fn main() -> anyhow::Result<()> {
     let report = trainer
         .epochs(args.epochs)
         .out(&args.out)
-        .plateau(ReduceLROnPlateau::new(Mode::Min).factor(0.1).patience(5).min_lr(1e-8))
+        .plateau(
+            ReduceLROnPlateau::new(args.run.plateau_mode()).factor(0.1).patience(5).min_lr(1e-8),
+        )
         .record_config(serde_json::json!({
             "example": "designsafe", "epochs": args.epochs, "batch_size": args.batch_size,
             "lr": args.lr, "label_smoothing": args.label_smoothing, "image_size": s,

@@ -34,7 +34,8 @@
 //! Its own flags: --data, --small-data, --class-map, --no-remap, --train-pct, --epochs,
 //! --batch-size, --lr, --momentum, --patience, --resize, --image-size, --weights, --out, and
 //! --seed's help (it also draws the split). The shared ones live in examples/common/mod.rs:
-//! `RunArgs` (--device, --seed, --workers, --no-resume, --precision, --channels-last).
+//! `RunArgs` (--device, --seed, --workers, --no-resume, --precision, --channels-last,
+//! --clip-grad-norm, --monitor, --early-stop, --requeue).
 //!
 //! Exit status: 0 when the run finished, or stopped on Ctrl-C or OUT/STOP; 99 when SIGTERM or
 //! SIGUSR1 stopped it (a Slurm time limit or `--signal=USR1@N`, `scancel`, torchrun's SIGTERM):
@@ -168,7 +169,7 @@ fn main() -> anyhow::Result<()> {
     let report = trainer
         .epochs(args.epochs)
         .out(&args.out)
-        .plateau(ReduceLROnPlateau::new(Mode::Min).patience(args.patience))
+        .plateau(ReduceLROnPlateau::new(args.run.plateau_mode()).patience(args.patience))
         .record_config(serde_json::json!({
             "example": "dogs", "epochs": args.epochs, "batch_size": args.batch_size,
             "lr": args.lr, "momentum": args.momentum, "train_pct": args.train_pct,

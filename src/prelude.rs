@@ -23,7 +23,7 @@ pub use crate::data::{
     Relabel, Subset, SubsetRandomSampler, TensorDataset, TinyImageNet, MNIST_CLASSES,
 };
 pub use crate::dist::{Backend, Ddp, DdpOptions, Dist, DistOptions};
-pub use crate::fit::{FitConfig, FitReport, Trainer};
+pub use crate::fit::{EarlyStopping, FitConfig, FitReport, Trainer};
 pub use crate::launch::{spawn, spawn_with, SpawnOptions};
 pub use crate::models::{
     freeze_backbone, load_safetensors, resnet, resnet18, resnet18_classifier, resnet34,
@@ -33,7 +33,7 @@ pub use crate::models::{
 pub use crate::notebook::{confusion_matrix_plot, image_grid, loss_accuracy_curves, Figure};
 pub use crate::train::{
     evaluate, read_records, train_epoch, Anneal, Cadence, ConfusionMatrix, CosineAnnealingLR,
-    CrossEntropyLoss, EpochOptions, EpochRecord, EpochSummary, LinearLR, LrSchedule, Mode,
+    CrossEntropyLoss, EpochOptions, EpochRecord, EpochSummary, LinearLR, LrSchedule, Mode, Monitor,
     OneCycleLR, Optimizer, Precision, Prediction, ReduceLROnPlateau, StepLR,
 };
 pub use crate::train::{predict, predictions};

@@ -32,6 +32,7 @@ fn state<'a>(vs: &'a VarStore, opt: &'a Optimizer, epoch: u64) -> TrainState<'a>
         seed: 1,
         config: serde_json::json!({}),
         grad_scaler: None,
+        parts: serde_json::Value::Null,
     }
 }
 

@@ -13,9 +13,9 @@ use tch::{Device, Kind, Tensor};
 use trainbook::checkpoint::Policy;
 use trainbook::data::{DataLoader, DistributedSampler, TensorDataset};
 use trainbook::dist::Dist;
-use trainbook::fit::{FitConfig, FitReport, Trainer};
+use trainbook::fit::{EarlyStopping, FitConfig, FitReport, Trainer};
 use trainbook::models::MnistNet;
-use trainbook::train::{CrossEntropyLoss, GradClip, Mode, Optimizer, Precision};
+use trainbook::train::{CrossEntropyLoss, GradClip, Mode, Monitor, Optimizer, Precision};
 
 /// libtorch's random generator is shared by the test threads and these runs are exact only
 /// with its stream to themselves: one test at a time.
@@ -85,6 +85,9 @@ fn run_with(
         pin_memory: true,
         // Clipping on (an active bound), so resumed runs are checked with it too.
         clip_grad: Some(GradClip::norm(1.0)),
+        // Early stopping on (its state in every checkpoint), never triggered in 2 epochs.
+        early_stopping: Some(EarlyStopping::new(Monitor::ValLoss, 100)),
+        monitor: None,
     };
     tch::manual_seed(99); // the dropout stream; a resumed run restores it from the checkpoint
     Trainer::with_config(dist, cfg).fit(&mut vs, &net, &mut opt, &mut train, &mut val).unwrap()

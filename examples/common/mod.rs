@@ -2,7 +2,8 @@
 //! file with `mod common;`; Cargo builds no example of its own from a folder without main.rs).
 //!
 //! - [`RunArgs`], in every example: `--device`, `--seed`, `--workers`, `--no-resume`,
-//!   `--precision`, `--channels-last`, `--clip-grad-norm`, `--requeue`, with [`RunArgs::dist`] (join the
+//!   `--precision`, `--channels-last`, `--clip-grad-norm`, `--monitor`, `--early-stop`,
+//!   `--requeue`, with [`RunArgs::dist`] (join the
 //!   launcher's process group) and [`RunArgs::trainer`] (a [`Trainer`] with those settings).
 //! - [`exit_if_preempted`]: every example's exit status after a run stopped by SIGTERM or
 //!   SIGUSR1 is 99 ([`PREEMPTED_EXIT_CODE`]: checkpoint written, run the same command again
@@ -49,6 +50,14 @@ pub struct RunArgs {
     /// clip_grad_norm_); epoch lines then show the mean norm before clipping.
     #[arg(long, value_name = "X")]
     pub clip_grad_norm: Option<f64>,
+    /// The validation metric that best/ (the kept best model), early stopping and the plateau
+    /// schedule judge epochs by: val_loss or val_acc (default: best/ by accuracy, the
+    /// schedule and early stopping by the loss).
+    #[arg(long)]
+    pub monitor: Option<Monitor>,
+    /// Stop after PATIENCE epochs in which the monitored metric did not improve.
+    #[arg(long, value_name = "PATIENCE")]
+    pub early_stop: Option<u64>,
     /// Under Slurm, requeue the job (scontrol requeue) after a stop by SIGUSR1 (sbatch
     /// --signal=USR1@90 --requeue), once the checkpoint is written.
     #[arg(long)]
@@ -64,7 +73,8 @@ impl RunArgs {
 
     /// A [`Trainer`] on `dist` that resumes unless `--no-resume`, records `--seed` in its
     /// checkpoints and trains in `--precision`, channels_last with `--channels-last`,
-    /// clipping gradients with `--clip-grad-norm`, requeueing its Slurm job with `--requeue`.
+    /// clipping gradients with `--clip-grad-norm`, judging epochs by `--monitor`, stopping
+    /// early with `--early-stop`, requeueing its Slurm job with `--requeue`.
     /// The example adds its epochs, output folder, schedule and recorded config.
     pub fn trainer<'d>(&self, dist: &'d Dist) -> Trainer<'d> {
         let trainer = Trainer::new(dist)
@@ -73,10 +83,26 @@ impl RunArgs {
             .precision(self.precision)
             .channels_last(self.channels_last)
             .requeue(self.requeue);
-        match self.clip_grad_norm {
+        let trainer = match self.clip_grad_norm {
             Some(x) => trainer.clip_grad_norm(x),
             None => trainer,
+        };
+        let trainer = match self.monitor {
+            Some(m) => trainer.monitor(m),
+            None => trainer,
+        };
+        match self.early_stop {
+            Some(patience) => trainer.early_stopping(EarlyStopping::new(
+                self.monitor.unwrap_or(Monitor::ValLoss),
+                patience,
+            )),
+            None => trainer,
         }
+    }
+
+    /// The mode of the example's `ReduceLROnPlateau`: `--monitor`'s, else the loss's (`Min`).
+    pub fn plateau_mode(&self) -> Mode {
+        self.monitor.map_or(Mode::Min, Monitor::mode)
     }
 }
 

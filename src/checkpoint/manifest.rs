@@ -63,6 +63,10 @@ pub struct Manifest {
     /// checkpoints).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grad_scaler: Option<GradScalerState>,
+    /// The states of the run's other parts by name (early stopping, ...); absent when there
+    /// are none, and in older checkpoints.
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub parts: serde_json::Value,
     /// Every tensor file of the checkpoint by name, with its size and CRC32.
     pub files: BTreeMap<String, FileEntry>,
 }

@@ -213,6 +213,7 @@ impl Checkpointer {
             best_metric: m.best_metric,
             dir: ckpt.dir.clone(),
             grad_scaler: m.grad_scaler,
+            parts: m.parts.clone(),
         })
     }
 
@@ -320,6 +321,7 @@ impl Checkpointer {
             scheduler: state.scheduler.clone(),
             config: state.config.clone(),
             grad_scaler: state.grad_scaler,
+            parts: state.parts.clone(),
             files: Default::default(),
         };
         // A snapshot on the host: the background thread must not see later updates. The

@@ -51,6 +51,9 @@ pub struct TrainState<'a> {
     pub config: serde_json::Value,
     /// The loss scaler's state when training in float16 with a `GradScaler`.
     pub grad_scaler: Option<GradScalerState>,
+    /// The states of the run's other parts by name (`fit`'s early stopping, ...), in their
+    /// serde form; `Value::Null` without any. Handed back in [`ResumePoint::parts`].
+    pub parts: serde_json::Value,
 }
 
 /// Where to continue after [`Checkpointer::restore`](super::Checkpointer::restore).
@@ -74,12 +77,14 @@ pub struct ResumePoint {
     pub dir: PathBuf,
     /// The loss scaler's state, if the checkpoint holds one.
     pub grad_scaler: Option<GradScalerState>,
+    /// [`TrainState::parts`] as saved (`Value::Null` in older checkpoints).
+    pub parts: serde_json::Value,
 }
 
 impl<'a> TrainState<'a> {
     /// The state at the start of `epoch` (0-based; after finishing epoch `e`, pass `e + 1`):
     /// model and optimizer, no scheduler, no partial-epoch metrics, seed 0, no config, no loss
-    /// scaler. Set the other fields with struct update syntax when a run has them.
+    /// scaler, no parts' states. Set the other fields with struct update syntax when a run has them.
     ///
     /// ```
     /// # use trainbook::checkpoint::TrainState;
@@ -100,6 +105,7 @@ impl<'a> TrainState<'a> {
             seed: 0,
             config: serde_json::Value::Null,
             grad_scaler: None,
+            parts: serde_json::Value::Null,
         }
     }
 }

@@ -2,11 +2,12 @@
 //! ([`FitReport`]).
 use std::path::PathBuf;
 
+use super::early_stopping::EarlyStopping;
 use super::interrupt::Interruption;
 use crate::checkpoint::Policy;
 use crate::dist::DdpOptions;
 use crate::train::{
-    ConfusionMatrix, CrossEntropyLoss, EpochRecord, GradClip, LrSchedule, Precision,
+    ConfusionMatrix, CrossEntropyLoss, EpochRecord, GradClip, LrSchedule, Monitor, Precision,
 };
 
 /// Every setting of a [`Trainer`](super::Trainer) run; the builder's methods set these fields
@@ -57,12 +58,19 @@ pub struct FitConfig {
     /// Gradient clipping before every optimizer step (`clip_grad_norm_` / `clip_grad_value_`,
     /// after the float16 `GradScaler`'s unscale). Default `None`.
     pub clip_grad: Option<GradClip>,
+    /// Stop when the monitored validation metric stops improving. Default `None`.
+    pub early_stopping: Option<EarlyStopping>,
+    /// The validation metric `best/` and early stopping judge epochs by (Lightning's
+    /// `monitor`). `None` (the default): `best/` by the metric of `policy.best`'s mode
+    /// (`Max`: accuracy, `Min`: loss), early stopping by its own monitor.
+    pub monitor: Option<Monitor>,
 }
 
 impl Default for FitConfig {
     /// One epoch into `runs/fit`, resuming if a checkpoint is there, checkpoints per
     /// [`Policy::default`], no schedule, progress shown, float32, no accumulation, default
-    /// DDP options, plain cross-entropy, no Slurm requeue, pinned batches on CUDA, no clipping.
+    /// DDP options, plain cross-entropy, no Slurm requeue, pinned batches on CUDA, no clipping,
+    /// no early stopping.
     fn default() -> Self {
         FitConfig {
             epochs: 1,
@@ -81,6 +89,8 @@ impl Default for FitConfig {
             loss: CrossEntropyLoss::new(),
             pin_memory: true,
             clip_grad: None,
+            early_stopping: None,
+            monitor: None,
         }
     }
 }
@@ -99,9 +109,13 @@ pub struct FitReport {
     pub best_val_acc: Option<f64>,
     /// Set when training continued from a checkpoint: (directory, epoch, batches done).
     pub resumed_from: Option<(PathBuf, u64, u64)>,
-    /// Set when the run was stopped early (Ctrl-C, SIGTERM, SIGUSR1, `OUT/STOP`,
+    /// Set when the run was interrupted (Ctrl-C, SIGTERM, SIGUSR1, `OUT/STOP`,
     /// `request_stop`): where, why, and the checkpoint to resume from.
     pub interrupted: Option<Interruption>,
+    /// Set when early stopping ended the run: the last epoch trained (0-based). A resumed
+    /// run that had stopped early says so and trains nothing.
+    #[serde(default)]
+    pub early_stopped: Option<u64>,
 }
 
 impl FitReport {

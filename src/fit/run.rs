@@ -7,6 +7,7 @@ use std::cell::RefCell;
 use tch::nn::{ModuleT, VarStore};
 
 use super::config::{FitConfig, FitReport};
+use super::early_stopping::EarlyStopping;
 use super::interrupt::{Interruption, StopWatch};
 use super::report;
 use crate::checkpoint::{Checkpointer, TrainState};
@@ -16,8 +17,8 @@ use crate::models::{save_safetensors, to_channels_last};
 use crate::notebook::{confusion_matrix_plot, loss_accuracy_curves};
 use crate::train::{
     append_record, data_wait_note, evaluate, read_records, train_epoch, Cadence, EpochOptions,
-    EpochRecord, GradScaler, LrSchedule, Mode, Optimizer, Precision, RunningMetrics, StepInfo,
-    Validation,
+    EpochRecord, GradScaler, LrSchedule, Mode, Monitor, Optimizer, Precision, RunningMetrics,
+    StepInfo, Validation,
 };
 use crate::Result;
 use crate::WithPath;
@@ -43,6 +44,11 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
     if let Some(c) = &cfg.clip_grad {
         c.validate()?;
     }
+    let mut early = cfg.early_stopping.clone();
+    if let Some(e) = &mut early {
+        e.validate()?;
+        e.monitor = cfg.monitor.unwrap_or(e.monitor);
+    }
     let loss_fn = &cfg.loss;
     if cfg.channels_last {
         to_channels_last(vs);
@@ -52,7 +58,7 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
     let schedule: Option<RefCell<Box<dyn LrSchedule>>> = cfg.schedule.clone().map(RefCell::new);
     // Checkpoints are written in the background: a save costs the step a copy to host memory.
     let mut ckpt =
-        Checkpointer::new(cfg.out.join("checkpoints"), cfg.policy.clone()).background(true);
+        Checkpointer::new(cfg.out.join("checkpoints"), best_policy(cfg)).background(true);
     let (mut start_epoch, mut skip, mut start_metrics, mut resumed_from) =
         (0, 0, RunningMetrics::default(), None);
     // float16 needs loss scaling; bfloat16 has float32's range and does not.
@@ -88,6 +94,9 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
             if let (Some(s), Some(state)) = (&scaler, &at.grad_scaler) {
                 s.borrow_mut().load_state(state);
             }
+            if let (Some(e), Some(saved)) = (&mut early, at.parts.get(EARLY_STOPPING)) {
+                e.restore(saved)?;
+            }
             resumed_from = Some((at.dir.clone(), at.epoch, at.batches_done));
             if log.exists() {
                 history =
@@ -99,17 +108,30 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
         // torch's scheduler constructor: LinearLR and OneCycleLR set the first step's rate.
         opt.set_lr(s.borrow_mut().start(opt.lr())?);
     }
-    if start_epoch >= cfg.epochs && resumed_from.is_some() {
+    let stopped_early = early.as_ref().is_some_and(|e| e.stopped());
+    if (start_epoch >= cfg.epochs || stopped_early) && resumed_from.is_some() {
         // Nothing to train: say so, and leave the finished run's files as they are.
+        let why = if stopped_early {
+            format!("early stopping ended it after {start_epoch} epochs")
+        } else {
+            format!("{start_epoch} of {} epochs done", cfg.epochs)
+        };
         dist.println(format!(
-            "{} holds a finished run ({start_epoch} of {} epochs done): nothing to train. To train again, start over without resuming \
+            "{} holds a finished run ({why}): nothing to train. To train again, start over without resuming \
              (Trainer::resume(false); --no-resume in the examples), choose another output folder (--out), or ask for more epochs (--epochs).",
             cfg.out.display(),
-            cfg.epochs
         ));
         let best_val_acc = best_val_acc(cfg, &ckpt, &history);
-        let outcome =
-            FitReport { history, confusion: None, best_val_acc, resumed_from, interrupted: None };
+        let early_stopped =
+            early.as_ref().filter(|e| e.stopped()).map(|_| start_epoch.saturating_sub(1));
+        let outcome = FitReport {
+            history,
+            confusion: None,
+            best_val_acc,
+            resumed_from,
+            interrupted: None,
+            early_stopped,
+        };
         report::run_done(dist.rank(), &cfg.out, &outcome, &ckpt);
         return Ok(outcome);
     }
@@ -133,7 +155,10 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
     let stopped: RefCell<Option<Interruption>> = RefCell::new(None);
     let scaler_state = || scaler.as_ref().map(|s| s.borrow().state());
     let mut confusion = None;
+    let mut early_stopped = None;
     for epoch in start_epoch..cfg.epochs {
+        // The parts' states as of this epoch's start, for its step checkpoints.
+        let parts = parts_state(&early);
         train.set_epoch(epoch);
         train.skip_batches(std::mem::take(&mut skip));
         let on_step = |info: &StepInfo| -> Result<()> {
@@ -147,6 +172,7 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
                 seed: cfg.seed,
                 config: cfg.config.clone(),
                 grad_scaler: scaler_state(),
+                parts: parts.clone(),
             };
             ckpt.borrow_mut().after_step(dist, state)?;
             if let Some(reason) = watch.borrow_mut().after_step(dist)? {
@@ -197,8 +223,14 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
                     s.requeued = cfg.requeue && super::requeue::requeue_after(dist, &s.reason);
                 }
                 let best_val_acc = best_val_acc(cfg, &ckpt.borrow(), &history);
-                let outcome =
-                    FitReport { history, confusion, best_val_acc, resumed_from, interrupted: stop };
+                let outcome = FitReport {
+                    history,
+                    confusion,
+                    best_val_acc,
+                    resumed_from,
+                    interrupted: stop,
+                    early_stopped: None,
+                };
                 report::run_done(dist.rank(), &cfg.out, &outcome, &ckpt.borrow());
                 return Ok(outcome);
             }
@@ -221,6 +253,7 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
         }
         history.push(record);
         confusion = v.confusion;
+        let stop = early.as_mut().is_some_and(|e| e.update(e.monitor.value(v.loss, v.accuracy)));
         let state = TrainState {
             vs,
             optimizer: opt,
@@ -231,12 +264,19 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
             seed: cfg.seed,
             config: cfg.config.clone(),
             grad_scaler: scaler_state(),
+            parts: parts_state(&early),
         };
         // `best/` is judged by the metric its mode is for: the loss (Min) or the accuracy (Max).
-        let monitored = if cfg.policy.best == Some(Mode::Min) { v.loss } else { v.accuracy };
-        ckpt.borrow_mut().after_epoch(dist, &state, epoch, Some(monitored))?;
+        let best_by = best_policy(cfg).best.map(Monitor::of_mode);
+        let monitored = best_by.map(|m| m.value(v.loss, v.accuracy));
+        ckpt.borrow_mut().after_epoch(dist, &state, epoch, monitored)?;
         if let Some(done) = history.last() {
             report::epoch_done(dist.rank(), done, &ckpt.borrow());
+        }
+        if let (true, Some(e)) = (stop, &early) {
+            dist.println(e.describe(epoch + 1));
+            early_stopped = Some(epoch);
+            break;
         }
     }
     // The last checkpoint is complete (or its error reported) before the run says it is done.
@@ -251,16 +291,43 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
         save_safetensors(vs, &cfg.out.join("model.safetensors"))?;
     }
     let best_val_acc = best_val_acc(cfg, &ckpt.borrow(), &history);
-    let outcome = FitReport { history, confusion, best_val_acc, resumed_from, interrupted: None };
+    let outcome = FitReport {
+        history,
+        confusion,
+        best_val_acc,
+        resumed_from,
+        interrupted: None,
+        early_stopped,
+    };
     report::run_done(dist.rank(), &cfg.out, &outcome, &ckpt.borrow());
     Ok(outcome)
+}
+
+/// The checkpoint policy with `best/` judged by [`FitConfig::monitor`] when one is set.
+fn best_policy(cfg: &FitConfig) -> crate::checkpoint::Policy {
+    let mut policy = cfg.policy.clone();
+    if let (Some(m), Some(_)) = (cfg.monitor, policy.best) {
+        policy.best = Some(m.mode());
+    }
+    policy
+}
+
+/// The key of early stopping's state in a checkpoint's parts.
+const EARLY_STOPPING: &str = "early_stopping";
+
+/// The states of the run's parts for a checkpoint (`Value::Null` when it has none).
+fn parts_state(early: &Option<EarlyStopping>) -> serde_json::Value {
+    match early {
+        Some(e) => serde_json::json!({ EARLY_STOPPING: e }),
+        None => serde_json::Value::Null,
+    }
 }
 
 /// [`FitReport::best_val_acc`]: the metric `best/` was kept by when that is the accuracy (the
 /// default, [`Mode::Max`]; `None` without `best/`); with `best/` kept by the loss
 /// ([`Mode::Min`]), the highest validation accuracy of the epochs run.
 fn best_val_acc(cfg: &FitConfig, ckpt: &Checkpointer, history: &[EpochRecord]) -> Option<f64> {
-    match cfg.policy.best {
+    match best_policy(cfg).best {
         Some(Mode::Min) => history.iter().filter_map(|r| r.val_acc).reduce(f64::max),
         _ => ckpt.best_metric(),
     }

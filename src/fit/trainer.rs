@@ -7,12 +7,13 @@ use tch::nn::{ModuleT, VarStore};
 use tch::Device;
 
 use super::config::{FitConfig, FitReport};
+use super::early_stopping::EarlyStopping;
 use super::run::{run, Model};
 use crate::checkpoint::Policy;
 use crate::data::{DataLoader, Dataset};
 use crate::dist::{DdpOptions, Dist};
 use crate::train::{
-    CrossEntropyLoss, GradClip, LrSchedule, Mode, Optimizer, Precision, ReduceLROnPlateau,
+    CrossEntropyLoss, GradClip, LrSchedule, Mode, Monitor, Optimizer, Precision, ReduceLROnPlateau,
 };
 use crate::Result;
 
@@ -214,6 +215,32 @@ impl<'d> Trainer<'d> {
     /// (`torch.nn.utils.clip_grad_value_`). Default: no clipping.
     pub fn clip_grad_value(mut self, value: f64) -> Self {
         self.cfg.clip_grad = Some(GradClip::Value(value));
+        self
+    }
+
+    /// Stops the run when the monitored metric has not improved for `early.patience` epochs
+    /// (Lightning's `EarlyStopping`); its state goes into checkpoints. Default: none.
+    ///
+    /// ```no_run
+    /// # use trainbook::prelude::*;
+    /// # fn f(dist: &Dist) {
+    /// use trainbook::fit::EarlyStopping;
+    /// let trainer = Trainer::new(dist)
+    ///     .epochs(100)
+    ///     .monitor(Monitor::ValLoss) // best/ and early stopping by the validation loss
+    ///     .early_stopping(EarlyStopping::new(Monitor::ValLoss, 5).min_delta(1e-3));
+    /// # }
+    /// ```
+    pub fn early_stopping(mut self, early: EarlyStopping) -> Self {
+        self.cfg.early_stopping = Some(early);
+        self
+    }
+
+    /// The validation metric `best/` and early stopping judge epochs by (Lightning's
+    /// `monitor`; its mode follows: lower loss, higher accuracy is better). Default: `best/` by
+    /// accuracy, early stopping by its own monitor.
+    pub fn monitor(mut self, monitor: Monitor) -> Self {
+        self.cfg.monitor = Some(monitor);
         self
     }
 

@@ -16,6 +16,73 @@ pub enum Mode {
     Max,
 }
 
+/// The validation metric a run judges its epochs by (Lightning's `monitor`): which epoch
+/// `best/` keeps, what early stopping watches, and, in the examples, what the plateau
+/// schedule watches. Parsed from `val_loss` or `val_acc` (the examples' `--monitor`).
+///
+/// ```
+/// use trainbook::train::{Mode, Monitor};
+/// let m: Monitor = "val_acc".parse()?;
+/// assert_eq!((m, m.mode(), m.to_string()), (Monitor::ValAcc, Mode::Max, "val_acc".to_string()));
+/// assert!("accuracy".parse::<Monitor>().is_err());
+/// # Ok::<(), trainbook::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Monitor {
+    /// The mean validation loss; lower is better.
+    ValLoss,
+    /// The validation accuracy; higher is better.
+    ValAcc,
+}
+
+impl Monitor {
+    /// The direction that is better: [`Mode::Min`] for the loss, [`Mode::Max`] for accuracy.
+    pub fn mode(self) -> Mode {
+        match self {
+            Monitor::ValLoss => Mode::Min,
+            Monitor::ValAcc => Mode::Max,
+        }
+    }
+
+    /// The metric a [`Mode`] has always meant in trainbook (`Min`: the loss, `Max`: accuracy).
+    pub fn of_mode(mode: Mode) -> Monitor {
+        match mode {
+            Mode::Min => Monitor::ValLoss,
+            Mode::Max => Monitor::ValAcc,
+        }
+    }
+
+    /// The monitored value of a validation with this loss and accuracy.
+    pub fn value(self, loss: f64, accuracy: f64) -> f64 {
+        match self {
+            Monitor::ValLoss => loss,
+            Monitor::ValAcc => accuracy,
+        }
+    }
+}
+
+impl std::fmt::Display for Monitor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Monitor::ValLoss => "val_loss",
+            Monitor::ValAcc => "val_acc",
+        })
+    }
+}
+
+impl std::str::FromStr for Monitor {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> crate::Result<Monitor> {
+        match s {
+            "val_loss" => Ok(Monitor::ValLoss),
+            "val_acc" => Ok(Monitor::ValAcc),
+            other => Err(crate::Error::InvalidArgument(format!(
+                "monitor {other:?}: use val_loss or val_acc"
+            ))),
+        }
+    }
+}
+
 /// Sums of loss and correct predictions over the samples seen so far.
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RunningMetrics {

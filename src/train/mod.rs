@@ -26,7 +26,7 @@ pub use device_metrics::{host_reads, DeviceMetrics};
 pub use epoch::{evaluate, train_epoch, EpochOptions, EpochSummary, LrAfterStep, OnStep, StepInfo};
 pub use log::{append_record, read_records, EpochRecord};
 pub use loss::CrossEntropyLoss;
-pub use metrics::{ConfusionMatrix, Mode, RunningMetrics};
+pub use metrics::{ConfusionMatrix, Mode, Monitor, RunningMetrics};
 pub use optim::{Kernels, Optimizer, OptimizerKind, OptimizerMeta};
 pub use predict::{predict, predictions, Prediction};
 pub use schedule::{
