@@ -2,7 +2,8 @@
 //! `monitor`): a run whose validation loss stops improving stops after `patience` epochs and
 //! stays finished when run again; the wait is in the checkpoints, so a run continued from one
 //! stops where an uninterrupted run does; `monitor` makes `best/` and early stopping judge by
-//! the same metric; bad settings are errors naming them, before any training.
+//! the same metric; `restore_best` leaves the model with `best/`'s weights; bad settings are
+//! errors naming them, before any training.
 mod common;
 
 use std::path::Path;
@@ -94,4 +95,33 @@ fn monitor_makes_best_and_early_stopping_judge_by_one_metric() {
         .unwrap_or_default();
     assert!(text.contains("early stopping: patience must be at least 1"), "{text}");
     assert!(!work.join("bad/metrics.jsonl").exists(), "refused before any training");
+}
+
+#[test]
+fn restore_best_leaves_the_model_with_the_best_epochs_weights() {
+    let work = common::WorkDir::new("restore-best");
+    // Learning rate 0.3: accuracy goes up and down, so the best epoch is rarely the last.
+    let report = fit(&work, 4, 0.3, |t| t.monitor(Monitor::ValLoss).restore_best(true));
+    let best = work.join("checkpoints/best/model.safetensors");
+    common::assert_same_weights(&work.join("model.safetensors"), &best, "restored best/");
+    let best_loss = report.history.iter().filter_map(|r| r.val_loss).fold(f64::MAX, f64::min);
+    let manifest: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(work.join("checkpoints/best/manifest.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(manifest["best_metric"].as_f64(), Some(best_loss));
+    // Without it the model is the last epoch's: different from best/ unless the last was best.
+    let last = common::WorkDir::new("restore-best-off");
+    let plain = fit(&last, 4, 0.3, |t| t.monitor(Monitor::ValLoss));
+    let last_is_best = plain.history.last().and_then(|r| r.val_loss) == Some(best_loss);
+    if !last_is_best {
+        let same = std::panic::catch_unwind(|| {
+            common::assert_same_weights(
+                &last.join("model.safetensors"),
+                &last.join("checkpoints/best/model.safetensors"),
+                "last vs best",
+            )
+        });
+        assert!(same.is_err(), "the last epoch's weights differ from best/'s");
+    }
 }

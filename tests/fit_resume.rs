@@ -88,6 +88,7 @@ fn run_with(
         // Early stopping on (its state in every checkpoint), never triggered in 2 epochs.
         early_stopping: Some(EarlyStopping::new(Monitor::ValLoss, 100)),
         monitor: None,
+        restore_best: false,
     };
     tch::manual_seed(99); // the dropout stream; a resumed run restores it from the checkpoint
     Trainer::with_config(dist, cfg).fit(&mut vs, &net, &mut opt, &mut train, &mut val).unwrap()

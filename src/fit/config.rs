@@ -64,6 +64,10 @@ pub struct FitConfig {
     /// `monitor`). `None` (the default): `best/` by the metric of `policy.best`'s mode
     /// (`Max`: accuracy, `Min`: loss), early stopping by its own monitor.
     pub monitor: Option<Monitor>,
+    /// At the end of the run, load `best/`'s weights into the model (Keras'
+    /// `restore_best_weights`), so the returned model and `model.safetensors` are the best
+    /// epoch's. Default `false`: the last epoch's.
+    pub restore_best: bool,
 }
 
 impl Default for FitConfig {
@@ -91,6 +95,7 @@ impl Default for FitConfig {
             clip_grad: None,
             early_stopping: None,
             monitor: None,
+            restore_best: false,
         }
     }
 }

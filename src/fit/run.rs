@@ -13,7 +13,7 @@ use super::report;
 use crate::checkpoint::{Checkpointer, TrainState};
 use crate::data::{readable_class_name, DataLoader, Dataset};
 use crate::dist::{Ddp, Dist};
-use crate::models::{save_safetensors, to_channels_last};
+use crate::models::{load_safetensors, save_safetensors, to_channels_last};
 use crate::notebook::{confusion_matrix_plot, loss_accuracy_curves};
 use crate::train::{
     append_record, data_wait_note, evaluate, read_records, train_epoch, Cadence, EpochOptions,
@@ -282,6 +282,9 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
     // The last checkpoint is complete (or its error reported) before the run says it is done.
     ckpt.borrow_mut().wait()?;
     watch.borrow_mut().finish(dist)?;
+    if cfg.restore_best && !history.is_empty() {
+        restore_best(dist, vs, &ckpt.borrow())?;
+    }
     if dist.is_main() && !history.is_empty() {
         loss_accuracy_curves(&history)?.save(cfg.out.join("curves.png"))?;
         // A data set without class names (a bare TensorDataset) has no confusion matrix.
@@ -310,6 +313,23 @@ fn best_policy(cfg: &FitConfig) -> crate::checkpoint::Policy {
         policy.best = Some(m.mode());
     }
     policy
+}
+
+/// `Trainer::restore_best`: every rank loads `best/`'s weights (checksums verified), so the
+/// model the run returns and its `model.safetensors` are the best epoch's.
+fn restore_best(dist: &Dist, vs: &mut VarStore, ckpt: &Checkpointer) -> Result<()> {
+    match ckpt.best_dir() {
+        Some(dir) => {
+            let best = crate::checkpoint::open_checkpoint(&dir)?; // sizes and CRC32s checked
+            load_safetensors(vs, &best.dir.join(crate::checkpoint::MODEL_FILE), true)?;
+            dist.println(format!("restored the best epoch's weights from {}", dir.display()));
+        }
+        None => dist.println(
+            "restore_best: no best/ checkpoint (keep_best is off, or no epoch ended): the last \
+             epoch's weights stay",
+        ),
+    }
+    Ok(())
 }
 
 /// The key of early stopping's state in a checkpoint's parts.

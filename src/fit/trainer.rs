@@ -244,6 +244,14 @@ impl<'d> Trainer<'d> {
         self
     }
 
+    /// At the end of the run, load the best epoch's weights (`best/`, judged by the monitored
+    /// metric) into the model, so the model after `fit` and `model.safetensors` are the best
+    /// epoch's rather than the last's (Keras' `restore_best_weights`). Default `false`.
+    pub fn restore_best(mut self, on: bool) -> Self {
+        self.cfg.restore_best = on;
+        self
+    }
+
     /// The loss (default `CrossEntropyLoss::new()`).
     pub fn loss(mut self, loss: CrossEntropyLoss) -> Self {
         self.cfg.loss = loss;
