@@ -56,11 +56,11 @@ notebooks: setup-notebook
 	cargo build --examples
 	.venv/bin/python scripts/run_notebooks.py --in-place
 
-# The GPU suite (tests/gpu.rs) with NCCL: on a machine with a CUDA GPU it trains against PyTorch
-# on that GPU; elsewhere every test prints SKIPPED. Not part of `make test` (which still builds
-# and runs the suite without the cuda feature, so it always compiles).
+# The GPU suites (tests/gpu.rs, tests/gpu_ranks.rs) with NCCL: on a machine with a CUDA GPU
+# they train against PyTorch on that GPU; elsewhere every test prints SKIPPED. Not part of
+# `make test` (which still builds and runs them without the cuda feature, so they always compile).
 gpu-test: setup
-	cargo test --features cuda --test gpu -- --nocapture --test-threads=1
+	cargo test --features cuda --test gpu --test gpu_ranks -- --nocapture --test-threads=1
 
 # trainbook against a second PyTorch (2.11.0, the version GPU machines often carry, with tch
 # 0.24): builds it and runs the kernel-level tests against it. Heavy (~5 GB venv, a second

@@ -13,7 +13,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 . "$ROOT/scripts/torch-version-copy.sh"
 
 say "cargo test against $("$VENV/bin/python" -c 'import torch; print(torch.__version__)') at $LIBTORCH"
-cargo test --lib --test amp --test memory_format --test training_loop --test models_parity --test gpu --test gpu_ranks
+cargo test --lib --test amp --test grad_clip --test memory_format --test training_loop --test models_parity --test gpu --test gpu_ranks
 say "cargo check --features cuda"
 cargo check --features cuda --lib --test gpu --test gpu_ranks --bench gpu
 say "trainbook builds and passes against torch $TORCH with tch $TCH"
