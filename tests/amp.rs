@@ -8,8 +8,8 @@
 mod common;
 
 use std::cell::RefCell;
-use std::process::Command;
 
+use common::{get, max_abs, with_prefix};
 use tch::nn::{ModuleT, VarStore};
 use tch::{Device, Kind, Tensor};
 use trainbook::data::{DataLoader, TensorDataset};
@@ -28,27 +28,7 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 
 fn oracle(cmd: &str, dir: &std::path::Path) -> Vec<(String, Tensor)> {
-    let out = Command::new(common::venv_bin("python"))
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/oracle/amp.py"))
-        .args([cmd, dir.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "oracle {cmd}: {}", String::from_utf8_lossy(&out.stderr));
-    Tensor::read_safetensors(dir.join(format!("{cmd}.safetensors"))).unwrap()
-}
-
-fn get<'a>(ts: &'a [(String, Tensor)], name: &str) -> &'a Tensor {
-    &ts.iter().find(|(n, _)| n == name).unwrap_or_else(|| panic!("{name} missing")).1
-}
-
-fn with_prefix(ts: &[(String, Tensor)], prefix: &str) -> Vec<(String, Tensor)> {
-    ts.iter()
-        .filter_map(|(n, t)| n.strip_prefix(prefix).map(|k| (k.to_string(), t.shallow_clone())))
-        .collect()
-}
-
-fn max_abs(a: &Tensor, b: &Tensor) -> f64 {
-    (a - b).abs().max().double_value(&[])
+    common::oracle_tensors("amp.py", cmd, dir)
 }
 
 #[test]

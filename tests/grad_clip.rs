@@ -11,9 +11,8 @@
 mod common;
 
 use std::cell::RefCell;
-use std::process::Command;
 
-use common::{get, max_abs};
+use common::{get, max_abs, with_prefix};
 use tch::nn::{ModuleT, VarStore};
 use tch::{Device, Kind, Tensor};
 use trainbook::data::{DataLoader, TensorDataset};
@@ -24,19 +23,7 @@ use trainbook::train::{
 };
 
 fn oracle(cmd: &str, dir: &std::path::Path) -> Vec<(String, Tensor)> {
-    let out = Command::new(common::venv_bin("python"))
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/oracle/clip.py"))
-        .args([cmd, dir.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "oracle {cmd}: {}", String::from_utf8_lossy(&out.stderr));
-    Tensor::read_safetensors(dir.join(format!("{cmd}.safetensors"))).unwrap()
-}
-
-fn with_prefix(ts: &[(String, Tensor)], prefix: &str) -> Vec<(String, Tensor)> {
-    ts.iter()
-        .filter_map(|(n, t)| n.strip_prefix(prefix).map(|k| (k.to_string(), t.shallow_clone())))
-        .collect()
+    common::oracle_tensors("clip.py", cmd, dir)
 }
 
 /// The CNN's parameter names in torch's order (the order clip_grad_norm_ sums the norms in).

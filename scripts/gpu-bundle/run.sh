@@ -46,7 +46,7 @@ RESULTS=$WORK/results.tsv
 : >"$RESULTS"
 GPU=$("$PY" -c 'import torch; print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else "")' 2>/dev/null)
 {
-  echo "trainbook GPU bundle: $(cat "$HERE/MANIFEST.json" | tr -d '\n')"
+  echo "trainbook GPU bundle: $(tr -d '\n' <"$HERE/MANIFEST.json")"
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)  host: $(hostname)  cores: $(nproc)"
   echo "python: $PY ($("$PY" -c 'import torch, torchvision; print("torch", torch.__version__, "torchvision", torchvision.__version__)' 2>&1))"
   echo "GPU: ${GPU:-none}"

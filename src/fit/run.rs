@@ -10,7 +10,7 @@ use super::config::{FitConfig, FitReport};
 use super::early_stopping::EarlyStopping;
 use super::interrupt::{Interruption, StopWatch};
 use super::report;
-use crate::checkpoint::{Checkpointer, TrainState};
+use crate::checkpoint::{Checkpointer, Policy, TrainState};
 use crate::data::{readable_class_name, DataLoader, Dataset};
 use crate::dist::{Ddp, Dist};
 use crate::models::{load_safetensors, save_safetensors, to_channels_last};
@@ -44,6 +44,9 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
     if let Some(c) = &cfg.clip_grad {
         c.validate()?;
     }
+    // `best/` judged by FitConfig::monitor when one is set.
+    let policy = best_policy(cfg);
+    let best_by = policy.best.map(Monitor::of_mode);
     let mut early = cfg.early_stopping.clone();
     if let Some(e) = &mut early {
         e.validate()?;
@@ -57,8 +60,7 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
     let log = cfg.out.join("metrics.jsonl");
     let schedule: Option<RefCell<Box<dyn LrSchedule>>> = cfg.schedule.clone().map(RefCell::new);
     // Checkpoints are written in the background: a save costs the step a copy to host memory.
-    let mut ckpt =
-        Checkpointer::new(cfg.out.join("checkpoints"), best_policy(cfg)).background(true);
+    let mut ckpt = Checkpointer::new(cfg.out.join("checkpoints"), policy.clone()).background(true);
     let (mut start_epoch, mut skip, mut start_metrics, mut resumed_from) =
         (0, 0, RunningMetrics::default(), None);
     // float16 needs loss scaling; bfloat16 has float32's range and does not.
@@ -121,7 +123,7 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
              (Trainer::resume(false); --no-resume in the examples), choose another output folder (--out), or ask for more epochs (--epochs).",
             cfg.out.display(),
         ));
-        let best_val_acc = best_val_acc(cfg, &ckpt, &history);
+        let best_val_acc = best_val_acc(&policy, &ckpt, &history);
         let early_stopped =
             early.as_ref().filter(|e| e.stopped()).map(|_| start_epoch.saturating_sub(1));
         let outcome = FitReport {
@@ -222,7 +224,7 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
                     // Last: requeueing ends this Slurm job at once.
                     s.requeued = cfg.requeue && super::requeue::requeue_after(dist, &s.reason);
                 }
-                let best_val_acc = best_val_acc(cfg, &ckpt.borrow(), &history);
+                let best_val_acc = best_val_acc(&policy, &ckpt.borrow(), &history);
                 let outcome = FitReport {
                     history,
                     confusion,
@@ -267,7 +269,6 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
             parts: parts_state(&early),
         };
         // `best/` is judged by the metric its mode is for: the loss (Min) or the accuracy (Max).
-        let best_by = best_policy(cfg).best.map(Monitor::of_mode);
         let monitored = best_by.map(|m| m.value(v.loss, v.accuracy));
         ckpt.borrow_mut().after_epoch(dist, &state, epoch, monitored)?;
         if let Some(done) = history.last() {
@@ -293,7 +294,7 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
         }
         save_safetensors(vs, &cfg.out.join("model.safetensors"))?;
     }
-    let best_val_acc = best_val_acc(cfg, &ckpt.borrow(), &history);
+    let best_val_acc = best_val_acc(&policy, &ckpt.borrow(), &history);
     let outcome = FitReport {
         history,
         confusion,
@@ -307,7 +308,7 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
 }
 
 /// The checkpoint policy with `best/` judged by [`FitConfig::monitor`] when one is set.
-fn best_policy(cfg: &FitConfig) -> crate::checkpoint::Policy {
+fn best_policy(cfg: &FitConfig) -> Policy {
     let mut policy = cfg.policy.clone();
     if let (Some(m), Some(_)) = (cfg.monitor, policy.best) {
         policy.best = Some(m.mode());
@@ -346,8 +347,8 @@ fn parts_state(early: &Option<EarlyStopping>) -> serde_json::Value {
 /// [`FitReport::best_val_acc`]: the metric `best/` was kept by when that is the accuracy (the
 /// default, [`Mode::Max`]; `None` without `best/`); with `best/` kept by the loss
 /// ([`Mode::Min`]), the highest validation accuracy of the epochs run.
-fn best_val_acc(cfg: &FitConfig, ckpt: &Checkpointer, history: &[EpochRecord]) -> Option<f64> {
-    match best_policy(cfg).best {
+fn best_val_acc(policy: &Policy, ckpt: &Checkpointer, history: &[EpochRecord]) -> Option<f64> {
+    match policy.best {
         Some(Mode::Min) => history.iter().filter_map(|r| r.val_acc).reduce(f64::max),
         _ => ckpt.best_metric(),
     }

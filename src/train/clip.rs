@@ -69,7 +69,7 @@ impl GradClip {
         let grads = grads(optimizer);
         match *self {
             GradClip::Norm { max_norm, norm_type } => {
-                clip_grads_with_norm(&grads, max_norm, norm_type).map(Some)
+                clip_grad_norm(&grads, max_norm, norm_type).map(Some)
             }
             GradClip::Value(v) => {
                 clip_grad_value(&grads, v);
@@ -124,10 +124,6 @@ pub fn total_norm(grads: &[Tensor], norm_type: f64) -> Result<Tensor> {
 /// # Ok::<(), trainbook::Error>(())
 /// ```
 pub fn clip_grad_norm(grads: &[Tensor], max_norm: f64, norm_type: f64) -> Result<Tensor> {
-    clip_grads_with_norm(grads, max_norm, norm_type)
-}
-
-fn clip_grads_with_norm(grads: &[Tensor], max_norm: f64, norm_type: f64) -> Result<Tensor> {
     let total = total_norm(grads, norm_type)?;
     if grads.is_empty() {
         return Ok(total);

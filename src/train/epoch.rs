@@ -11,7 +11,7 @@ use tch::{Device, Kind, Tensor};
 
 use super::clip::NormMean;
 use super::device_metrics::DeviceMetrics;
-pub use super::epoch_options::{EpochOptions, LrAfterStep, OnStep, StepInfo};
+use super::epoch_options::{EpochOptions, StepInfo};
 use super::loss::CrossEntropyLoss;
 use super::metrics::{ConfusionMatrix, RunningMetrics};
 use super::optim::Optimizer;

@@ -23,7 +23,8 @@ pub use determinism::{
     determinism, use_deterministic_algorithms, Determinism, CUBLAS_WORKSPACE_CONFIG,
 };
 pub use device_metrics::{host_reads, DeviceMetrics};
-pub use epoch::{evaluate, train_epoch, EpochOptions, EpochSummary, LrAfterStep, OnStep, StepInfo};
+pub use epoch::{evaluate, train_epoch, EpochSummary};
+pub use epoch_options::{EpochOptions, LrAfterStep, OnStep, StepInfo};
 pub use log::{append_record, read_records, EpochRecord};
 pub use loss::CrossEntropyLoss;
 pub use metrics::{ConfusionMatrix, Mode, Monitor, RunningMetrics};

@@ -166,6 +166,25 @@ pub fn kill_rank_after_first_checkpoint(
     }
 }
 
+/// Runs `tests/oracle/SCRIPT CMD DIR` with the venv's Python (PyTorch's side of a test) and
+/// reads the `DIR/CMD.safetensors` it writes.
+pub fn oracle_tensors(script: &str, cmd: &str, dir: &Path) -> Vec<(String, Tensor)> {
+    let out = Command::new(venv_bin("python"))
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oracle").join(script))
+        .args([cmd, dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{script} {cmd}: {}", String::from_utf8_lossy(&out.stderr));
+    Tensor::read_safetensors(dir.join(format!("{cmd}.safetensors"))).unwrap()
+}
+
+/// The tensors of `ts` whose names start with `prefix`, with the prefix removed.
+pub fn with_prefix(ts: &[(String, Tensor)], prefix: &str) -> Vec<(String, Tensor)> {
+    ts.iter()
+        .filter_map(|(n, t)| n.strip_prefix(prefix).map(|k| (k.to_string(), t.shallow_clone())))
+        .collect()
+}
+
 /// The tensor called `name` in `ts`.
 pub fn get<'a>(ts: &'a [(String, Tensor)], name: &str) -> &'a Tensor {
     &ts.iter().find(|(n, _)| n == name).unwrap_or_else(|| panic!("{name} missing")).1

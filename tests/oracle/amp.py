@@ -11,20 +11,13 @@
                       for SGD (single-tensor) and Adam (fused): the scale after every update, which
                       steps changed the weights, and the final weights: DIR/scaler.safetensors
 """
-import importlib.util
-import os
 import sys
 
 import torch
 from safetensors.torch import save_file
 
 torch.set_num_threads(1)
-spec = importlib.util.spec_from_file_location("oracle_models", os.path.join(os.path.dirname(__file__), "models.py"))
-# models.py runs a command from argv at import; give it a harmless one.
-saved_argv, sys.argv = sys.argv, ["models.py", "noop"]
-models = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(models)
-sys.argv = saved_argv
+import models  # tests/oracle/models.py, beside this script
 
 cmd, d = sys.argv[1], sys.argv[2]
 device = sys.argv[3] if len(sys.argv) > 3 else "cpu"
