@@ -1,13 +1,14 @@
 //! The training loop does not wait for the device at every step: its running loss and correct
 //! counts stay on the device and are read back only for progress lines, checkpoints and the
-//! epoch's end ([`trainbook::train::host_reads`] counts those reads). The summaries it returns
+//! epoch's end ([`trainbook::train::host_reads`] counts those reads; norm clipping adds one, for
+//! the epoch's mean norm). The summaries it returns
 //! are still the exact per-sample values.
 use tch::nn::{ModuleT, VarStore};
 use tch::{Device, Kind, Tensor};
 use trainbook::data::{DataLoader, TensorDataset};
 use trainbook::models::MnistNet;
 use trainbook::train::{
-    evaluate, host_reads, train_epoch, CrossEntropyLoss, EpochOptions, Optimizer,
+    evaluate, host_reads, train_epoch, CrossEntropyLoss, EpochOptions, GradClip, Optimizer,
 };
 
 const BATCHES: usize = 40;
@@ -56,6 +57,13 @@ fn an_epoch_reads_the_device_once_without_progress_and_rarely_with_it() {
         "evaluate loss {} vs whole-set {want}",
         v.loss
     );
+
+    // Norm clipping adds one read, at the epoch's end (its mean norm), however many steps.
+    let before = host_reads();
+    let clipped = EpochOptions::on(Device::Cpu).quiet().clip_grad(GradClip::norm(1.0));
+    let c = train_epoch(&net, &mut data, &mut opt, &loss_fn, &clipped).unwrap();
+    assert_eq!(host_reads() - before, 2, "quiet clipped epoch: the metrics and the mean norm");
+    assert!(c.grad_norm.is_some_and(f64::is_finite));
 
     // With progress shown, reads follow the display (about a tenth of the epoch, or a bar's
     // refresh interval), not the steps.
