@@ -5,7 +5,7 @@
 # No root (and no apt-get) needed: without it, scripts/setup.sh unpacks the Debian packages the
 # build needs into .venv/debs (scripts/fetch-debs.sh, or scripts/fetch_debs.py without apt) and
 # says what it had to skip.
-.PHONY: setup setup-demo setup-notebook setup-repl repl test-repl demo lint test notebooks gpu-test torch-2.11-check gpu-bundle
+.PHONY: kernel-times setup setup-demo setup-notebook setup-repl repl test-repl demo lint test notebooks gpu-test torch-2.11-check gpu-bundle
 SHELL := /bin/bash
 
 # Everything `make test` needs: the tests' Python packages (torchvision, Ray, Dask, ...), Debian
@@ -18,7 +18,8 @@ setup-demo:
 	bash scripts/setup.sh --demo
 
 # The notebooks: setup-demo plus the Python packages, evcxr_jupyter (a one-time build of ~10
-# minutes) and the Jupyter kernel "Rust (trainbook)".
+# minutes), the Jupyter kernel "Rust (trainbook)" and the prebuilt kernel cache (what `:dep
+# trainbook` compiles; TRAINBOOK_KERNEL_CACHE=DIR builds a shared one for a class).
 setup-notebook:
 	bash scripts/setup.sh --notebook
 
@@ -55,6 +56,11 @@ test: setup lint
 notebooks: setup-notebook
 	cargo build --examples
 	.venv/bin/python scripts/run_notebooks.py --in-place
+
+# What a notebook user waits for: a new slot's first `:dep trainbook` + one cell (seeded from
+# the kernel cache) and a warm kernel's; figures in target/bench/notebook_kernel.json.
+kernel-times: setup-notebook
+	.venv/bin/python scripts/kernel_cache.py time
 
 # The GPU suites (tests/gpu.rs, tests/gpu_ranks.rs) with NCCL: on a machine with a CUDA GPU
 # they train against PyTorch on that GPU; elsewhere every test prints SKIPPED. Not part of

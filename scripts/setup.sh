@@ -6,7 +6,7 @@
 # a Linux without apt-get (RHEL, Rocky: see README.md's "RHEL / Rocky / HPC modules").
 #
 #   --demo      what `make demo` needs: steps 1 (torch only), 2 and 3 (Gloo headers, font)
-#   --notebook  the notebooks (`make setup-notebook`): steps 1-3, 4 and 5
+#   --notebook  the notebooks (`make setup-notebook`): steps 1-3, 4, 5 and 7
 #   --repl      the evcxr REPL (`make setup-repl`, scripts/trainbook-repl): steps 1 (torch
 #               only), 2, 3 and 6
 #   --all       everything, for `make test` (the default, `make setup`): also npm and openmpi-bin
@@ -31,6 +31,7 @@
 #   5. the Jupyter kernelspec "trainbook" inside .venv (and for the user, unless CI)
 #   6. evcxr_repl (the Rust REPL; its program is called `evcxr`), the same version as
 #      evcxr_jupyter (--repl only)
+#   7. the prebuilt kernel cache (scripts/kernel_cache.py build): --notebook and --all
 #   Steps 4 and 6 build in $EVCXR_BUILD, removed afterwards.
 set -euo pipefail
 
@@ -307,7 +308,6 @@ kernel_json() {
   "$VENV/bin/python" - "$ROOT" "$EVCXR" "$torch_dir" "$lib" "$VENV" "$CARGO_BIN" <<'PY'
 import json, os, sys
 root, evcxr, torch_dir, lib, venv, cargo_bin = sys.argv[1:]
-cache = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "trainbook", "evcxr")
 rest = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and p not in (os.path.join(venv, "bin"), cargo_bin)]
 path = os.pathsep.join(dict.fromkeys([os.path.join(venv, "bin"), cargo_bin] + rest + ["/usr/local/bin", "/usr/bin", "/bin"]))
 spec = {
@@ -320,10 +320,13 @@ spec = {
         "LIBTORCH_CXX11_ABI": "1",
         "LD_LIBRARY_PATH": lib,
         "PATH": path,
-        "EVCXR_TMPDIR": cache,
         "TRAINBOOK_VENV": venv,
     },
 }
+# A shared prebuilt kernel cache (an instructor's, scripts/kernel_cache.py) must reach every
+# user's kernel; the default one (~/.cache/trainbook/kernel-cache) needs no entry.
+if os.environ.get("TRAINBOOK_KERNEL_CACHE"):
+    spec["env"]["TRAINBOOK_KERNEL_CACHE"] = os.path.abspath(os.environ["TRAINBOOK_KERNEL_CACHE"])
 print(json.dumps(spec, indent=1))
 PY
 }
@@ -344,6 +347,15 @@ if [ -z "${CI:-}" ]; then
   # Also visible to a Jupyter installed outside the venv (JupyterLab, VS Code).
   install_kernelspec "${XDG_DATA_HOME:-$HOME/.local/share}/jupyter/kernels"
 fi
+
+# --- 7. the prebuilt kernel cache ----------------------------------------------------------
+# What the notebooks' `:dep trainbook` compiles (tch, trainbook: ~15 minutes cold on 2 cores),
+# built once here so a new kernel's first cell only copies it (scripts/kernel_cache.py;
+# TRAINBOOK_KERNEL_CACHE=DIR builds a shared one, e.g. for a class). Checked by cargo itself on
+# every run: when nothing changed, nothing is rebuilt and the current version stays.
+say "kernel cache: checking (the first time: a cold build of tch and trainbook inside evcxr)"
+"$VENV/bin/python" "$ROOT/scripts/kernel_cache.py" build ||
+  die "building the kernel cache failed (see above)."
 
 # --- 6. evcxr_repl: only with --repl (make setup-repl, make test-repl), not with --all: its
 # build (~16 CPU-minutes) would not fit CI's budget next to make test.

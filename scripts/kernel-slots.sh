@@ -1,0 +1,37 @@
+# Sourced by scripts/trainbook-kernel and scripts/trainbook-repl: evcxr's build slots and the
+# prebuilt kernel cache (scripts/kernel_cache.py) they are seeded from.
+#
+# slot_root: where the build slots live (TRAINBOOK_KERNEL_SLOTS, else EVCXR_TMPDIR, else
+# ~/.cache/trainbook/evcxr). kernel_cache_dir: the prebuilt cache (TRAINBOOK_KERNEL_CACHE, else
+# ~/.cache/trainbook/kernel-cache; set but empty: none).
+slot_root() {
+  printf '%s\n' "${TRAINBOOK_KERNEL_SLOTS:-${EVCXR_TMPDIR:-${XDG_CACHE_HOME:-$HOME/.cache}/trainbook/evcxr}}"
+}
+kernel_cache_dir() {
+  printf '%s\n' "${TRAINBOOK_KERNEL_CACHE-${XDG_CACHE_HOME:-$HOME/.cache}/trainbook/kernel-cache}"
+}
+
+# seed_slot SLOT: copies the kernel cache's current version (its target/ and Cargo.lock) into
+# SLOT unless SLOT already holds that version, so the slot's first `:dep trainbook` finds tch and
+# trainbook compiled. Takes no lock (the version is never written after it is published), so
+# kernels starting together do not wait for each other. A failed copy only costs a cold build:
+# it warns, leaves SLOT as it was and returns 0.
+seed_slot() {
+  local slot=$1 cache version
+  cache=$(kernel_cache_dir)
+  [ -n "$cache" ] && [ -e "$cache/current" ] || return 0
+  version=$(readlink -f "$cache/current") || return 0
+  [ "$(cat "$slot/.seeded-from" 2>/dev/null)" = "$version" ] && return 0
+  rm -rf "$slot/target.seeding" "$slot/Cargo.lock.seeding"
+  if cp -a --reflink=auto "$version/target" "$slot/target.seeding" 2>/dev/null &&
+    cp -a "$version/Cargo.lock" "$slot/Cargo.lock.seeding" 2>/dev/null; then
+    rm -rf "$slot/target"
+    mv "$slot/target.seeding" "$slot/target"
+    mv "$slot/Cargo.lock.seeding" "$slot/Cargo.lock"
+    printf '%s\n' "$version" >"$slot/.seeded-from"
+  else
+    echo "trainbook: could not copy the kernel cache $version into $slot; compiling from scratch" >&2
+    rm -rf "$slot/target.seeding" "$slot/Cargo.lock.seeding"
+  fi
+  return 0
+}
