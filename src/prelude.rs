@@ -32,9 +32,10 @@ pub use crate::models::{
 };
 pub use crate::notebook::{confusion_matrix_plot, image_grid, loss_accuracy_curves, Figure};
 pub use crate::train::{
-    evaluate, read_records, train_epoch, Anneal, Cadence, ConfusionMatrix, CosineAnnealingLR,
-    CrossEntropyLoss, EpochOptions, EpochRecord, EpochSummary, LinearLR, LrSchedule, Mode, Monitor,
-    OneCycleLR, Optimizer, Precision, Prediction, ReduceLROnPlateau, StepLR,
+    evaluate, read_records, train_epoch, Anneal, Cadence, ChainedScheduler, ConfusionMatrix,
+    CosineAnnealingLR, CrossEntropyLoss, EpochOptions, EpochRecord, EpochSummary, LinearLR,
+    LrSchedule, Mode, Monitor, OneCycleLR, Optimizer, Precision, Prediction, ReduceLROnPlateau,
+    SequentialLR, StepLR,
 };
 pub use crate::train::{predict, predictions};
 pub use crate::transforms::{

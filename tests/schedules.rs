@@ -17,8 +17,8 @@ use trainbook::dist::Dist;
 use trainbook::fit::{FitConfig, FitReport, Trainer};
 use trainbook::models::MnistNet;
 use trainbook::train::{
-    Anneal, Cadence, CosineAnnealingLR, LinearLR, LrSchedule, Mode, OneCycleLR, Optimizer,
-    ReduceLROnPlateau, StepLR, Validation,
+    Anneal, Cadence, ChainedScheduler, CosineAnnealingLR, LinearLR, LrSchedule, Mode, OneCycleLR,
+    Optimizer, ReduceLROnPlateau, SequentialLR, StepLR, Validation,
 };
 use trainbook::Error;
 
@@ -49,8 +49,55 @@ fn schedule(c: &Value) -> Box<dyn LrSchedule> {
                 .cooldown(u("cooldown"))
                 .min_lr(f("min_lr")),
         ),
+        "SequentialLR" => Box::new(SequentialLR::new(
+            parts(c),
+            c["milestones"].as_array().unwrap().iter().map(|m| m.as_u64().unwrap()).collect(),
+        )),
+        "ChainedScheduler" => Box::new(ChainedScheduler::new(parts(c))),
         other => panic!("unknown schedule {other}"),
     }
+}
+
+/// A composite's parts, all stepped per optimizer step (one cadence, as the composites ask).
+fn parts(c: &Value) -> Vec<Box<dyn LrSchedule>> {
+    let per_step = |p: &Value| -> Box<dyn LrSchedule> {
+        let u = |k: &str| p[k].as_u64().unwrap();
+        let f = |k: &str| p[k].as_f64().unwrap();
+        match p["kind"].as_str().unwrap() {
+            "StepLR" => Box::new(StepLR::new(u("step_size"), f("gamma")).stepping(Cadence::Step)),
+            "CosineAnnealingLR" => Box::new(
+                CosineAnnealingLR::new(0.0, u("t_max"), f("eta_min")).stepping(Cadence::Step),
+            ),
+            _ => schedule(p),
+        }
+    };
+    c["schedules"].as_array().unwrap().iter().map(per_step).collect()
+}
+
+/// torch's composites over the other schedules (warmup then cosine, three phases, a milestone
+/// at 0, a warmup restarted after a cosine, warmups chained into decays).
+fn composite_configs() -> Vec<Value> {
+    let linear = |lr: f64, s: f64, e: f64, t: u64| json!({"kind": "LinearLR", "lr": lr, "start_factor": s, "end_factor": e, "total_iters": t});
+    let cosine =
+        |t: u64, eta: f64| json!({"kind": "CosineAnnealingLR", "t_max": t, "eta_min": eta});
+    let step = |n: u64, g: f64| json!({"kind": "StepLR", "step_size": n, "gamma": g});
+    let seq = |lr: f64, parts: Vec<Value>, milestones: Vec<u64>, steps: u64| json!({"kind": "SequentialLR", "lr": lr, "schedules": parts, "milestones": milestones, "steps": steps});
+    let chain = |lr: f64, parts: Vec<Value>, steps: u64| json!({"kind": "ChainedScheduler", "lr": lr, "schedules": parts, "steps": steps});
+    vec![
+        seq(0.1, vec![linear(0.1, 0.1, 1.0, 5), cosine(10, 0.001)], vec![5], 20),
+        seq(
+            0.05,
+            vec![linear(0.05, 1.0 / 3.0, 1.0, 3), step(2, 0.5), cosine(4, 0.0)],
+            vec![3, 8],
+            16,
+        ),
+        seq(0.3, vec![step(3, 0.1), linear(0.3, 0.5, 1.0, 4)], vec![4], 10),
+        seq(0.02, vec![cosine(3, 1e-4), linear(0.02, 0.25, 1.0, 5)], vec![6], 17),
+        seq(0.1, vec![step(2, 0.5), linear(0.1, 0.2, 1.0, 3)], vec![0], 6),
+        chain(0.1, vec![linear(0.1, 0.1, 1.0, 4), cosine(8, 0.0)], 12),
+        chain(0.2, vec![step(2, 0.9), linear(0.2, 0.5, 1.0, 3)], 9),
+        chain(0.1, vec![cosine(5, 0.01), step(3, 0.5)], 10),
+    ]
 }
 
 fn configs() -> Vec<Value> {
@@ -133,11 +180,11 @@ fn torch_sequences(configs: &[Value]) -> Vec<Vec<f64>> {
 
 #[test]
 fn every_schedule_gives_torch_s_learning_rates_bit_for_bit() {
-    let configs = configs();
+    let configs: Vec<Value> = configs().into_iter().chain(composite_configs()).collect();
     let want = torch_sequences(&configs);
     let kinds: std::collections::BTreeSet<&str> =
         configs.iter().map(|c| c["kind"].as_str().unwrap()).collect();
-    assert_eq!(kinds.len(), 5);
+    assert_eq!(kinds.len(), 7);
     for (c, want) in configs.iter().zip(&want) {
         let mut s = schedule(c);
         let mut lr = s.start(c["lr"].as_f64().unwrap()).unwrap();
@@ -264,8 +311,18 @@ fn fit_follows_per_step_schedules() {
             Box::new(OneCycleLR::new(0.02, EPOCHS * STEPS_PER_EPOCH as u64)),
             Box::new(LinearLR::new(0.1, 1.0, 10)),
             Box::new(CosineAnnealingLR::new(0.01, 4, 0.0).stepping(Cadence::Step)),
+            warmup_then_cosine(),
         ],
     );
+}
+
+/// The usual fine-tuning recipe: 4 warmup steps from a tenth of the rate, then a cosine decay.
+fn warmup_then_cosine() -> Box<dyn LrSchedule> {
+    let cosine = CosineAnnealingLR::new(0.01, 10, 1e-4).stepping(Cadence::Step);
+    Box::new(SequentialLR::new(
+        vec![Box::new(LinearLR::new(0.1, 1.0, 4)), Box::new(cosine)],
+        vec![4],
+    ))
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -287,8 +344,11 @@ fn a_run_resumed_mid_epoch_follows_the_same_rates_and_weights() {
     let every_step =
         Policy { every_epochs: None, every_steps: Some(2), keep_last: 100, best: None };
     let total = EPOCHS * STEPS_PER_EPOCH as u64;
-    let schedules: Vec<Box<dyn LrSchedule>> =
-        vec![Box::new(StepLR::new(1, 0.5)), Box::new(OneCycleLR::new(0.02, total))];
+    let schedules: Vec<Box<dyn LrSchedule>> = vec![
+        Box::new(StepLR::new(1, 0.5)),
+        Box::new(OneCycleLR::new(0.02, total)),
+        warmup_then_cosine(),
+    ];
     for s in schedules {
         let (whole, resumed) =
             (work.join(format!("{}-whole", s.name())), work.join(format!("{}-resumed", s.name())));
@@ -376,4 +436,51 @@ fn the_builder_takes_any_schedule_and_keeps_plateau() {
     let s = t.clone().config().schedule.clone().unwrap();
     assert_eq!((s.name(), s.cadence()), ("ReduceLROnPlateau", Cadence::Epoch));
     assert!(format!("{t:?}").contains("ReduceLROnPlateau"));
+}
+
+#[test]
+fn composite_schedules_refuse_what_torch_refuses_and_restore_their_parts() {
+    let invalid = |mut s: Box<dyn LrSchedule>, what: &str| match s.start(0.1) {
+        Err(Error::InvalidArgument(m)) => assert!(m.contains(what), "{m}"),
+        other => panic!("expected InvalidArgument naming {what}, got {other:?}"),
+    };
+    let warmup = || -> Box<dyn LrSchedule> { Box::new(LinearLR::new(0.1, 1.0, 3)) };
+    let cosine = || -> Box<dyn LrSchedule> {
+        Box::new(CosineAnnealingLR::new(0.1, 5, 0.0).stepping(Cadence::Step))
+    };
+    invalid(Box::new(SequentialLR::new(vec![warmup(), cosine()], vec![])), "milestones");
+    invalid(
+        Box::new(SequentialLR::new(vec![warmup(), cosine(), warmup()], vec![4, 2])),
+        "increasing",
+    );
+    invalid(Box::new(SequentialLR::new(vec![], vec![])), "at least one");
+    let plateau = Box::new(ReduceLROnPlateau::new(Mode::Min));
+    invalid(Box::new(ChainedScheduler::new(vec![warmup(), plateau])), "ReduceLROnPlateau");
+    let one_cycle = Box::new(OneCycleLR::new(0.1, 10));
+    invalid(Box::new(SequentialLR::new(vec![warmup(), one_cycle], vec![3])), "OneCycleLR");
+    // A per-epoch cosine after a per-step warmup: which steps would the milestone count?
+    let per_epoch = Box::new(CosineAnnealingLR::new(0.1, 5, 0.0));
+    invalid(Box::new(SequentialLR::new(vec![warmup(), per_epoch], vec![3])), "stepped like");
+
+    // State: a copy restored mid-way continues identically; another composition is refused.
+    let mut a = SequentialLR::new(vec![warmup(), cosine()], vec![3]);
+    let mut lr = a.start(0.1).unwrap();
+    for _ in 0..4 {
+        lr = a.advance(lr, None).unwrap();
+    }
+    let mut b = SequentialLR::new(vec![warmup(), cosine()], vec![3]);
+    b.load_state(&a.state()).unwrap();
+    assert_eq!(b.steps(), 4);
+    for _ in 0..3 {
+        let (x, y) = (a.advance(lr, None).unwrap(), b.advance(lr, None).unwrap());
+        assert_eq!(x.to_bits(), y.to_bits());
+        lr = x;
+    }
+    let mut other = SequentialLR::new(vec![cosine(), warmup()], vec![3]);
+    match other.load_state(&a.state()) {
+        Err(Error::Checkpoint(m)) => assert!(m.contains("CosineAnnealingLR"), "{m}"),
+        r => panic!("expected a Checkpoint error, got {r:?}"),
+    }
+    let mut moved = SequentialLR::new(vec![warmup(), cosine()], vec![5]);
+    assert!(matches!(moved.load_state(&a.state()), Err(Error::Checkpoint(_))));
 }

@@ -31,8 +31,8 @@ pub use metrics::{ConfusionMatrix, Mode, Monitor, RunningMetrics};
 pub use optim::{Kernels, Optimizer, OptimizerKind, OptimizerMeta};
 pub use predict::{predict, predictions, Prediction};
 pub use schedule::{
-    Anneal, Cadence, CosineAnnealingLR, LinearLR, LrSchedule, OneCycleLR, ReduceLROnPlateau,
-    StepLR, Validation,
+    Anneal, Cadence, ChainedScheduler, CosineAnnealingLR, LinearLR, LrSchedule, OneCycleLR,
+    ReduceLROnPlateau, SequentialLR, StepLR, Validation,
 };
 pub use strategy::{SingleProcess, Strategy};
 pub use timing::{data_wait_note, LOADER_BOUND_FRACTION};

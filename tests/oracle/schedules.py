@@ -1,7 +1,8 @@
 """torch's learning rates for tests/schedules.rs: reads a JSON list of schedule configurations
 on stdin and prints, for each, get_last_lr()[0] after construction and after every step
 (optimizer.step() then scheduler.step(), the usual order; ReduceLROnPlateau is stepped with
-the configuration's metrics)."""
+the configuration's metrics; SequentialLR and ChainedScheduler are built from their parts'
+configurations)."""
 import json
 import sys
 import warnings
@@ -12,28 +13,37 @@ from torch.optim import lr_scheduler as S
 warnings.simplefilter("ignore")
 
 
+def make(c, opt):
+    kind = c["kind"]
+    if kind == "StepLR":
+        return S.StepLR(opt, step_size=c["step_size"], gamma=c["gamma"])
+    if kind == "CosineAnnealingLR":
+        return S.CosineAnnealingLR(opt, T_max=c["t_max"], eta_min=c["eta_min"])
+    if kind == "LinearLR":
+        return S.LinearLR(opt, start_factor=c["start_factor"], end_factor=c["end_factor"],
+                          total_iters=c["total_iters"])
+    if kind == "OneCycleLR":
+        return S.OneCycleLR(opt, max_lr=c["max_lr"], total_steps=c["total_steps"],
+                            pct_start=c["pct_start"], anneal_strategy=c["anneal"],
+                            div_factor=c["div_factor"], final_div_factor=c["final_div_factor"],
+                            three_phase=c["three_phase"], cycle_momentum=False)
+    if kind == "ReduceLROnPlateau":
+        return S.ReduceLROnPlateau(opt, mode=c["mode"], factor=c["factor"], patience=c["patience"],
+                                   threshold=c["threshold"], threshold_mode=c["threshold_mode"],
+                                   cooldown=c["cooldown"], min_lr=c["min_lr"])
+    # The composites: their parts are built first on the same optimizer, as torch's users do.
+    if kind == "SequentialLR":
+        return S.SequentialLR(opt, [make(p, opt) for p in c["schedules"]], milestones=c["milestones"])
+    if kind == "ChainedScheduler":
+        return S.ChainedScheduler([make(p, opt) for p in c["schedules"]])
+    raise ValueError(kind)
+
+
 def sequence(c):
     p = torch.nn.Parameter(torch.zeros(1))
     opt = torch.optim.SGD([p], lr=c["lr"], momentum=0.9)
     kind = c["kind"]
-    if kind == "StepLR":
-        s = S.StepLR(opt, step_size=c["step_size"], gamma=c["gamma"])
-    elif kind == "CosineAnnealingLR":
-        s = S.CosineAnnealingLR(opt, T_max=c["t_max"], eta_min=c["eta_min"])
-    elif kind == "LinearLR":
-        s = S.LinearLR(opt, start_factor=c["start_factor"], end_factor=c["end_factor"],
-                       total_iters=c["total_iters"])
-    elif kind == "OneCycleLR":
-        s = S.OneCycleLR(opt, max_lr=c["max_lr"], total_steps=c["total_steps"],
-                         pct_start=c["pct_start"], anneal_strategy=c["anneal"],
-                         div_factor=c["div_factor"], final_div_factor=c["final_div_factor"],
-                         three_phase=c["three_phase"], cycle_momentum=False)
-    elif kind == "ReduceLROnPlateau":
-        s = S.ReduceLROnPlateau(opt, mode=c["mode"], factor=c["factor"], patience=c["patience"],
-                                threshold=c["threshold"], threshold_mode=c["threshold_mode"],
-                                cooldown=c["cooldown"], min_lr=c["min_lr"])
-    else:
-        raise ValueError(kind)
+    s = make(c, opt)
     lrs = [s.get_last_lr()[0]]
     for k in range(c["steps"]):
         opt.step()

@@ -150,6 +150,19 @@ impl LrSchedule for CosineAnnealingLR {
         self.last_epoch = 0;
         Ok(lr)
     }
+    /// Takes `initial_lr` as `base_lr` (torch's `base_lrs`) and returns `lr`, the rate the
+    /// schedules before it left: its first step changes nothing.
+    fn start_chained(&mut self, lr: f64, initial_lr: f64) -> Result<f64> {
+        self.start(initial_lr)?;
+        Ok(lr)
+    }
+    /// torch's closed form at step 0, `eta_min + (base_lr - eta_min) * (1 + cos 0) / 2`, which
+    /// may differ from `base_lr` in the last bit.
+    fn restart(&mut self, initial_lr: f64) -> Result<f64> {
+        self.start(initial_lr)?;
+        let (base, eta, t) = (self.base_lr, self.eta_min, self.t_max as f64);
+        Ok(eta + (base - eta) * (1.0 + (std::f64::consts::PI * 0.0 / t).cos()) / 2.0)
+    }
     fn advance(&mut self, lr: f64, _validation: Option<Validation>) -> Result<f64> {
         self.validate()?;
         Ok(self.step(lr))

@@ -1,19 +1,22 @@
 //! Learning-rate schedules with torch's semantics, behind one trait, [`LrSchedule`]:
 //! [`ReduceLROnPlateau`] (stepped per epoch with the validation metric), [`StepLR`] and
 //! [`CosineAnnealingLR`] (per epoch by default), [`LinearLR`] (a warmup, per optimizer step by
-//! default) and [`OneCycleLR`] (per optimizer step). Each is a small serde struct whose state
+//! default) and [`OneCycleLR`] (per optimizer step), and two that combine others:
+//! [`SequentialLR`] (one after another) and [`ChainedScheduler`] (all at once). Each is a small serde struct whose state
 //! goes into checkpoints as JSON ([`LrSchedule::state`], [`LrSchedule::load_state`]).
 //!
 //! The values are those of torch's `get_last_lr()` when its scheduler is stepped the usual way
 //! (`scheduler.step()` without an epoch argument): the chainable (recursive) forms for
 //! `StepLR`, `CosineAnnealingLR` and `LinearLR`, the closed form for `OneCycleLR`, which torch
 //! computes only that way.
+mod compose;
 mod decay;
 mod plateau;
 mod warmup;
 
 use serde::{Deserialize, Serialize};
 
+pub use compose::{ChainedScheduler, SequentialLR};
 pub use decay::{CosineAnnealingLR, StepLR};
 pub use plateau::ReduceLROnPlateau;
 pub use warmup::{Anneal, LinearLR, OneCycleLR};
@@ -87,6 +90,23 @@ pub trait LrSchedule: std::fmt::Debug + Send + Sync {
     /// Starts (or restarts) the schedule for an optimizer whose rate is `lr`, as torch's
     /// constructor does, and returns the rate of the first step.
     fn start(&mut self, lr: f64) -> Result<f64>;
+
+    /// Starts the schedule on an optimizer that other schedules already started (in a
+    /// [`ChainedScheduler`]): `lr` is the current rate, `initial_lr` the optimizer's rate before
+    /// any schedule (torch's `initial_lr`, from which every scheduler takes its `base_lrs`).
+    /// The default is [`start`](Self::start)`(lr)`, right for schedules that need no base rate.
+    fn start_chained(&mut self, lr: f64, initial_lr: f64) -> Result<f64> {
+        let _ = initial_lr;
+        self.start(lr)
+    }
+
+    /// Restarts the schedule at step 0 from `initial_lr` as torch's `step(0)` does (its closed
+    /// form at step 0), which is how [`SequentialLR`] switches to the next schedule at a
+    /// milestone. The default is [`start`](Self::start)`(initial_lr)`, the same value bit for
+    /// bit for every schedule whose start is a product of the rate.
+    fn restart(&mut self, initial_lr: f64) -> Result<f64> {
+        self.start(initial_lr)
+    }
 
     /// One step of the schedule (torch's `scheduler.step()`): `lr` is the optimizer's current
     /// rate; returns the rate to use next. `validation` is the epoch's results for an
