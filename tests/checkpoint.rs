@@ -303,3 +303,41 @@ fn pytorch_loads_the_model_part() {
         assert!((a - b).abs() <= 1e-5, "{a} vs {b}");
     }
 }
+
+/// A hand-written loop (notebook 04's): whole epochs by `train_epoch`, a checkpoint at each end.
+/// Counting each epoch's optimizer steps names the folders after them, and `keep_last` keeps
+/// the newest two (without the count, every epoch wrote `step-000000000` over the last).
+#[test]
+fn a_loop_of_whole_epochs_names_its_checkpoints_after_the_steps_taken() {
+    use trainbook::data::{DataLoader, TensorDataset};
+    use trainbook::train::{train_epoch, CrossEntropyLoss, EpochOptions};
+    let work = tmp("epoch-loop");
+    let dist = Dist::single(Device::Cpu);
+    tch::manual_seed(0);
+    let x = Tensor::randn([10, 1, 28, 28], (Kind::Float, Device::Cpu));
+    let y = Tensor::randint(10, [10], (Kind::Int64, Device::Cpu));
+    let mut loader = DataLoader::new(TensorDataset::new(&x, &y, vec![]).unwrap(), 4).num_workers(0);
+    let vs = VarStore::new(Device::Cpu);
+    let net = MnistNet::new(&vs.root());
+    let mut opt = Optimizer::sgd(&vs, 0.01, 0.9);
+    let policy = Policy { every_epochs: Some(1), keep_last: 2, ..Policy::default() };
+    let mut ckpt = Checkpointer::new(work.join("checkpoints"), policy).background(false);
+    let loss = CrossEntropyLoss::new();
+    for (epoch, accumulate) in [(0, 1), (1, 2), (2, 1)] {
+        let opts = EpochOptions::default().quiet().accumulate(accumulate);
+        let t = train_epoch(&net, &mut loader, &mut opt, &loss, &opts).unwrap();
+        // 3 batches (4, 4, 2): 3 steps, or 2 windows of up to 2 batches.
+        assert_eq!(t.steps, if accumulate == 1 { 3 } else { 2 });
+        ckpt.add_steps(t.steps);
+        ckpt.after_epoch(&dist, &state(&vs, &opt, epoch + 1), epoch, None).unwrap();
+    }
+    let mut names: Vec<String> = std::fs::read_dir(work.join("checkpoints"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("step-"))
+        .collect();
+    names.sort();
+    assert_eq!(names, ["step-000000005", "step-000000008"]);
+    let latest = ckpt.latest(&dist).unwrap().unwrap();
+    assert_eq!((latest.manifest.global_step, latest.manifest.epoch), (8, 3));
+}

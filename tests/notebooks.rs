@@ -126,6 +126,13 @@ fn every_notebook_runs_headless() {
         resumed.contains("resuming from") && resumed.contains("second run: trained epochs [2]")
     );
     assert!(resumed.contains("resumed after the crash: true"), "{resumed}");
+    // The hand-written loop counts each epoch's optimizer steps: its checkpoints are named after
+    // them, not all `step-000000000` written over each other.
+    assert!(
+        resumed.contains("resumable/checkpoints/step-")
+            && !resumed.contains("checkpoints/step-000000000"),
+        "{resumed}"
+    );
     // The best checkpoint, reloaded and evaluated again, gives the accuracy recorded for it.
     let designsafe = text("03-designsafe.ipynb");
     let percent = |prefix: &str| {

@@ -233,6 +233,23 @@ impl Checkpointer {
         }
     }
 
+    /// Counts `n` optimizer steps taken without [`after_step`](Self::after_step): a loop that
+    /// trains whole epochs with [`train_epoch`](crate::train::train_epoch) and checkpoints only
+    /// at their ends passes each epoch's [`EpochSummary::steps`](crate::train::EpochSummary::steps)
+    /// before [`after_epoch`](Self::after_epoch), so that every `step-*` folder is named after
+    /// the steps taken (otherwise each epoch's checkpoint would be `step-000000000`, written over
+    /// the one before).
+    ///
+    /// ```
+    /// # use trainbook::checkpoint::{Checkpointer, Policy};
+    /// let mut ckpt = Checkpointer::new("runs/doc/checkpoints", Policy::default());
+    /// ckpt.add_steps(29); // an epoch of 29 optimizer steps
+    /// assert_eq!(ckpt.global_step(), 29);
+    /// ```
+    pub fn add_steps(&mut self, n: u64) {
+        self.global_step += n;
+    }
+
     /// Call at the end of an epoch (`state.epoch` = the next epoch, `batches_done` = 0) with
     /// the monitored metric; writes `step-*` per `every_epochs` and `best/` when it improved.
     pub fn after_epoch(

@@ -39,6 +39,9 @@ pub struct EpochSummary {
     /// With norm clipping ([`EpochOptions::clip_grad`]): the mean over the epoch's optimizer
     /// steps of the total gradient norm before clipping (what `clip_grad_norm_` returns).
     pub grad_norm: Option<f64>,
+    /// Optimizer steps the epoch took (one per accumulation window; 0 from [`evaluate`]): what
+    /// a hand-written loop passes to [`Checkpointer::add_steps`](crate::checkpoint::Checkpointer::add_steps).
+    pub steps: u64,
 }
 
 impl std::fmt::Display for EpochSummary {
@@ -78,6 +81,7 @@ fn summary(
         data_wait_s,
         confusion,
         grad_norm: None,
+        steps: 0,
     }
 }
 
@@ -100,6 +104,7 @@ pub fn train_epoch<D: Dataset + 'static>(
     }
     let total_batches = loader.len();
     let mut norms = NormMean::default();
+    let mut steps = 0;
     let mut batches = Timed::new(loader.iter());
     for batch in &mut batches {
         let batch = batch?;
@@ -140,6 +145,7 @@ pub fn train_epoch<D: Dataset + 'static>(
                 Some(scaler) => drop(scaler.borrow_mut().step(optimizer)?),
                 None => optimizer.step()?,
             }
+            steps += 1;
             if let Some(f) = opts.lr_after_step {
                 let lr = f(optimizer.lr())?;
                 optimizer.set_lr(lr);
@@ -153,7 +159,7 @@ pub fn train_epoch<D: Dataset + 'static>(
     let local = running.read();
     let total = opts.hooks.reduce_metrics(local)?;
     let mut result = summary(total, start.elapsed().as_secs_f64(), waited, None);
-    result.grad_norm = norms.read();
+    (result.grad_norm, result.steps) = (norms.read(), steps);
     progress.finish(&result.to_string());
     Ok(result)
 }
