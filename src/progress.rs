@@ -29,6 +29,11 @@ pub trait EpochProgress {
     fn advance(&mut self, batch_samples: usize, mean_loss: &mut dyn FnMut() -> f64);
     /// The epoch is over; `summary` is its one-line result ("loss 0.2310  acc 93.10% ...").
     fn finish(&mut self, summary: &str);
+    /// The epoch resumes after `batches_done` batches (restored from a checkpoint): count
+    /// from there. The default ignores it.
+    fn resume_at(&mut self, batches_done: usize) {
+        let _ = batches_done;
+    }
 }
 
 /// The default [`ProgressReporter`]: a [`Progress`] per epoch (a bar in a terminal, lines in
@@ -63,6 +68,9 @@ impl EpochProgress for Progress {
     }
     fn finish(&mut self, summary: &str) {
         Progress::finish(self, summary)
+    }
+    fn resume_at(&mut self, batches_done: usize) {
+        Progress::resume_at(self, batches_done)
     }
 }
 
@@ -142,6 +150,12 @@ impl Progress {
             start: Instant::now(),
             finished: false,
         }
+    }
+
+    /// Starts counting after `batches_done` batches of the epoch, which an earlier run trained
+    /// (a resumed epoch): the position shown counts them, the rate (img/s) does not.
+    pub fn resume_at(&mut self, batches_done: usize) {
+        self.batches = batches_done;
     }
 
     /// Records one batch of `batch_samples` samples whose mean loss was `batch_loss`.
@@ -290,6 +304,22 @@ mod tests {
             let bytes = self.0.lock().unwrap().clone();
             String::from_utf8(bytes).unwrap().lines().map(str::to_string).collect()
         }
+    }
+
+    #[test]
+    fn a_resumed_epoch_counts_from_its_restored_batches() {
+        let out = Captured::default();
+        let mut p = Progress::plain("train", 10, true, Box::new(out.clone()));
+        EpochProgress::resume_at(&mut p, 6);
+        for _ in 6..10 {
+            p.update(4, 1.0);
+        }
+        p.finish("done");
+        let lines = out.lines();
+        let shown: Vec<&str> = lines.iter().map(|l| l.get(..14).unwrap_or(l)).collect();
+        let want = ["train  [ 7/10]", "train  [ 8/10]", "train  [ 9/10]", "train  [10/10]"];
+        assert_eq!(shown[..4], want, "{lines:#?}");
+        assert!(lines[3].contains("100.0%"), "{}", lines[3]);
     }
 
     #[test]

@@ -13,6 +13,9 @@ use trainbook::train::{
 
 const BATCHES: usize = 40;
 
+/// `host_reads` counts the whole process's reads: the tests that count them take turns.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn loader() -> (DataLoader<TensorDataset>, Tensor, Tensor) {
     tch::manual_seed(3);
     let n = BATCHES as i64 * 2;
@@ -24,6 +27,7 @@ fn loader() -> (DataLoader<TensorDataset>, Tensor, Tensor) {
 
 #[test]
 fn an_epoch_reads_the_device_once_without_progress_and_rarely_with_it() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let vs = VarStore::new(Device::Cpu);
     let net = MnistNet::new(&vs.root());
     let mut opt = Optimizer::adam(&vs, 1e-3);
@@ -71,4 +75,26 @@ fn an_epoch_reads_the_device_once_without_progress_and_rarely_with_it() {
     train_epoch(&net, &mut data, &mut opt, &loss_fn, &EpochOptions::on(Device::Cpu)).unwrap();
     let reads = host_reads() - before;
     assert!((1..=12).contains(&reads), "{reads} reads for {BATCHES} steps with progress");
+}
+
+/// A resumed epoch (batches skipped, the earlier part's metrics restored): its summary counts
+/// all the epoch's samples, but its rate only those trained now, in the time it took; still one
+/// read of the device.
+#[test]
+fn a_resumed_epoch_rates_only_what_it_trained() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    use trainbook::train::RunningMetrics;
+    let vs = VarStore::new(Device::Cpu);
+    let net = MnistNet::new(&vs.root());
+    let mut opt = Optimizer::sgd(&vs, 1e-2, 0.9);
+    let (mut data, _, _) = loader();
+    data.skip_batches(30);
+    let restored = RunningMetrics { loss_sum: 60.0, correct: 7, count: 60 };
+    let before = host_reads();
+    let opts = EpochOptions::on(Device::Cpu).quiet().start_metrics(restored);
+    let t = train_epoch(&net, &mut data, &mut opt, &CrossEntropyLoss::new(), &opts).unwrap();
+    assert_eq!(host_reads() - before, 1);
+    assert_eq!((t.samples, t.steps), (BATCHES as u64 * 2, BATCHES as u64 - 30));
+    let trained = (BATCHES as f64 - 30.0) * 2.0;
+    assert!((t.img_per_s * t.seconds - trained).abs() < 1e-6 * trained, "{t:?}");
 }

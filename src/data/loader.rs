@@ -240,6 +240,11 @@ impl<D: Dataset + 'static> DataLoader<D> {
     pub fn skip_batches(&mut self, batches: usize) {
         self.skip = batches;
     }
+    /// Batches the next iteration skips ([`skip_batches`](Self::skip_batches); 0 once an
+    /// iteration has started).
+    pub fn batches_to_skip(&self) -> usize {
+        self.skip
+    }
     /// The data set.
     pub fn dataset(&self) -> &D {
         &self.dataset

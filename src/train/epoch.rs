@@ -30,7 +30,8 @@ pub struct EpochSummary {
     pub samples: u64,
     /// Wall-clock seconds of the epoch.
     pub seconds: f64,
-    /// Samples per second over all ranks.
+    /// Samples per second over all ranks (in a resumed epoch, of the samples trained since the
+    /// resume: `samples` also counts the restored ones).
     pub img_per_s: f64,
     /// Seconds each rank (in rank order) waited for its data loader during the epoch.
     pub data_wait_s: Vec<f64>,
@@ -95,6 +96,10 @@ pub fn train_epoch<D: Dataset + 'static>(
 ) -> Result<EpochSummary> {
     let start = Instant::now();
     let mut progress = opts.begin_progress("train", loader.len());
+    // A resumed epoch (the same batches skipped on every rank) counts only what it trains now in
+    // its rate: the restored metrics hold samples an earlier run trained in its own time.
+    let resumed = loader.batches_to_skip() > 0;
+    progress.resume_at(loader.batches_to_skip());
     let mut running = DeviceMetrics::new(opts.device, opts.start_metrics);
     let k = opts.accumulate;
     if k == 0 {
@@ -157,9 +162,14 @@ pub fn train_epoch<D: Dataset + 'static>(
     }
     let waited = opts.hooks.gather_f64(batches.waited_s())?;
     let local = running.read();
+    let trained_here = local.count.saturating_sub(opts.start_metrics.count) as f64;
     let total = opts.hooks.reduce_metrics(local)?;
     let mut result = summary(total, start.elapsed().as_secs_f64(), waited, None);
     (result.grad_norm, result.steps) = (norms.read(), steps);
+    if resumed {
+        let trained: f64 = opts.hooks.gather_f64(trained_here)?.iter().sum();
+        result.img_per_s = trained / result.seconds.max(1e-9);
+    }
     progress.finish(&result.to_string());
     Ok(result)
 }
