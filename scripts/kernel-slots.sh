@@ -11,6 +11,18 @@ kernel_cache_dir() {
   printf '%s\n' "${TRAINBOOK_KERNEL_CACHE-${XDG_CACHE_HOME:-$HOME/.cache}/trainbook/kernel-cache}"
 }
 
+# same_build_settings: drops the caller's cargo settings that change how evcxr's profile
+# compiles (CARGO_INCREMENTAL, which `make test` sets on CI, and CARGO_PROFILE_*): they are part
+# of each compiled unit's identity, so a kernel started with them would compile trainbook again
+# instead of using the cache, which is built without them.
+same_build_settings() {
+  local name
+  unset CARGO_INCREMENTAL
+  for name in $(compgen -e | grep '^CARGO_PROFILE_' || true); do
+    unset "$name"
+  done
+}
+
 # seed_slot SLOT: copies the kernel cache's current version (its target/ and Cargo.lock) into
 # SLOT unless SLOT already holds that version, so the slot's first `:dep trainbook` finds tch and
 # trainbook compiled. Takes no lock (the version is never written after it is published), so

@@ -1,7 +1,8 @@
 //! The prebuilt kernel cache (scripts/kernel_cache.py, scripts/kernel-slots.sh): a new kernel's
 //! build slot is seeded with a copy of the cache's current version, once per version, and a
 //! failed copy leaves the slot as it was; two kernels started at once are both seeded and run
-//! their first cell without cargo compiling any dependency again.
+//! their first cell without cargo compiling any dependency again; and the caller's cargo profile
+//! settings do not reach the kernel's builds.
 mod common;
 
 use std::path::{Path, PathBuf};
@@ -120,4 +121,23 @@ fn kernels_started_together_are_seeded_and_compile_no_dependency() {
         "kernel cache check",
     );
     assert!(status.success() && stdout.contains("kernel cache check: ok"), "{stdout}");
+}
+
+#[test]
+fn kernels_drop_the_callers_cargo_profile_settings() {
+    // `make test` sets CARGO_INCREMENTAL=0 on CI: a kernel inheriting it would compile trainbook
+    // again (the setting is part of each unit's identity) instead of using the cache.
+    let script = Path::new(ROOT).join("scripts/kernel-slots.sh");
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(format!("source '{}'; same_build_settings; env", script.display()))
+        .env("CARGO_INCREMENTAL", "0")
+        .env("CARGO_PROFILE_DEV_OPT_LEVEL", "1")
+        .env("CARGO_TERM_COLOR", "never")
+        .output()
+        .unwrap();
+    let env = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", common::text(&out));
+    assert!(!env.contains("CARGO_INCREMENTAL=") && !env.contains("CARGO_PROFILE_"), "{env}");
+    assert!(env.contains("CARGO_TERM_COLOR=never"), "other cargo settings stay: {env}");
 }
