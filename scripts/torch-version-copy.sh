@@ -26,13 +26,44 @@ fi
 LIBTORCH=$("$VENV/bin/python" -c "import os, torch; print(os.path.dirname(torch.__file__))")
 
 say "copying the tracked files of $ROOT to $WORK/src (tch and torch-sys $TCH)"
-rm -rf "$WORK/src"
-mkdir -p "$WORK/src"
-(cd "$ROOT" && git ls-files -z | tar --null -T - -cf -) | tar -xf - -C "$WORK/src"
+# The copy is staged, then only files whose contents differ are written into $WORK/src, with the
+# current time: cargo decides freshness by modification times, and a file carrying its original
+# (older) time could be older than a build of the copy that used its previous contents, so the
+# change would go unseen (it happened: a shim function missing from a bundle's link).
+# Unchanged files keep their times, so cargo rebuilds only what changed.
+# A copy made the old way (every file with its original time) cannot be trusted: start afresh.
+[ -e "$WORK/src/.copied-by-content" ] || rm -rf "$WORK/src"
+rm -rf "$WORK/src.staged"
+mkdir -p "$WORK/src.staged" "$WORK/src"
+(cd "$ROOT" && git ls-files -z | tar --null -T - -cf -) | tar -xf - -C "$WORK/src.staged"
+sed -i -E "s/^(tch|torch-sys) = \"[0-9.]+\"/\1 = \"$TCH\"/" "$WORK/src.staged/Cargo.toml"
+rm -f "$WORK/src.staged/Cargo.lock"
+python3 - "$WORK/src.staged" "$WORK/src" <<'PY'
+import filecmp, os, shutil, sys
+staged, dest = sys.argv[1:]
+wanted = set()
+for dirpath, _, files in os.walk(staged):
+    rel = os.path.relpath(dirpath, staged)
+    os.makedirs(os.path.join(dest, rel), exist_ok=True)
+    for name in files:
+        src, dst = os.path.join(dirpath, name), os.path.join(dest, rel, name)
+        wanted.add(os.path.normpath(os.path.join(rel, name)))
+        if not (os.path.isfile(dst) and filecmp.cmp(src, dst, shallow=False)):
+            if os.path.lexists(dst):
+                os.remove(dst)
+            shutil.copyfile(src, dst)
+            shutil.copymode(src, dst)
+for dirpath, _, files in os.walk(dest, topdown=False):
+    for name in files:
+        path = os.path.join(dirpath, name)
+        kept = name in ("Cargo.lock", ".copied-by-content")
+        if os.path.normpath(os.path.relpath(path, dest)) not in wanted and not kept:
+            os.remove(path)
+PY
+rm -rf "$WORK/src.staged"
+touch "$WORK/src/.copied-by-content"
 cd "$WORK/src"
-sed -i -E "s/^(tch|torch-sys) = \"[0-9.]+\"/\1 = \"$TCH\"/" Cargo.toml
 grep -E '^(tch|torch-sys) = ' Cargo.toml
-rm -f Cargo.lock
 
 export LIBTORCH LIBTORCH_CXX11_ABI=1 TRAINBOOK_VENV=$VENV CARGO_TARGET_DIR=$WORK/target
 # The copy's .cargo/config.toml points at its own (missing) .venv: CMake and NASM for
