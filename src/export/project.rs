@@ -137,7 +137,10 @@ pub fn write_project(
     let deps: String = project.dependencies.iter().map(|d| format!("{d}\n")).collect();
     let manifest = format!(
         "[package]\nname = \"{}\"\nversion = \"0.1.0\"\nedition = \"2021\"\npublish = false\n\n[dependencies]\n{deps}\n\
-         # Same optimisation as trainbook's own builds (libtorch does the heavy lifting).\n[profile.dev]\nopt-level = 1\n\n[profile.dev.package.\"*\"]\nopt-level = 2\n\n[workspace]\n",
+         # Same optimisation and debug info as trainbook's own builds (libtorch does the heavy\n\
+         # lifting; with full debug info of tch's bindings trainbook's test binaries were ~260 MB).\n\
+         [profile.dev]\nopt-level = 1\ndebug = \"line-tables-only\"\n\n\
+         [profile.dev.package.\"*\"]\nopt-level = 2\ndebug = false\n\n[workspace]\n",
         project.name
     );
     let toml = out.join("Cargo.toml");
