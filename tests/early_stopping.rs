@@ -113,7 +113,10 @@ fn restore_best_leaves_the_model_with_the_best_epochs_weights() {
     // Without it the model is the last epoch's: different from best/ unless the last was best.
     let last = common::WorkDir::new("restore-best-off");
     let plain = fit(&last, 4, 0.3, |t| t.monitor(Monitor::ValLoss));
-    let last_is_best = plain.history.last().and_then(|r| r.val_loss) == Some(best_loss);
+    // (Judged by this run's own history: the tests of this file run in parallel and share
+    // libtorch's random stream, so two runs need not follow the same trajectory.)
+    let plain_best = plain.history.iter().filter_map(|r| r.val_loss).fold(f64::MAX, f64::min);
+    let last_is_best = plain.history.last().and_then(|r| r.val_loss) == Some(plain_best);
     if !last_is_best {
         let same = std::panic::catch_unwind(|| {
             common::assert_same_weights(
