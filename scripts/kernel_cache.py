@@ -219,7 +219,7 @@ def check(cache, kernels=2):
 
     build(cache)
     current = (cache / "current").resolve()
-    expected = {(name.split("/", 1)[1], size, mtime) for name, size, mtime in compiled_dependencies(current)}
+    expected = compiled_dependencies(current)
     with tempfile.TemporaryDirectory(prefix="kernel-check-") as root:
         env = kernel_env(pathlib.Path(root), cache)
         with concurrent.futures.ThreadPoolExecutor(kernels) as pool:
@@ -230,7 +230,7 @@ def check(cache, kernels=2):
             seeded = (slot / ".seeded-from").read_text().strip() if (slot / ".seeded-from").exists() else None
             if seeded != str(current):
                 return f"{slot} was not seeded from {current} (.seeded-from: {seeded})"
-            found = {(name.split("/", 1)[1], size, mtime) for name, size, mtime in compiled_dependencies(slot)}
+            found = compiled_dependencies(slot)
             if found != expected:
                 changed = sorted(name for name, _, _ in found ^ expected)[:10]
                 return f"{slot}: cargo compiled dependencies again: {changed}"
