@@ -89,6 +89,9 @@ fn run_with(
         early_stopping: Some(EarlyStopping::new(Monitor::ValLoss, 100)),
         monitor: None,
         restore_best: false,
+        // The step logs on: a resumed run rewrites the steps after its checkpoint.
+        step_log: true,
+        callbacks: Default::default(),
     };
     tch::manual_seed(99); // the dropout stream; a resumed run restores it from the checkpoint
     Trainer::with_config(dist, cfg).fit(&mut vs, &net, &mut opt, &mut train, &mut val).unwrap()
@@ -144,6 +147,20 @@ fn checkpoints_fall_on_window_ends_and_resume_is_exact() {
     // restarts from that checkpoint, with a model initialised differently on purpose.
     let (name, ..) = found.iter().find(|c| c.3 == 2).unwrap();
     copy_dir(&whole.join("checkpoints").join(name), &resumed.join("checkpoints").join(name));
+    // The interrupted run's step log went on past its checkpoint (here: with wrong losses, so
+    // that a row left in place would show).
+    let whole_steps = std::fs::read_to_string(whole.join("steps.csv")).unwrap();
+    let garbled: String = whole_steps
+        .lines()
+        .map(|l| {
+            let mut fields: Vec<&str> = l.split(',').collect();
+            if fields[0].parse::<u64>().is_ok_and(|s| s > 2) {
+                fields[3] = "999"; // the loss
+            }
+            fields.join(",") + "\n"
+        })
+        .collect();
+    std::fs::write(resumed.join("steps.csv"), garbled + "9,1,3,0.5").unwrap();
     let report = run(&dist, &resumed, 8, true);
     let (_, epoch, batches) = report.resumed_from.expect("should resume");
     assert_eq!((epoch, batches), (0, 6));
@@ -159,6 +176,14 @@ fn checkpoints_fall_on_window_ends_and_resume_is_exact() {
     );
     let later: Vec<u64> = checkpoints(&resumed).iter().map(|c| c.3).collect();
     assert_eq!(later, [2, 3, 4, 5, 6, 7, 8], "the resumed run counts optimizer steps on");
+    // steps.csv reads as the uninterrupted run's: every step once, the same values (the wall
+    // time, last, aside).
+    let without_time = |text: &str| -> Vec<String> {
+        text.lines().map(|l| l.rsplit_once(',').map_or(l, |(row, _)| row).to_string()).collect()
+    };
+    let resumed_steps = std::fs::read_to_string(resumed.join("steps.csv")).unwrap();
+    assert_eq!(without_time(&resumed_steps), without_time(&whole_steps));
+    assert_eq!(whole_steps.lines().count(), 1 + 8, "a header and 8 optimizer steps");
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //!
 //! - [`RunArgs`], in every example: `--device`, `--seed`, `--workers`, `--no-resume`,
 //!   `--precision`, `--channels-last`, `--clip-grad-norm`, `--monitor`, `--early-stop`,
-//!   `--requeue`, with [`RunArgs::dist`] (join the
+//!   `--requeue`, `--no-step-log`, with [`RunArgs::dist`] (join the
 //!   launcher's process group) and [`RunArgs::trainer`] (a [`Trainer`] with those settings).
 //! - [`exit_if_preempted`]: every example's exit status after a run stopped by SIGTERM or
 //!   SIGUSR1 is 99 ([`PREEMPTED_EXIT_CODE`]: checkpoint written, run the same command again
@@ -62,6 +62,10 @@ pub struct RunArgs {
     /// --signal=USR1@90 --requeue), once the checkpoint is written.
     #[arg(long)]
     pub requeue: bool,
+    /// Do not write OUT/steps.csv and the TensorBoard event files under OUT/tb/ (every
+    /// optimizer step's loss and learning rate; on by default).
+    #[arg(long)]
+    pub no_step_log: bool,
 }
 
 impl RunArgs {
@@ -74,7 +78,8 @@ impl RunArgs {
     /// A [`Trainer`] on `dist` that resumes unless `--no-resume`, records `--seed` in its
     /// checkpoints and trains in `--precision`, channels_last with `--channels-last`,
     /// clipping gradients with `--clip-grad-norm`, judging epochs by `--monitor`, stopping
-    /// early with `--early-stop`, requeueing its Slurm job with `--requeue`.
+    /// early with `--early-stop`, requeueing its Slurm job with `--requeue`, logging steps
+    /// unless `--no-step-log`.
     /// The example adds its epochs, output folder, schedule and recorded config.
     pub fn trainer<'d>(&self, dist: &'d Dist) -> Trainer<'d> {
         let trainer = Trainer::new(dist)
@@ -82,7 +87,8 @@ impl RunArgs {
             .seed(self.seed)
             .precision(self.precision)
             .channels_last(self.channels_last)
-            .requeue(self.requeue);
+            .requeue(self.requeue)
+            .step_log(!self.no_step_log);
         let trainer = match self.clip_grad_norm {
             Some(x) => trainer.clip_grad_norm(x),
             None => trainer,

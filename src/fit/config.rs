@@ -2,6 +2,9 @@
 //! ([`FitReport`]).
 use std::path::PathBuf;
 
+use std::sync::{Arc, Mutex};
+
+use super::callback::Callbacks;
 use super::early_stopping::EarlyStopping;
 use super::interrupt::Interruption;
 use crate::checkpoint::Policy;
@@ -68,13 +71,32 @@ pub struct FitConfig {
     /// `restore_best_weights`), so the returned model and `model.safetensors` are the best
     /// epoch's. Default `false`: the last epoch's.
     pub restore_best: bool,
+    /// Rank 0 logs every optimizer step to `out/steps.csv` and TensorBoard event files under
+    /// `out/tb/` (the examples' `--no-step-log` turns it off). The step values are read from the
+    /// device with the running metrics, never on their own. Default `true`.
+    pub step_log: bool,
+    /// Called at the moments of the run, in order, after the built-in step logs.
+    pub callbacks: Callbacks,
+}
+
+impl FitConfig {
+    /// The callbacks of one run: new step logs (when `step_log` is on), then `callbacks`.
+    pub(crate) fn run_callbacks(&self) -> Callbacks {
+        let mut all = Callbacks::default();
+        if self.step_log {
+            all.push(Arc::new(Mutex::new(super::step_csv::StepCsv::default())));
+            all.push(Arc::new(Mutex::new(super::tensorboard::TensorBoardLog::default())));
+        }
+        self.callbacks.each_shared(|c| all.push(c));
+        all
+    }
 }
 
 impl Default for FitConfig {
     /// One epoch into `runs/fit`, resuming if a checkpoint is there, checkpoints per
     /// [`Policy::default`], no schedule, progress shown, float32, no accumulation, default
     /// DDP options, plain cross-entropy, no Slurm requeue, pinned batches on CUDA, no clipping,
-    /// no early stopping.
+    /// no early stopping, the step logs on, no callbacks.
     fn default() -> Self {
         FitConfig {
             epochs: 1,
@@ -96,6 +118,8 @@ impl Default for FitConfig {
             early_stopping: None,
             monitor: None,
             restore_best: false,
+            step_log: true,
+            callbacks: Callbacks::default(),
         }
     }
 }

@@ -2,10 +2,12 @@
 //! model, the optimizer and the data (in the spirit of Lightning's `Trainer` and burn's
 //! `Learner`).
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
 use tch::nn::{ModuleT, VarStore};
 use tch::Device;
 
+use super::callback::{Callback, SharedCallback};
 use super::config::{FitConfig, FitReport};
 use super::early_stopping::EarlyStopping;
 use super::run::{run, Model};
@@ -270,6 +272,45 @@ impl<'d> Trainer<'d> {
     /// blocking (torch's `pin_memory=True`); default `true`. See [`FitConfig::pin_memory`].
     pub fn pin_memory(mut self, on: bool) -> Self {
         self.cfg.pin_memory = on;
+        self
+    }
+
+    /// Logs every optimizer step to `out/steps.csv` and TensorBoard (`out/tb/`) on rank 0;
+    /// default `true`. See [`FitConfig::step_log`].
+    pub fn step_log(mut self, on: bool) -> Self {
+        self.cfg.step_log = on;
+        self
+    }
+
+    /// Adds a [`Callback`] (after those added before). To read what it gathers after the run,
+    /// keep a handle and pass it with [`callback_shared`](Self::callback_shared).
+    pub fn callback(self, callback: impl Callback + 'static) -> Self {
+        self.callback_shared(Arc::new(Mutex::new(callback)))
+    }
+
+    /// Adds a [`Callback`] the caller shares: `Arc::new(Mutex::new(c))`, one clone kept.
+    ///
+    /// ```no_run
+    /// # use std::sync::{Arc, Mutex};
+    /// # use trainbook::prelude::*;
+    /// # use trainbook::fit::Callback;
+    /// #[derive(Default)]
+    /// struct Losses(Vec<f64>);
+    /// impl Callback for Losses {
+    ///     fn on_train_steps(&mut self, steps: &[trainbook::train::StepRecord]) -> trainbook::Result<()> {
+    ///         self.0.extend(steps.iter().map(|s| s.loss));
+    ///         Ok(())
+    ///     }
+    /// }
+    /// # fn main() -> trainbook::Result<()> {
+    /// let dist = Dist::single(Device::Cpu);
+    /// let losses = Arc::new(Mutex::new(Losses::default()));
+    /// let trainer = Trainer::new(&dist).callback_shared(losses.clone());
+    /// // ... trainer.fit(...) ...; then losses.lock().unwrap().0 holds every step's loss
+    /// # Ok(()) }
+    /// ```
+    pub fn callback_shared(mut self, callback: SharedCallback) -> Self {
+        self.cfg.callbacks.push(callback);
         self
     }
 

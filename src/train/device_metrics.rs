@@ -5,11 +5,13 @@
 //! Every read goes through [`DeviceMetrics::read`], which counts it (as does the one read of
 //! GradScaler's inf flag where a step needs it on the host): [`host_reads`] lets a test check
 //! that the loop makes no read per step.
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use tch::{Device, Kind, Tensor};
 
 use super::metrics::RunningMetrics;
+use super::step_record::{StepBuffer, StepRecord};
 
 static HOST_READS: AtomicU64 = AtomicU64::new(0);
 
@@ -32,10 +34,13 @@ pub(crate) fn count_host_read() {
 }
 
 /// Running loss sum and correct count on a device, plus the (host-known) sample count.
+/// With step records on, it also holds the steps whose losses wait on the device; they are
+/// read with the sums (one read for both).
 pub struct DeviceMetrics {
     loss_sum: Tensor,
     correct: Tensor,
     count: u64,
+    steps: Option<RefCell<StepBuffer>>,
 }
 
 impl DeviceMetrics {
@@ -47,7 +52,33 @@ impl DeviceMetrics {
             loss_sum: Tensor::from(start.loss_sum).to_device(device),
             correct: Tensor::from(start.correct as i64).to_device(device),
             count: start.count,
+            steps: None,
         }
+    }
+
+    /// Also keeps per-step losses for [`StepRecord`]s (read with the sums, at no extra read).
+    pub(crate) fn with_step_records(mut self) -> DeviceMetrics {
+        self.steps = Some(RefCell::new(StepBuffer::default()));
+        self
+    }
+
+    /// Ends optimizer step `step` for the step records (no-op without them).
+    pub(crate) fn end_step(
+        &self,
+        step: u64,
+        epoch: u64,
+        batches_done: usize,
+        lr: f64,
+        norm: Option<&Tensor>,
+    ) {
+        if let Some(b) = &self.steps {
+            b.borrow_mut().end_step(step, epoch, batches_done, lr, norm);
+        }
+    }
+
+    /// The step records read from the device so far and not yet taken.
+    pub(crate) fn take_steps(&self) -> Vec<StepRecord> {
+        self.steps.as_ref().map_or_else(Vec::new, |b| b.borrow_mut().take_ready())
     }
 
     /// Adds a batch given its mean loss (a scalar tensor), its logits and its labels: the loss
@@ -55,7 +86,11 @@ impl DeviceMetrics {
     pub fn add_mean_loss(&mut self, mean_loss: &Tensor, logits: &Tensor, labels: &Tensor) {
         let n = labels.size()[0];
         tch::no_grad(|| {
-            let _ = self.loss_sum.g_add_(&(mean_loss.detach().to_kind(Kind::Double) * n as f64));
+            let sum = mean_loss.detach().to_kind(Kind::Double) * n as f64;
+            let _ = self.loss_sum.g_add_(&sum);
+            if let Some(b) = &self.steps {
+                b.borrow_mut().add_to_window(&sum, n as u64);
+            }
         });
         self.add_correct(logits, labels);
     }
@@ -81,12 +116,27 @@ impl DeviceMetrics {
         self.count
     }
 
-    /// The sums as host values: one (counted) read from the device.
+    /// The sums as host values: one (counted) read from the device. With step records on,
+    /// the pending steps' losses come back in the same copy.
     pub fn read(&self) -> RunningMetrics {
         count_host_read();
+        let Some(buffer) = &self.steps else {
+            return RunningMetrics {
+                loss_sum: self.loss_sum.double_value(&[]),
+                correct: self.correct.int64_value(&[]) as u64,
+                count: self.count,
+            };
+        };
+        let mut buffer = buffer.borrow_mut();
+        // Every value as float64 in one tensor (the count stays exact below 2^53).
+        let mut values = vec![self.loss_sum.shallow_clone(), self.correct.to_kind(Kind::Double)];
+        values.extend(buffer.device_values());
+        let host = Vec::<f64>::try_from(Tensor::stack(&values, 0).to_device(Device::Cpu))
+            .unwrap_or_default();
+        buffer.fill(host.get(2..).unwrap_or_default());
         RunningMetrics {
-            loss_sum: self.loss_sum.double_value(&[]),
-            correct: self.correct.int64_value(&[]) as u64,
+            loss_sum: host.first().copied().unwrap_or(f64::NAN),
+            correct: host.get(1).copied().unwrap_or(0.0) as u64,
             count: self.count,
         }
     }
@@ -109,6 +159,28 @@ mod tests {
         let before = host_reads();
         assert_eq!(dev.read(), host);
         assert_eq!(host_reads(), before + 1);
+    }
+
+    #[test]
+    fn step_records_come_back_with_the_sums_in_the_same_read() {
+        let logits = Tensor::from_slice(&[1.0f32, 0.0, 0.0, 1.0]).view([2, 2]);
+        let labels = Tensor::from_slice(&[0i64, 0]);
+        let start = RunningMetrics { loss_sum: 1.25, correct: 4, count: 5 };
+        let mut plain = DeviceMetrics::new(Device::Cpu, start);
+        let mut dev = DeviceMetrics::new(Device::Cpu, start).with_step_records();
+        for (i, mean) in [0.75f32, 0.5].into_iter().enumerate() {
+            dev.add_mean_loss(&Tensor::from(mean), &logits, &labels);
+            plain.add_mean_loss(&Tensor::from(mean), &logits, &labels);
+            dev.end_step(10 + i as u64, 2, i + 1, 0.1, None);
+        }
+        let before = host_reads();
+        assert_eq!(dev.read(), plain.read(), "the sums are the same, bit for bit");
+        assert_eq!(host_reads(), before + 2, "one read each");
+        let steps = dev.take_steps();
+        let losses: Vec<f64> = steps.iter().map(|s| s.loss).collect();
+        assert_eq!(losses, [0.75, 0.5]);
+        assert_eq!(steps.iter().map(|s| s.step).collect::<Vec<_>>(), [10, 11]);
+        assert!(dev.take_steps().is_empty() && plain.take_steps().is_empty());
     }
 
     #[test]

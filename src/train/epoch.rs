@@ -101,6 +101,22 @@ pub fn train_epoch<D: Dataset + 'static>(
     let resumed = loader.batches_to_skip() > 0;
     progress.resume_at(loader.batches_to_skip());
     let mut running = DeviceMetrics::new(opts.device, opts.start_metrics);
+    if opts.step_logging.is_some() {
+        running = running.with_step_records();
+    }
+    let deliver_steps = |running: &DeviceMetrics| -> Result<()> {
+        match &opts.step_logging {
+            Some(log) => {
+                let ready = running.take_steps();
+                if ready.is_empty() {
+                    Ok(())
+                } else {
+                    (log.on_read)(&ready)
+                }
+            }
+            None => Ok(()),
+        }
+    };
     let k = opts.accumulate;
     if k == 0 {
         return Err(crate::Error::InvalidArgument(
@@ -136,6 +152,7 @@ pub fn train_epoch<D: Dataset + 'static>(
         running.add_mean_loss(&loss, &logits, &y);
         progress.advance(batch.len(), &mut || running.read().loss());
         if last_in_window {
+            let mut step_norm = None;
             if let Some(clip) = &opts.clip_grad {
                 // torch: scaler.unscale_(optimizer) before clipping, so the bound applies to
                 // the true gradients; the scaler's step then skips its own unscale.
@@ -144,13 +161,19 @@ pub fn train_epoch<D: Dataset + 'static>(
                 }
                 if let Some(norm) = clip.apply(optimizer)? {
                     norms.add(&norm);
+                    step_norm = Some(norm);
                 }
             }
+            let lr_used = optimizer.lr();
             match opts.grad_scaler {
                 Some(scaler) => drop(scaler.borrow_mut().step(optimizer)?),
                 None => optimizer.step()?,
             }
             steps += 1;
+            if let Some(log) = &opts.step_logging {
+                let step = log.steps_before + steps;
+                running.end_step(step, log.epoch, position + 1, lr_used, step_norm.as_ref());
+            }
             if let Some(f) = opts.lr_after_step {
                 let lr = f(optimizer.lr())?;
                 optimizer.set_lr(lr);
@@ -158,10 +181,12 @@ pub fn train_epoch<D: Dataset + 'static>(
             if let Some(f) = opts.on_step {
                 f(&StepInfo { batches_done: position + 1, optimizer, running: &running })?;
             }
+            deliver_steps(&running)?;
         }
     }
     let waited = opts.hooks.gather_f64(batches.waited_s())?;
     let local = running.read();
+    deliver_steps(&running)?;
     let trained_here = local.count.saturating_sub(opts.start_metrics.count) as f64;
     let total = opts.hooks.reduce_metrics(local)?;
     let mut result = summary(total, start.elapsed().as_secs_f64(), waited, None);

@@ -10,6 +10,7 @@ use super::clip::GradClip;
 use super::device_metrics::DeviceMetrics;
 use super::metrics::RunningMetrics;
 use super::optim::Optimizer;
+use super::step_record::StepLogging;
 use super::strategy::{SingleProcess, Strategy};
 use crate::progress::{ConsoleProgress, EpochProgress, NoProgress, ProgressReporter};
 use crate::Result;
@@ -69,6 +70,9 @@ pub struct EpochOptions<'a> {
     /// Clip the gradients before each optimizer step (`clip_grad_norm_` / `clip_grad_value_`;
     /// under a `grad_scaler`, after its `unscale_`).
     pub clip_grad: Option<GradClip>,
+    /// Per-step records ([`StepRecord`](super::StepRecord)s) for step logs and callbacks,
+    /// read with the running sums (no extra device read). Default `None`.
+    pub step_logging: Option<StepLogging<'a>>,
 }
 
 impl Default for EpochOptions<'_> {
@@ -86,6 +90,7 @@ impl Default for EpochOptions<'_> {
             grad_scaler: None,
             channels_last: false,
             clip_grad: None,
+            step_logging: None,
         }
     }
 }
@@ -161,6 +166,14 @@ impl<'a> EpochOptions<'a> {
     /// summary reports the mean norm before clipping (`EpochSummary::grad_norm`).
     pub fn clip_grad(mut self, clip: GradClip) -> Self {
         self.clip_grad = Some(clip);
+        self
+    }
+    /// Sends a [`StepRecord`](super::StepRecord) of every optimizer step to `logging.on_read`:
+    /// the records are read from the device together with the running sums (when progress
+    /// is printed, when `on_step` reads the metrics, at the epoch's end), so they add no wait
+    /// for the device; they arrive in bursts, in step order.
+    pub fn step_records(mut self, logging: StepLogging<'a>) -> Self {
+        self.step_logging = Some(logging);
         self
     }
     /// Accumulates the gradients of `k` micro-batches per optimizer step: the first k-1

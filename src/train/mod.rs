@@ -14,6 +14,7 @@ mod metrics;
 mod optim;
 mod predict;
 mod schedule;
+mod step_record;
 mod strategy;
 mod timing;
 
@@ -34,6 +35,7 @@ pub use schedule::{
     Anneal, Cadence, ChainedScheduler, CosineAnnealingLR, LinearLR, LrSchedule, OneCycleLR,
     ReduceLROnPlateau, SequentialLR, StepLR, Validation,
 };
+pub use step_record::{OnStepsRead, StepLogging, StepRecord};
 pub use strategy::{SingleProcess, Strategy};
 pub use timing::{data_wait_note, LOADER_BOUND_FRACTION};
 

@@ -1,0 +1,178 @@
+//! Hooks into a [`Trainer`](super::Trainer) run: the [`Callback`] trait, with the moments of
+//! Lightning's callbacks (fit start, train steps, train/validation epoch end, checkpoint
+//! saved, fit end), and the list a run calls them through. The built-in step logs
+//! (`steps.csv`, TensorBoard event files) are callbacks too.
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use super::config::FitReport;
+use crate::train::{EpochRecord, EpochSummary, StepRecord};
+use crate::Result;
+
+/// Where a run starts, as its callbacks are told.
+#[derive(Clone, Debug)]
+pub struct FitStart<'a> {
+    /// This rank (callbacks run on every rank; the built-in logs write on rank 0 only).
+    pub rank: usize,
+    /// Ranks in the run.
+    pub world_size: usize,
+    /// The run's output folder.
+    pub out: &'a Path,
+    /// The first epoch this call trains (0-based).
+    pub first_epoch: u64,
+    /// Optimizer steps already taken (by the run this one resumes; 0 for a new run).
+    pub steps_done: u64,
+    /// Whether this run continues from a checkpoint: a log written by the interrupted run
+    /// holds steps after `steps_done` that this run will take again.
+    pub resumed: bool,
+}
+
+/// Something that acts at the moments of a training run: logging, plotting, a custom metric,
+/// a notification. Every method has a default that does nothing; an error ends the run with
+/// that error. Register one with [`Trainer::callback`](super::Trainer::callback).
+///
+/// `on_train_steps` adds no wait for the device: step records are read together with the
+/// running metrics (at progress lines, step checkpoints and the epoch's end) and arrive in
+/// bursts, in step order.
+///
+/// ```
+/// use trainbook::fit::Callback;
+/// use trainbook::train::StepRecord;
+///
+/// /// Keeps the smallest step loss seen.
+/// #[derive(Default)]
+/// struct LowestLoss(Option<f64>);
+///
+/// impl Callback for LowestLoss {
+///     fn on_train_steps(&mut self, steps: &[StepRecord]) -> trainbook::Result<()> {
+///         for s in steps {
+///             self.0 = Some(self.0.map_or(s.loss, |l: f64| l.min(s.loss)));
+///         }
+///         Ok(())
+///     }
+/// }
+/// ```
+pub trait Callback: Send {
+    /// The run starts (after any resume, before the first epoch it trains).
+    fn on_fit_start(&mut self, _start: &FitStart) -> Result<()> {
+        Ok(())
+    }
+    /// Training steps were read from the device (see the trait's note on bursts).
+    fn on_train_steps(&mut self, _steps: &[StepRecord]) -> Result<()> {
+        Ok(())
+    }
+    /// An epoch's training ended (`epoch` 0-based); `steps_done` counts the run's steps.
+    fn on_train_epoch_end(
+        &mut self,
+        _epoch: u64,
+        _train: &EpochSummary,
+        _steps_done: u64,
+    ) -> Result<()> {
+        Ok(())
+    }
+    /// An epoch's validation ended.
+    fn on_validation_epoch_end(
+        &mut self,
+        _epoch: u64,
+        _val: &EpochSummary,
+        _steps_done: u64,
+    ) -> Result<()> {
+        Ok(())
+    }
+    /// An epoch ended: its record, as `metrics.jsonl` gets it.
+    fn on_epoch_end(&mut self, _record: &EpochRecord, _steps_done: u64) -> Result<()> {
+        Ok(())
+    }
+    /// A checkpoint (`step-*` or `best/`) was handed to the writer (rank 0 writes it, in the
+    /// background: it is complete at the next checkpoint or the run's end).
+    fn on_checkpoint_saved(&mut self, _dir: &Path) -> Result<()> {
+        Ok(())
+    }
+    /// The run ended: finished, stopped early or interrupted (not on an error).
+    fn on_fit_end(&mut self, _report: &FitReport) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// A callback shared with its caller: a [`Trainer`](super::Trainer) is `Clone`, and the caller
+/// keeps a handle to read what the callback gathered after the run.
+pub type SharedCallback = Arc<Mutex<dyn Callback>>;
+
+/// The callbacks of a run, called in the order they were added ([`FitConfig::callbacks`](super::FitConfig::callbacks)).
+#[derive(Clone, Default)]
+pub struct Callbacks(Vec<SharedCallback>);
+
+impl std::fmt::Debug for Callbacks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "[{} callbacks]", self.0.len())
+    }
+}
+
+impl Callbacks {
+    /// Adds `callback` after the others.
+    pub fn push(&mut self, callback: SharedCallback) {
+        self.0.push(callback);
+    }
+
+    /// How many there are.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Hands every callback (shared) to `f`, in order.
+    pub(crate) fn each_shared(&self, f: impl FnMut(SharedCallback)) {
+        self.0.iter().cloned().for_each(f);
+    }
+
+    /// Calls `f` on every callback in order; the first error ends the call.
+    pub(crate) fn each(&self, mut f: impl FnMut(&mut dyn Callback) -> Result<()>) -> Result<()> {
+        for c in &self.0 {
+            // A callback that panicked earlier left its lock poisoned: its state is still there.
+            let mut guard = c.lock().unwrap_or_else(|e| e.into_inner());
+            f(&mut *guard)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Default)]
+    struct Count(Vec<u64>);
+    impl Callback for Count {
+        fn on_train_steps(&mut self, steps: &[StepRecord]) -> Result<()> {
+            self.0.extend(steps.iter().map(|s| s.step));
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn callbacks_run_in_order_and_the_caller_keeps_their_state() {
+        let first = Arc::new(Mutex::new(Count::default()));
+        let second = Arc::new(Mutex::new(Count::default()));
+        let mut list = Callbacks::default();
+        list.push(first.clone());
+        list.push(second.clone());
+        let step = |n| StepRecord {
+            step: n,
+            epoch: 0,
+            batches_done: n as usize,
+            loss: 1.0,
+            lr: 0.1,
+            grad_norm: None,
+            wall_time: 0.0,
+        };
+        list.each(|c| c.on_train_steps(&[step(1), step(2)])).unwrap();
+        assert_eq!(first.lock().unwrap().0, [1, 2]);
+        assert_eq!(second.lock().unwrap().0, [1, 2]);
+        let failing = list.each(|_| Err(crate::Error::InvalidArgument("stop".into())));
+        assert!(failing.is_err());
+    }
+}

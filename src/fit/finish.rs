@@ -1,0 +1,103 @@
+//! The end of a run and its judging: which metric `best/` keeps by, the best weights put back
+//! (`Trainer::restore_best`), the best accuracy reported, and rank 0's files (curves.png,
+//! confusion.png, model.safetensors).
+use tch::nn::VarStore;
+
+use super::config::FitConfig;
+use crate::checkpoint::{Checkpointer, Policy};
+use crate::data::readable_class_name;
+use crate::dist::Dist;
+use crate::models::{load_safetensors, save_safetensors};
+use crate::notebook::{confusion_matrix_plot, loss_accuracy_curves};
+use crate::train::{ConfusionMatrix, EpochRecord, Mode};
+use crate::Result;
+
+/// Rank 0's files at the end of a run that trained: the curves, the confusion matrix (a data
+/// set without class names, a bare `TensorDataset`, has none) and the final weights.
+pub(crate) fn write_outputs(
+    dist: &Dist,
+    cfg: &FitConfig,
+    vs: &VarStore,
+    history: &[EpochRecord],
+    confusion: Option<&ConfusionMatrix>,
+    class_names: &[String],
+) -> Result<()> {
+    if !dist.is_main() || history.is_empty() {
+        return Ok(());
+    }
+    loss_accuracy_curves(history)?.save(cfg.out.join("curves.png"))?;
+    if let Some(cm) = confusion.filter(|cm| cm.classes() > 0) {
+        save_confusion_plot(dist, cm, class_names, &cfg.out)?;
+    }
+    save_safetensors(vs, &cfg.out.join("model.safetensors"))
+}
+
+/// The checkpoint policy with `best/` judged by [`FitConfig::monitor`] when one is set.
+pub(crate) fn best_policy(cfg: &FitConfig) -> Policy {
+    let mut policy = cfg.policy.clone();
+    if let (Some(m), Some(_)) = (cfg.monitor, policy.best) {
+        policy.best = Some(m.mode());
+    }
+    policy
+}
+
+/// `Trainer::restore_best`: every rank loads `best/`'s weights (checksums verified), so the
+/// model the run returns and its `model.safetensors` are the best epoch's.
+pub(crate) fn restore_best(dist: &Dist, vs: &mut VarStore, ckpt: &Checkpointer) -> Result<()> {
+    match ckpt.best_dir() {
+        Some(dir) => {
+            let best = crate::checkpoint::open_checkpoint(&dir)?; // sizes and CRC32s checked
+            load_safetensors(vs, &best.dir.join(crate::checkpoint::MODEL_FILE), true)?;
+            dist.println(format!("restored the best epoch's weights from {}", dir.display()));
+        }
+        None => dist.println(
+            "restore_best: no best/ checkpoint (keep_best is off, or no epoch ended): the last \
+             epoch's weights stay",
+        ),
+    }
+    Ok(())
+}
+
+/// [`FitReport::best_val_acc`]: the metric `best/` was kept by when that is the accuracy (the
+/// default, [`Mode::Max`]; `None` without `best/`); with `best/` kept by the loss
+/// ([`Mode::Min`]), the highest validation accuracy of the epochs run.
+pub(crate) fn best_val_acc(
+    policy: &Policy,
+    ckpt: &Checkpointer,
+    history: &[EpochRecord],
+) -> Option<f64> {
+    match policy.best {
+        Some(Mode::Min) => history.iter().filter_map(|r| r.val_acc).reduce(f64::max),
+        _ => ckpt.best_metric(),
+    }
+}
+
+/// The most classes a confusion.png shows (a 40x40 grid of counts is still readable).
+const PLOTTED_CLASSES: usize = 40;
+
+/// Rank 0's confusion.png: every class, or only the classes that occur when the model has
+/// more outputs (1000 ImageNet classes, a dozen in the data); none when even those are too many.
+/// Folder names are shown readable (`n02085620-Chihuahua` as `Chihuahua`).
+fn save_confusion_plot(
+    dist: &Dist,
+    cm: &ConfusionMatrix,
+    names: &[String],
+    out: &std::path::Path,
+) -> Result<()> {
+    let present = cm.present_classes();
+    if present.len() > PLOTTED_CLASSES {
+        dist.println(format!(
+            "confusion.png not drawn: {} classes occur (at most {PLOTTED_CLASSES} are drawn)",
+            present.len()
+        ));
+        return Ok(());
+    }
+    let shown: Vec<usize> = if cm.classes() <= PLOTTED_CLASSES && names.len() == cm.classes() {
+        (0..cm.classes()).collect()
+    } else {
+        present
+    };
+    let label = |i: usize| names.get(i).map_or(i.to_string(), |n| readable_class_name(n));
+    let labels: Vec<String> = shown.iter().map(|&i| label(i)).collect();
+    confusion_matrix_plot(&cm.restricted(&shown), &labels)?.save(out.join("confusion.png"))
+}

@@ -1,0 +1,73 @@
+//! TensorBoard event files under `OUT/tb/` (`tensorboard --logdir OUT/tb`), written by rank 0:
+//! every optimizer step's loss, learning rate and (with norm clipping) gradient norm as
+//! `step/loss`, `step/lr`, `step/grad_norm`, and every epoch's metrics as `epoch/train_loss`,
+//! `epoch/train_acc`, `epoch/val_loss`, `epoch/val_acc`, `epoch/lr` and `epoch/img_per_s`, all at
+//! the run's optimizer step count.
+//!
+//! Each run (a resumed one too) opens a new file that starts with a `SessionLog.START` at the
+//! step after its checkpoint's, as torch's `SummaryWriter(purge_step=...)` does: TensorBoard
+//! then drops what earlier files logged from that step on (steps the interrupted run took after
+//! its last checkpoint, or an older run in the same folder), so the curves read as one run.
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use super::callback::{Callback, FitStart};
+use super::event_file::{Event, EventFile, SessionLog, What, SESSION_START};
+use crate::train::{EpochRecord, StepRecord};
+use crate::Result;
+
+/// The TensorBoard logger (a [`Callback`]; the `Trainer` adds it unless the step log is off).
+#[derive(Default)]
+pub(crate) struct TensorBoardLog {
+    file: Option<EventFile>,
+}
+
+fn now() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
+}
+
+impl Callback for TensorBoardLog {
+    fn on_fit_start(&mut self, start: &FitStart) -> Result<()> {
+        if start.rank != 0 {
+            return Ok(());
+        }
+        let wall_time = now();
+        let mut file = EventFile::create(&start.out.join("tb"), wall_time)?;
+        let purge = (start.steps_done + 1) as i64;
+        let log = What::SessionLog(SessionLog { status: SESSION_START });
+        file.write(&Event { wall_time, step: purge, what: Some(log) })?;
+        file.flush()?;
+        self.file = Some(file);
+        Ok(())
+    }
+
+    fn on_train_steps(&mut self, steps: &[StepRecord]) -> Result<()> {
+        let Some(file) = &mut self.file else { return Ok(()) };
+        for s in steps {
+            let mut values = vec![("step/loss", s.loss), ("step/lr", s.lr)];
+            values.extend(s.grad_norm.map(|n| ("step/grad_norm", n)));
+            file.scalars(s.wall_time, s.step, &values)?;
+        }
+        file.flush()
+    }
+
+    fn on_epoch_end(&mut self, r: &EpochRecord, steps_done: u64) -> Result<()> {
+        let Some(file) = &mut self.file else { return Ok(()) };
+        let mut values = vec![
+            ("epoch/train_loss", r.train_loss),
+            ("epoch/train_acc", r.train_acc),
+            ("epoch/lr", r.lr),
+            ("epoch/img_per_s", r.img_per_s),
+        ];
+        values.extend(r.val_loss.map(|v| ("epoch/val_loss", v)));
+        values.extend(r.val_acc.map(|v| ("epoch/val_acc", v)));
+        file.scalars(now(), steps_done, &values)?;
+        file.flush()
+    }
+
+    fn on_fit_end(&mut self, _report: &super::FitReport) -> Result<()> {
+        match self.file.take() {
+            Some(mut f) => f.flush(),
+            None => Ok(()),
+        }
+    }
+}

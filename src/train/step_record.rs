@@ -1,0 +1,155 @@
+//! Per-optimizer-step records ([`StepRecord`]) for step logs (`steps.csv`, TensorBoard) and
+//! callbacks, gathered without a single extra wait for the device.
+//!
+//! A step's loss and gradient norm are device tensors. They wait in a [`StepBuffer`] inside
+//! the epoch's [`DeviceMetrics`](super::DeviceMetrics) and are read together with the running
+//! sums whenever those are read anyway (a progress line, a step checkpoint, the epoch's end):
+//! one copy for all of them, counted once by [`host_reads`](super::host_reads). Records
+//! therefore reach their reader in bursts, each in step order, none lost.
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use tch::{Kind, Tensor};
+
+use crate::Result;
+
+/// One optimizer step of a training epoch, as logged to `steps.csv` and TensorBoard.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepRecord {
+    /// Optimizer steps taken by the run so far, this one included (1 for the first step; the
+    /// number in the name of the `step-*` checkpoint written after it).
+    pub step: u64,
+    /// The epoch, 0-based (as in `metrics.jsonl`).
+    pub epoch: u64,
+    /// Batches of the epoch done after this step (skipped ones included).
+    pub batches_done: usize,
+    /// This rank's mean per-sample loss over the step's samples (all micro-batches of an
+    /// accumulation window). Not averaged over ranks, as Lightning logs a step's loss by default
+    /// (`sync_dist=False`): the epoch's loss in `metrics.jsonl` is the one over all ranks.
+    pub loss: f64,
+    /// The learning rate the step used.
+    pub lr: f64,
+    /// With norm clipping: the total gradient norm before clipping (`clip_grad_norm_`'s return).
+    pub grad_norm: Option<f64>,
+    /// When the step was queued, in seconds since the Unix epoch (TensorBoard's `wall_time`).
+    pub wall_time: f64,
+}
+
+/// Receives step records as they are read from the device (in bursts, in step order).
+pub type OnStepsRead<'a> = &'a dyn Fn(&[StepRecord]) -> Result<()>;
+
+/// What an epoch needs to number its step records.
+#[derive(Clone, Copy)]
+pub struct StepLogging<'a> {
+    /// The epoch, 0-based.
+    pub epoch: u64,
+    /// Optimizer steps the run took before this epoch's first step (a resumed epoch: before
+    /// its first step after the resume).
+    pub steps_before: u64,
+    /// Where the records go.
+    pub on_read: OnStepsRead<'a>,
+}
+
+/// A step whose loss (and norm) are still on the device.
+struct PendingStep {
+    record: StepRecord,
+    loss: Tensor,
+    norm: Option<Tensor>,
+}
+
+/// The steps of an epoch waiting for their values, and those already read.
+#[derive(Default)]
+pub(crate) struct StepBuffer {
+    /// The current accumulation window's loss sum (float64, on the device) and sample count.
+    window: Option<(Tensor, u64)>,
+    pending: Vec<PendingStep>,
+    ready: Vec<StepRecord>,
+}
+
+impl StepBuffer {
+    /// Adds a micro-batch's loss sum (float64 device scalar) of `samples` samples to the window.
+    pub(crate) fn add_to_window(&mut self, loss_sum: &Tensor, samples: u64) {
+        self.window = Some(match self.window.take() {
+            Some((sum, n)) => (sum + loss_sum, n + samples),
+            None => (loss_sum.shallow_clone(), samples),
+        });
+    }
+
+    /// Closes the window as optimizer step `step`: its mean loss waits on the device.
+    pub(crate) fn end_step(
+        &mut self,
+        step: u64,
+        epoch: u64,
+        batches_done: usize,
+        lr: f64,
+        norm: Option<&Tensor>,
+    ) {
+        let Some((sum, n)) = self.window.take() else { return };
+        let wall_time =
+            SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+        let record = StepRecord {
+            step,
+            epoch,
+            batches_done,
+            loss: f64::NAN,
+            lr,
+            grad_norm: None,
+            wall_time,
+        };
+        let norm = norm.map(|t| t.detach().to_kind(Kind::Double));
+        self.pending.push(PendingStep { record, loss: sum / n.max(1) as f64, norm });
+    }
+
+    /// The pending values as float64 device scalars, in order (to read with the sums).
+    pub(crate) fn device_values(&self) -> Vec<Tensor> {
+        let mut values = Vec::new();
+        for p in &self.pending {
+            values.push(p.loss.shallow_clone());
+            values.extend(p.norm.as_ref().map(Tensor::shallow_clone));
+        }
+        values
+    }
+
+    /// Fills the pending records from `values` (as [`device_values`](Self::device_values)
+    /// ordered them, read from the device) and moves them to the ready ones.
+    pub(crate) fn fill(&mut self, values: &[f64]) {
+        let mut at = values.iter().copied();
+        for p in self.pending.drain(..) {
+            let mut record = p.record;
+            record.loss = at.next().unwrap_or(f64::NAN);
+            if p.norm.is_some() {
+                record.grad_norm = at.next();
+            }
+            self.ready.push(record);
+        }
+    }
+
+    /// The records read so far and not yet taken.
+    pub(crate) fn take_ready(&mut self) -> Vec<StepRecord> {
+        std::mem::take(&mut self.ready)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_window_is_one_step_with_the_mean_over_its_samples() {
+        let mut b = StepBuffer::default();
+        b.add_to_window(&Tensor::from(6.0f64), 4); // 4 samples, mean 1.5
+        b.add_to_window(&Tensor::from(1.0f64), 2); // 2 samples, mean 0.5
+        b.end_step(7, 1, 6, 0.1, Some(&Tensor::from(2.5f32)));
+        b.add_to_window(&Tensor::from(3.0f64), 3);
+        b.end_step(8, 1, 7, 0.05, None);
+        assert!(b.take_ready().is_empty(), "nothing is ready before a read");
+        let values: Vec<f64> = b.device_values().iter().map(|t| t.double_value(&[])).collect();
+        assert_eq!(values, [7.0 / 6.0, 2.5, 1.0]);
+        b.fill(&values);
+        let ready = b.take_ready();
+        assert_eq!(ready.len(), 2);
+        assert_eq!((ready[0].step, ready[0].batches_done, ready[0].loss), (7, 6, 7.0 / 6.0));
+        assert_eq!((ready[0].grad_norm, ready[1].grad_norm, ready[1].lr), (Some(2.5), None, 0.05));
+        assert!(b.take_ready().is_empty() && b.device_values().is_empty());
+    }
+}
