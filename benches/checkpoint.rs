@@ -45,6 +45,7 @@ fn main() -> anyhow::Result<()> {
             config: serde_json::Value::Null,
             grad_scaler: None,
             parts: serde_json::Value::Null,
+            ema: None,
         };
         let t = Instant::now();
         ckpt.after_step(&dist, state)?;
@@ -75,6 +76,7 @@ fn main() -> anyhow::Result<()> {
             config: serde_json::Value::Null,
             grad_scaler: None,
             parts: serde_json::Value::Null,
+            ema: None,
         };
         let t = Instant::now();
         bg.after_step(&dist, state)?;

@@ -2,7 +2,9 @@
 //! - ResNet34 3-class train step (batch 16, 224px, Adam 1e-4, label smoothing 0.1) through
 //!   trainbook's `train_epoch` (loader included), in img/s, in float32 and in bf16 autocast
 //!   (`Precision::Bf16` vs `torch.autocast("cpu", dtype=torch.bfloat16)`);
-//! - one MNIST epoch (batch 64, Adam 1e-3, 0 loader workers), in seconds.
+//! - one MNIST epoch (batch 64, Adam 1e-3, 0 loader workers), in seconds; and once more with
+//!   per-step records on (what `fit`'s step logs read: 938 small steps, where a cost per
+//!   step would show).
 //!
 //!     cargo bench --bench train_step
 //!
@@ -16,7 +18,9 @@ use tch::{Device, Kind, Tensor};
 use trainbook::compose;
 use trainbook::data::{DataLoader, Mnist, TensorDataset};
 use trainbook::models::{resnet34, HeadKind, MnistNet};
-use trainbook::train::{train_epoch, CrossEntropyLoss, EpochOptions, Optimizer, Precision};
+use trainbook::train::{
+    train_epoch, CrossEntropyLoss, EpochOptions, Optimizer, Precision, StepLogging, StepRecord,
+};
 use trainbook::transforms::{Normalize, ToTensor};
 
 const STEPS: usize = 6;
@@ -81,6 +85,22 @@ fn main() -> anyhow::Result<()> {
     let start = Instant::now();
     train_epoch(&net, &mut loader, &mut opt, &CrossEntropyLoss::new(), &opts)?;
     let mnist_s = start.elapsed().as_secs_f64();
+    // The same epoch again with step records: they are read with the running sums and
+    // handed over in bursts.
+    let records = std::cell::RefCell::new(Vec::<StepRecord>::new());
+    let keep = |steps: &[StepRecord]| -> trainbook::Result<()> {
+        records.borrow_mut().extend_from_slice(steps);
+        Ok(())
+    };
+    let logged = EpochOptions::on(Device::Cpu).quiet().step_records(StepLogging {
+        epoch: 1,
+        steps_before: 0,
+        on_read: &keep,
+    });
+    let start = Instant::now();
+    train_epoch(&net, &mut loader, &mut opt, &CrossEntropyLoss::new(), &logged)?;
+    let mnist_logged_s = start.elapsed().as_secs_f64();
+    anyhow::ensure!(records.borrow().len() == loader.len(), "a record per step");
 
     let out = Command::new(&python)
         .arg(format!("{root}/benches/pytorch_train_step.py"))
@@ -100,10 +120,12 @@ fn main() -> anyhow::Result<()> {
     println!("resnet34 train step (batch 16, 224px): trainbook {resnet_rate:.2} img/s, pytorch {torch_rate:.2} img/s, ratio {:.2}x", resnet_rate / torch_rate);
     println!("resnet34 train step, bf16 autocast: trainbook {resnet_bf16_rate:.2} img/s, pytorch {torch_bf16:.2} img/s, ratio {:.2}x", resnet_bf16_rate / torch_bf16);
     println!("mnist epoch ({samples} samples, batch 64): trainbook {mnist_s:.2} s, pytorch {torch_mnist:.2} s, speed ratio {:.2}x", torch_mnist / mnist_s);
+    println!("mnist epoch with step records: trainbook {mnist_logged_s:.2} s, speed ratio to pytorch {:.2}x", torch_mnist / mnist_logged_s);
     let report = serde_json::json!({
         "resnet34": {"trainbook_img_per_s": resnet_rate, "pytorch_img_per_s": torch_rate, "ratio": resnet_rate / torch_rate},
         "resnet34_bf16": {"trainbook_img_per_s": resnet_bf16_rate, "pytorch_img_per_s": torch_bf16, "ratio": resnet_bf16_rate / torch_bf16},
         "mnist_epoch": {"trainbook_s": mnist_s, "pytorch_s": torch_mnist, "speed_ratio": torch_mnist / mnist_s},
+        "mnist_epoch_step_records": {"trainbook_s": mnist_logged_s, "pytorch_s": torch_mnist, "speed_ratio": torch_mnist / mnist_logged_s},
     });
     std::fs::create_dir_all(format!("{root}/target/bench"))?;
     std::fs::write(

@@ -33,6 +33,7 @@ fn state<'a>(vs: &'a VarStore, opt: &'a Optimizer, epoch: u64) -> TrainState<'a>
         config: serde_json::json!({}),
         grad_scaler: None,
         parts: serde_json::Value::Null,
+        ema: None,
     }
 }
 

@@ -89,6 +89,8 @@ fn run_with(
         early_stopping: Some(EarlyStopping::new(Monitor::ValLoss, 100)),
         monitor: None,
         restore_best: false,
+        // An EMA of the weights on: its state in every checkpoint.
+        ema: Some(0.9),
         // The step logs on: a resumed run rewrites the steps after its checkpoint.
         step_log: true,
         callbacks: Default::default(),
@@ -174,6 +176,12 @@ fn checkpoints_fall_on_window_ends_and_resume_is_exact() {
         0.0,
         "the resumed run left the uninterrupted trajectory"
     );
+    let (a, b) = (
+        common::sorted_tensors(&whole.join("model_ema.safetensors")),
+        common::sorted_tensors(&resumed.join("model_ema.safetensors")),
+    );
+    assert!(!a.is_empty());
+    assert_eq!(common::max_abs_diff(&a, &b), 0.0, "the EMA of the weights, resumed");
     let later: Vec<u64> = checkpoints(&resumed).iter().map(|c| c.3).collect();
     assert_eq!(later, [2, 3, 4, 5, 6, 7, 8], "the resumed run counts optimizer steps on");
     // steps.csv reads as the uninterrupted run's: every step once, the same values (the wall

@@ -3,7 +3,7 @@
 //!
 //! - [`RunArgs`], in every example: `--device`, `--seed`, `--workers`, `--no-resume`,
 //!   `--precision`, `--channels-last`, `--clip-grad-norm`, `--monitor`, `--early-stop`,
-//!   `--requeue`, `--no-step-log`, with [`RunArgs::dist`] (join the
+//!   `--requeue`, `--no-step-log`, `--ema`, with [`RunArgs::dist`] (join the
 //!   launcher's process group) and [`RunArgs::trainer`] (a [`Trainer`] with those settings).
 //! - [`exit_if_preempted`]: every example's exit status after a run stopped by SIGTERM or
 //!   SIGUSR1 is 99 ([`PREEMPTED_EXIT_CODE`]: checkpoint written, run the same command again
@@ -66,6 +66,11 @@ pub struct RunArgs {
     /// optimizer step's loss and learning rate; on by default).
     #[arg(long)]
     pub no_step_log: bool,
+    /// Keep an exponential moving average of the weights with this decay (timm's ModelEmaV2,
+    /// e.g. 0.999): validated every epoch beside the model, saved in the checkpoints and as
+    /// OUT/model_ema.safetensors.
+    #[arg(long, value_name = "DECAY")]
+    pub ema: Option<f64>,
 }
 
 impl RunArgs {
@@ -79,7 +84,7 @@ impl RunArgs {
     /// checkpoints and trains in `--precision`, channels_last with `--channels-last`,
     /// clipping gradients with `--clip-grad-norm`, judging epochs by `--monitor`, stopping
     /// early with `--early-stop`, requeueing its Slurm job with `--requeue`, logging steps
-    /// unless `--no-step-log`.
+    /// unless `--no-step-log`, averaging the weights with `--ema`.
     /// The example adds its epochs, output folder, schedule and recorded config.
     pub fn trainer<'d>(&self, dist: &'d Dist) -> Trainer<'d> {
         let trainer = Trainer::new(dist)
@@ -89,6 +94,10 @@ impl RunArgs {
             .channels_last(self.channels_last)
             .requeue(self.requeue)
             .step_log(!self.no_step_log);
+        let trainer = match self.ema {
+            Some(decay) => trainer.ema(decay),
+            None => trainer,
+        };
         let trainer = match self.clip_grad_norm {
             Some(x) => trainer.clip_grad_norm(x),
             None => trainer,

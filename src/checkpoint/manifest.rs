@@ -16,6 +16,9 @@ pub const MODEL_FILE: &str = "model.safetensors";
 /// File name of the optimizer's state tensors (`<param>.exp_avg`, `<param>.momentum_buffer`,
 /// ...; safetensors).
 pub const OPTIMIZER_FILE: &str = "optimizer.safetensors";
+/// File name of the EMA of the weights ([`ModelEma`](crate::train::ModelEma)'s state dict), in
+/// checkpoints of runs that keep one.
+pub const EMA_FILE: &str = "ema.safetensors";
 
 /// Size and checksum of one file of a checkpoint, checked when the checkpoint is opened.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

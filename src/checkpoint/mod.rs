@@ -15,9 +15,13 @@ use std::path::{Path, PathBuf};
 use tch::nn::VarStore;
 use tch::{Device, Tensor};
 
-pub use manifest::{FileEntry, Manifest, FORMAT_VERSION, MANIFEST, MODEL_FILE, OPTIMIZER_FILE};
+pub use manifest::{
+    FileEntry, Manifest, EMA_FILE, FORMAT_VERSION, MANIFEST, MODEL_FILE, OPTIMIZER_FILE,
+};
 pub use state::{Policy, ResumePoint, TrainState};
-pub use store::{open_checkpoint, scan, write_checkpoint, Checkpoint, FileWriter, ScanReport};
+pub use store::{
+    open_checkpoint, read_tensors_file, scan, write_checkpoint, Checkpoint, FileWriter, ScanReport,
+};
 
 use crate::dist::Dist;
 use crate::models::{from_safetensors_bytes, load_state_dict, save_tensors_file, state_dict};
@@ -345,12 +349,16 @@ impl Checkpointer {
         // optimizer's export is already a copy; on the CPU only the model needs one.
         let (model, opt_tensors) =
             (snapshot::on_host(state_dict(state.vs), true), snapshot::on_host(opt_tensors, false));
+        let ema = state.ema.map(|e| snapshot::on_host(e.state_dict(), true));
         let (root, name, keep_last) = (self.root.clone(), name.to_string(), self.policy.keep_last);
         let write = move || -> Result<PathBuf> {
-            let files: Vec<(&str, store::FileWriter)> = vec![
+            let mut files: Vec<(&str, store::FileWriter)> = vec![
                 (MODEL_FILE, Box::new(|p: &Path| save_tensors_file(&model, p))),
                 (OPTIMIZER_FILE, Box::new(|p: &Path| save_tensors_file(&opt_tensors, p))),
             ];
+            if let Some(ema) = &ema {
+                files.push((EMA_FILE, Box::new(|p: &Path| save_tensors_file(ema, p))));
+            }
             let dir = root.join(&name);
             write_checkpoint(&root, &name, manifest, files).map_err(|e| {
                 Error::Checkpoint(format!(

@@ -2,7 +2,7 @@
 //! [`TrainState`] a save reads, and the [`ResumePoint`] a restore hands back.
 use tch::nn::VarStore;
 
-use crate::train::{GradScalerState, Mode, Optimizer, RunningMetrics};
+use crate::train::{GradScalerState, Mode, ModelEma, Optimizer, RunningMetrics};
 use std::path::PathBuf;
 
 /// When to write checkpoints. The default writes `step-*` after every epoch, keeps the last
@@ -54,6 +54,9 @@ pub struct TrainState<'a> {
     /// The states of the run's other parts by name (`fit`'s early stopping, ...), in their
     /// serde form; `Value::Null` without any. Handed back in [`ResumePoint::parts`].
     pub parts: serde_json::Value,
+    /// The moving average of the weights, saved as [`EMA_FILE`](super::EMA_FILE) when there is
+    /// one (read it back with [`read_tensors_file`](super::read_tensors_file)).
+    pub ema: Option<&'a ModelEma>,
 }
 
 /// Where to continue after [`Checkpointer::restore`](super::Checkpointer::restore).
@@ -84,7 +87,7 @@ pub struct ResumePoint {
 impl<'a> TrainState<'a> {
     /// The state at the start of `epoch` (0-based; after finishing epoch `e`, pass `e + 1`):
     /// model and optimizer, no scheduler, no partial-epoch metrics, seed 0, no config, no loss
-    /// scaler, no parts' states. Set the other fields with struct update syntax when a run has them.
+    /// scaler, no parts' states, no EMA. Set the other fields with struct update syntax when a run has them.
     ///
     /// ```
     /// # use trainbook::checkpoint::TrainState;
@@ -106,6 +109,7 @@ impl<'a> TrainState<'a> {
             config: serde_json::Value::Null,
             grad_scaler: None,
             parts: serde_json::Value::Null,
+            ema: None,
         }
     }
 }

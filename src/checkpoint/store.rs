@@ -4,6 +4,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::manifest::{FileEntry, Manifest, FORMAT_VERSION, MANIFEST};
+use tch::Tensor;
+
 use crate::{Error, Result, WithPath};
 
 /// A checkpoint on disk whose manifest and files were checked.
@@ -127,6 +129,18 @@ pub fn open_checkpoint(dir: &Path) -> Result<Checkpoint> {
         }
     }
     Ok(Checkpoint { dir: dir.to_path_buf(), manifest })
+}
+
+/// The tensors of `file` in the checkpoint (its size and CRC32 were checked when it was
+/// opened), or `None` when the checkpoint has no such file (an [`EMA_FILE`](super::EMA_FILE)
+/// in a checkpoint of a run without an EMA).
+pub fn read_tensors_file(ckpt: &Checkpoint, file: &str) -> Result<Option<Vec<(String, Tensor)>>> {
+    if !ckpt.manifest.files.contains_key(file) {
+        return Ok(None);
+    }
+    let path = ckpt.dir.join(file);
+    let bytes = map_file(&path).with_path(&path)?;
+    crate::models::from_safetensors_bytes(&bytes, &path).map(Some)
 }
 
 /// Every checkpoint directory under `root` whose name starts with `prefix`, checked; valid

@@ -71,6 +71,11 @@ pub struct FitConfig {
     /// `restore_best_weights`), so the returned model and `model.safetensors` are the best
     /// epoch's. Default `false`: the last epoch's.
     pub restore_best: bool,
+    /// Keep an exponential moving average of the weights with this decay (timm's
+    /// `ModelEmaV2`): updated after every optimizer step, validated after every epoch beside the
+    /// model (`EpochRecord::ema_val_loss`, `ema_val_acc`), saved in every checkpoint and, at the
+    /// end, as `out/model_ema.safetensors`. Default `None`.
+    pub ema: Option<f64>,
     /// Rank 0 logs every optimizer step to `out/steps.csv` and TensorBoard event files under
     /// `out/tb/` (the examples' `--no-step-log` turns it off). The step values are read from the
     /// device with the running metrics, never on their own. Default `true`.
@@ -96,7 +101,7 @@ impl Default for FitConfig {
     /// One epoch into `runs/fit`, resuming if a checkpoint is there, checkpoints per
     /// [`Policy::default`], no schedule, progress shown, float32, no accumulation, default
     /// DDP options, plain cross-entropy, no Slurm requeue, pinned batches on CUDA, no clipping,
-    /// no early stopping, the step logs on, no callbacks.
+    /// no early stopping, no EMA, the step logs on, no callbacks.
     fn default() -> Self {
         FitConfig {
             epochs: 1,
@@ -118,6 +123,7 @@ impl Default for FitConfig {
             early_stopping: None,
             monitor: None,
             restore_best: false,
+            ema: None,
             step_log: true,
             callbacks: Callbacks::default(),
         }

@@ -9,15 +9,16 @@ use crate::data::readable_class_name;
 use crate::dist::Dist;
 use crate::models::{load_safetensors, save_safetensors};
 use crate::notebook::{confusion_matrix_plot, loss_accuracy_curves};
-use crate::train::{ConfusionMatrix, EpochRecord, Mode};
+use crate::train::{ConfusionMatrix, EpochRecord, Mode, ModelEma};
 use crate::Result;
 
 /// Rank 0's files at the end of a run that trained: the curves, the confusion matrix (a data
-/// set without class names, a bare `TensorDataset`, has none) and the final weights.
+/// set without class names, a bare `TensorDataset`, has none), the final weights and their
+/// moving average when the run keeps one (`model_ema.safetensors`).
 pub(crate) fn write_outputs(
     dist: &Dist,
     cfg: &FitConfig,
-    vs: &VarStore,
+    (vs, ema): (&VarStore, Option<&ModelEma>),
     history: &[EpochRecord],
     confusion: Option<&ConfusionMatrix>,
     class_names: &[String],
@@ -28,6 +29,12 @@ pub(crate) fn write_outputs(
     loss_accuracy_curves(history)?.save(cfg.out.join("curves.png"))?;
     if let Some(cm) = confusion.filter(|cm| cm.classes() > 0) {
         save_confusion_plot(dist, cm, class_names, &cfg.out)?;
+    }
+    if let Some(ema) = ema {
+        crate::models::save_tensors_file(
+            &ema.state_dict(),
+            &cfg.out.join("model_ema.safetensors"),
+        )?;
     }
     save_safetensors(vs, &cfg.out.join("model.safetensors"))
 }

@@ -8,9 +8,9 @@ use tch::nn::VarStore;
 
 use super::early_stopping::EarlyStopping;
 use super::run_schedule::RunSchedule;
-use crate::checkpoint::Checkpointer;
+use crate::checkpoint::{read_tensors_file, Checkpointer, EMA_FILE};
 use crate::dist::Dist;
-use crate::train::{read_records, EpochRecord, GradScaler, Optimizer, RunningMetrics};
+use crate::train::{read_records, EpochRecord, GradScaler, ModelEma, Optimizer, RunningMetrics};
 use crate::Result;
 
 /// The key of early stopping's state in a checkpoint's parts.
@@ -44,6 +44,7 @@ pub(crate) struct Parts<'a> {
     pub schedule: &'a RunSchedule,
     pub scaler: Option<&'a RefCell<GradScaler>>,
     pub early: &'a mut Option<EarlyStopping>,
+    pub ema: Option<&'a mut ModelEma>,
 }
 
 /// Restores the newest intact checkpoint (when `resume` is on and there is one) into the
@@ -77,6 +78,18 @@ pub(crate) fn resume(
     }
     if let (Some(e), Some(saved)) = (parts.early.as_mut(), at.parts.get(EARLY_STOPPING)) {
         e.restore(saved)?;
+    }
+    if let Some(ema) = parts.ema {
+        match read_tensors_file(&c, EMA_FILE)? {
+            Some(saved) => ema.load(&saved)?,
+            None => {
+                // A checkpoint of a run without an EMA: the average starts here.
+                *ema = ModelEma::new(vs, ema.decay())?;
+                dist.println(
+                    "the checkpoint holds no EMA weights: the average starts from its weights",
+                );
+            }
+        }
     }
     let history = if log.exists() {
         read_records(log)?.into_iter().filter(|r| r.epoch < at.epoch).collect()

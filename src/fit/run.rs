@@ -24,8 +24,8 @@ use crate::dist::{Ddp, Dist};
 use crate::models::to_channels_last;
 use crate::train::{
     append_record, data_wait_note, evaluate, train_epoch, ConfusionMatrix, EpochOptions,
-    EpochRecord, GradScaler, Monitor, Optimizer, Precision, RunningMetrics, StepInfo, StepLogging,
-    StepRecord, Validation,
+    EpochRecord, GradScaler, ModelEma, Monitor, Optimizer, Precision, RunningMetrics, StepInfo,
+    StepLogging, StepRecord, Validation,
 };
 use crate::Result;
 use crate::WithPath;
@@ -55,6 +55,7 @@ struct Run<'a> {
     schedule: RunSchedule,
     scaler: Option<RefCell<GradScaler>>,
     early: Option<EarlyStopping>,
+    ema: Option<RefCell<ModelEma>>,
     ckpt: RefCell<Checkpointer>,
     watch: RefCell<StopWatch>,
     stopped: RefCell<Option<Interruption>>,
@@ -93,7 +94,14 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
     // float16 needs loss scaling; bfloat16 has float32's range and does not.
     let scaler =
         (cfg.precision == Precision::F16).then(|| RefCell::new(GradScaler::new(dist.device())));
-    let parts = Parts { schedule: &schedule, scaler: scaler.as_ref(), early: &mut early };
+    // The average starts from the weights every rank now holds (rank 0's, broadcast).
+    let mut ema = cfg.ema.map(|decay| ModelEma::new(vs, decay)).transpose()?;
+    let parts = Parts {
+        schedule: &schedule,
+        scaler: scaler.as_ref(),
+        early: &mut early,
+        ema: ema.as_mut(),
+    };
     let start = resume(dist, cfg.resume, &mut ckpt, vs, opt, parts, &log)?;
     let Start { epoch: first_epoch, skip, metrics, resumed_from, history } = start;
     let mut run = Run {
@@ -104,6 +112,7 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
         schedule,
         scaler,
         early,
+        ema: ema.map(RefCell::new),
         ckpt: RefCell::new(ckpt),
         watch: RefCell::new(StopWatch::start(dist, &cfg.out)),
         stopped: RefCell::new(None),
@@ -137,7 +146,10 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
         restore_best(dist, vs, &run.ckpt.borrow())?;
     }
     let names = val.dataset().classes();
-    write_outputs(dist, cfg, vs, &run.history, run.confusion.as_ref(), &names)?;
+    let ema = run.ema.as_ref().map(|e| e.borrow());
+    let model = (&*vs, ema.as_deref());
+    write_outputs(dist, cfg, model, &run.history, run.confusion.as_ref(), &names)?;
+    drop(ema);
     run.end(early_stopped)
 }
 
@@ -207,8 +219,7 @@ impl Run<'_> {
     /// The run's state for a checkpoint, at `epoch` after `batches_done` batches.
     fn state<'s>(
         &self,
-        vs: &'s VarStore,
-        opt: &'s Optimizer,
+        (vs, opt, ema): (&'s VarStore, &'s Optimizer, Option<&'s ModelEma>),
         at: (u64, u64, RunningMetrics),
         parts: serde_json::Value,
     ) -> TrainState<'s> {
@@ -224,6 +235,7 @@ impl Run<'_> {
             config: self.cfg.config.clone(),
             grad_scaler: self.scaler.as_ref().map(|s| s.borrow().state()),
             parts,
+            ema,
         }
     }
 
@@ -237,8 +249,13 @@ impl Run<'_> {
         info: &StepInfo,
     ) -> Result<()> {
         let batches_done = info.batches_done as u64;
-        let state =
-            || self.state(vs, info.optimizer, (epoch, batches_done, info.metrics()), parts.clone());
+        // timm's order: the average follows the optimizer step, before anything is saved.
+        if let Some(e) = &self.ema {
+            e.borrow_mut().update(vs);
+        }
+        let ema = self.ema.as_ref().map(|e| e.borrow());
+        let model = (vs, info.optimizer, ema.as_deref());
+        let state = || self.state(model, (epoch, batches_done, info.metrics()), parts.clone());
         if let Some(dir) = self.ckpt.borrow_mut().after_step(self.dist, state)? {
             self.callbacks.each(|c| c.on_checkpoint_saved(&dir))?;
         }
@@ -306,14 +323,25 @@ impl Run<'_> {
         this.callbacks.each(|c| c.on_train_epoch_end(epoch, &t, steps()))?;
         let v = evaluate(net, val, &cfg.loss, &opts)?;
         this.callbacks.each(|c| c.on_validation_epoch_end(epoch, &v, steps()))?;
+        // The average's own validation, its values in the model for the call (timm validates
+        // its EMA copy the same way, beside the model).
+        let v_ema = match &this.ema {
+            Some(e) => Some(e.borrow().with_weights(vs, || evaluate(net, val, &cfg.loss, &opts))?),
+            None => None,
+        };
+        let ema_note = v_ema.as_ref().map_or(String::new(), |e| {
+            format!("ema val loss {:.4} acc {:.2}% | ", e.loss, e.accuracy * 100.0)
+        });
         // Per-epoch schedules: the rate of the whole epoch; per-step ones: the rate after the
         // epoch's last step (both resume-independent).
         let lr_used = opt.lr();
         self.schedule.after_validation(opt, Validation { loss: v.loss, accuracy: v.accuracy })?;
         let wait = data_wait_note(&t.data_wait_s, t.seconds);
         let norm = t.grad_norm.map_or(String::new(), |n| format!("grad norm {n:.3} | "));
-        self.dist.println(format!("epoch {}/{}: train loss {:.4} acc {:.2}% | val loss {:.4} acc {:.2}% | lr {lr_used:.2e} | {norm}{:.1} img/s | {wait}", epoch + 1, cfg.epochs, t.loss, t.accuracy * 100.0, v.loss, v.accuracy * 100.0, t.img_per_s));
-        let record = EpochRecord::from_summaries(epoch, &t, Some(&v), lr_used);
+        self.dist.println(format!("epoch {}/{}: train loss {:.4} acc {:.2}% | val loss {:.4} acc {:.2}% | {ema_note}lr {lr_used:.2e} | {norm}{:.1} img/s | {wait}", epoch + 1, cfg.epochs, t.loss, t.accuracy * 100.0, v.loss, v.accuracy * 100.0, t.img_per_s));
+        let mut record = EpochRecord::from_summaries(epoch, &t, Some(&v), lr_used);
+        (record.ema_val_loss, record.ema_val_acc) =
+            (v_ema.as_ref().map(|e| e.loss), v_ema.as_ref().map(|e| e.accuracy));
         if self.dist.is_main() {
             append_record(&self.log, &record)?;
         }
@@ -343,12 +371,9 @@ impl Run<'_> {
         epoch: u64,
         v: &crate::train::EpochSummary,
     ) -> Result<()> {
-        let state = self.state(
-            vs,
-            opt,
-            (epoch + 1, 0, RunningMetrics::default()),
-            parts_state(&self.early),
-        );
+        let ema = self.ema.as_ref().map(|e| e.borrow());
+        let at = (epoch + 1, 0, RunningMetrics::default());
+        let state = self.state((vs, opt, ema.as_deref()), at, parts_state(&self.early));
         let monitored = self.policy.best.map(|m| Monitor::of_mode(m).value(v.loss, v.accuracy));
         let mut ckpt = self.ckpt.borrow_mut();
         let before = (ckpt.last_saved(), ckpt.best_metric());

@@ -275,6 +275,13 @@ impl<'d> Trainer<'d> {
         self
     }
 
+    /// Keeps an exponential moving average of the weights with `decay` (timm's `ModelEmaV2`,
+    /// e.g. 0.999); see [`FitConfig::ema`].
+    pub fn ema(mut self, decay: f64) -> Self {
+        self.cfg.ema = Some(decay);
+        self
+    }
+
     /// Logs every optimizer step to `out/steps.csv` and TensorBoard (`out/tb/`) on rank 0;
     /// default `true`. See [`FitConfig::step_log`].
     pub fn step_log(mut self, on: bool) -> Self {

@@ -135,6 +135,7 @@ mod tests {
             img_per_s: 1000.0,
             data_wait_s: vec![0.5],
             grad_norm: None,
+            ..Default::default()
         }
     }
 

@@ -37,6 +37,13 @@ pub struct EpochRecord {
     /// otherwise, and in older logs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grad_norm: Option<f64>,
+    /// With an EMA of the weights (`Trainer::ema`): the validation loss of the averaged
+    /// weights (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ema_val_loss: Option<f64>,
+    /// With an EMA of the weights: the validation accuracy of the averaged weights.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ema_val_acc: Option<f64>,
 }
 
 impl EpochRecord {
@@ -67,6 +74,8 @@ impl EpochRecord {
             img_per_s: train.img_per_s,
             data_wait_s: train.data_wait_s.clone(),
             grad_norm: train.grad_norm,
+            ema_val_loss: None,
+            ema_val_acc: None,
         }
     }
 }

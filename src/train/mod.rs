@@ -6,6 +6,7 @@ mod amp;
 mod clip;
 mod determinism;
 mod device_metrics;
+mod ema;
 mod epoch;
 mod epoch_options;
 mod log;
@@ -24,6 +25,7 @@ pub use determinism::{
     determinism, use_deterministic_algorithms, Determinism, CUBLAS_WORKSPACE_CONFIG,
 };
 pub use device_metrics::{host_reads, DeviceMetrics};
+pub use ema::ModelEma;
 pub use epoch::{evaluate, train_epoch, EpochSummary};
 pub use epoch_options::{EpochOptions, LrAfterStep, OnStep, StepInfo};
 pub use log::{append_record, read_records, EpochRecord};

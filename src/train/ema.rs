@@ -1,0 +1,186 @@
+//! An exponential moving average of a model's weights, with the semantics of timm's
+//! `ModelEmaV2`: a copy of every variable (parameters and BatchNorm running statistics), and
+//! after each optimizer step `e = decay * e + (1 - decay) * m` for each of them, computed with
+//! the same tensor operations (so the averages equal timm's bit for bit: `tests/ema.rs`). The
+//! average is evaluated by putting its values into the model for the duration of a call
+//! ([`ModelEma::with_weights`]), and saved in checkpoints (`ema.safetensors`).
+use std::collections::HashMap;
+
+use tch::nn::VarStore;
+use tch::Tensor;
+
+use crate::{Error, Result};
+
+/// The moving average of a model's variables (timm's `ModelEmaV2`).
+///
+/// ```
+/// use tch::{nn::VarStore, Device, Tensor};
+/// use trainbook::train::ModelEma;
+///
+/// let vs = VarStore::new(Device::Cpu);
+/// let w = vs.root().var_copy("w", &Tensor::from_slice(&[1.0f32]));
+/// let mut ema = ModelEma::new(&vs, 0.5)?;
+/// let _ = tch::no_grad(|| w.shallow_clone().fill_(3.0)); // an optimizer step
+/// ema.update(&vs);
+/// assert_eq!(f64::try_from(&ema.tensors()[0].1)?, 2.0); // 0.5 * 1 + 0.5 * 3
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct ModelEma {
+    decay: f64,
+    /// The averages, by variable name, sorted.
+    shadow: Vec<(String, Tensor)>,
+}
+
+impl std::fmt::Debug for ModelEma {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ModelEma {{ decay: {}, {} tensors }}", self.decay, self.shadow.len())
+    }
+}
+
+/// The variables of `vs` by name, sorted.
+fn sorted_variables(vs: &VarStore) -> Vec<(String, Tensor)> {
+    let mut vars: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
+    vars.sort_by(|a, b| a.0.cmp(&b.0));
+    vars
+}
+
+impl ModelEma {
+    /// Starts the average at the model's current values (timm copies the model). `decay` must
+    /// be in [0, 1) (timm's default is 0.9999).
+    pub fn new(vs: &VarStore, decay: f64) -> Result<ModelEma> {
+        if !(0.0..1.0).contains(&decay) {
+            return Err(Error::InvalidArgument(format!(
+                "EMA decay {decay}: it must be at least 0 and below 1 (timm's default 0.9999)"
+            )));
+        }
+        let shadow = tch::no_grad(|| {
+            sorted_variables(vs).into_iter().map(|(n, t)| (n, t.detach().copy())).collect()
+        });
+        Ok(ModelEma { decay, shadow })
+    }
+
+    /// The decay.
+    pub fn decay(&self) -> f64 {
+        self.decay
+    }
+
+    /// The averages, by variable name (sorted), on the model's devices.
+    pub fn tensors(&self) -> &[(String, Tensor)] {
+        &self.shadow
+    }
+
+    /// One update after an optimizer step: `e.copy_(decay * e + (1 - decay) * m)` for every
+    /// variable, as `ModelEmaV2.update` does (no gradient, no host read).
+    pub fn update(&mut self, vs: &VarStore) {
+        let vars = vs.variables();
+        let keep = 1.0 - self.decay;
+        tch::no_grad(|| {
+            for (name, e) in &mut self.shadow {
+                if let Some(m) = vars.get(name) {
+                    let next = &*e * self.decay + m * keep;
+                    e.copy_(&next);
+                }
+            }
+        });
+    }
+
+    /// Runs `f` with the averages in the model's variables, then puts the model's own values
+    /// back (timm evaluates its EMA copy of the model; this needs no second model).
+    pub fn with_weights<R>(&self, vs: &VarStore, f: impl FnOnce() -> R) -> R {
+        let vars = vs.variables();
+        let own: HashMap<&str, Tensor> = tch::no_grad(|| {
+            self.shadow
+                .iter()
+                .filter_map(|(n, e)| {
+                    let v = vars.get(n)?;
+                    let saved = v.detach().copy();
+                    v.shallow_clone().copy_(e);
+                    Some((n.as_str(), saved))
+                })
+                .collect()
+        });
+        let result = f();
+        tch::no_grad(|| {
+            for (n, saved) in &own {
+                if let Some(v) = vars.get(*n) {
+                    v.shallow_clone().copy_(saved);
+                }
+            }
+        });
+        result
+    }
+
+    /// The averages as a state dict with PyTorch's names (as
+    /// [`state_dict`](crate::models::state_dict) writes the model's, `num_batches_tracked`
+    /// included): what `ema.safetensors` and `model_ema.safetensors` hold.
+    pub fn state_dict(&self) -> Vec<(String, Tensor)> {
+        let mut out: Vec<(String, Tensor)> =
+            self.shadow.iter().map(|(n, t)| (n.clone(), t.shallow_clone())).collect();
+        for (name, _) in self.shadow.iter().filter(|(n, _)| n.ends_with(".running_mean")) {
+            let base = name.trim_end_matches(".running_mean");
+            out.push((format!("{base}.num_batches_tracked"), Tensor::from(0i64)));
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    /// Sets the averages from `tensors` (a saved [`state_dict`](Self::state_dict)); every
+    /// variable must be there with its shape (`num_batches_tracked` is ignored).
+    pub fn load(&mut self, tensors: &[(String, Tensor)]) -> Result<()> {
+        let saved: HashMap<&str, &Tensor> = tensors.iter().map(|(n, t)| (n.as_str(), t)).collect();
+        tch::no_grad(|| {
+            for (name, e) in &mut self.shadow {
+                match saved.get(name.as_str()) {
+                    Some(t) if t.size() == e.size() => {
+                        e.copy_(t);
+                    }
+                    Some(t) => {
+                        return Err(Error::Checkpoint(format!(
+                            "EMA weights: {name} has shape {:?}, the model {:?}",
+                            t.size(),
+                            e.size()
+                        )))
+                    }
+                    None => {
+                        return Err(Error::Checkpoint(format!("EMA weights: {name} is missing")))
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tch::{Device, Kind};
+
+    #[test]
+    fn a_bad_decay_is_an_error_naming_it() {
+        let vs = VarStore::new(Device::Cpu);
+        for bad in [1.0, -0.1, f64::NAN] {
+            let e = ModelEma::new(&vs, bad).unwrap_err().to_string();
+            assert!(e.contains("EMA decay"), "{e}");
+        }
+    }
+
+    #[test]
+    fn with_weights_swaps_the_averages_in_and_the_model_back() {
+        let vs = VarStore::new(Device::Cpu);
+        let w = vs.root().var_copy("w", &Tensor::from_slice(&[1.0f32, 2.0]));
+        let mut ema = ModelEma::new(&vs, 0.9).unwrap();
+        let _ = tch::no_grad(|| w.shallow_clone().fill_(11.0));
+        ema.update(&vs);
+        let seen = ema.with_weights(&vs, || Vec::<f32>::try_from(&w).unwrap());
+        let expected: Vec<f32> =
+            [1.0f32, 2.0].iter().map(|e| (e * 0.9f32) + 11.0 * (1.0 - 0.9) as f32).collect();
+        assert_eq!(seen, expected);
+        assert_eq!(Vec::<f32>::try_from(&w).unwrap(), [11.0, 11.0], "the model's own values");
+        let mut other = ModelEma::new(&vs, 0.5).unwrap();
+        other.load(&ema.state_dict()).unwrap();
+        assert!(other.tensors()[0].1.equal(&ema.tensors()[0].1));
+        let wrong = [("w".to_string(), Tensor::zeros([3], (Kind::Float, Device::Cpu)))];
+        assert!(other.load(&wrong).unwrap_err().to_string().contains("shape"));
+    }
+}
