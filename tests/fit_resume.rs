@@ -89,6 +89,7 @@ fn run_with(
         early_stopping: Some(EarlyStopping::new(Monitor::ValLoss, 100)),
         monitor: None,
         restore_best: false,
+        freeze_backbone_epochs: 0,
         // An EMA of the weights on: its state in every checkpoint.
         ema: Some(0.9),
         // The step logs on: a resumed run rewrites the steps after its checkpoint.

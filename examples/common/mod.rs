@@ -3,7 +3,7 @@
 //!
 //! - [`RunArgs`], in every example: `--device`, `--seed`, `--workers`, `--no-resume`,
 //!   `--precision`, `--channels-last`, `--clip-grad-norm`, `--monitor`, `--early-stop`,
-//!   `--requeue`, `--no-step-log`, `--ema`, with [`RunArgs::dist`] (join the
+//!   `--requeue`, `--no-step-log`, `--ema`, `--freeze-epochs`, with [`RunArgs::dist`] (join the
 //!   launcher's process group) and [`RunArgs::trainer`] (a [`Trainer`] with those settings).
 //! - [`exit_if_preempted`]: every example's exit status after a run stopped by SIGTERM or
 //!   SIGUSR1 is 99 ([`PREEMPTED_EXIT_CODE`]: checkpoint written, run the same command again
@@ -71,6 +71,10 @@ pub struct RunArgs {
     /// OUT/model_ema.safetensors.
     #[arg(long, value_name = "DECAY")]
     pub ema: Option<f64>,
+    /// Train only the head (fc.*) for the first N epochs, then the whole network (the ResNet
+    /// examples; under DDP the model is wrapped again when the backbone is unfrozen).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub freeze_epochs: u64,
 }
 
 impl RunArgs {
@@ -84,7 +88,8 @@ impl RunArgs {
     /// checkpoints and trains in `--precision`, channels_last with `--channels-last`,
     /// clipping gradients with `--clip-grad-norm`, judging epochs by `--monitor`, stopping
     /// early with `--early-stop`, requeueing its Slurm job with `--requeue`, logging steps
-    /// unless `--no-step-log`, averaging the weights with `--ema`.
+    /// unless `--no-step-log`, averaging the weights with `--ema`, freezing the backbone for
+    /// the first `--freeze-epochs`.
     /// The example adds its epochs, output folder, schedule and recorded config.
     pub fn trainer<'d>(&self, dist: &'d Dist) -> Trainer<'d> {
         let trainer = Trainer::new(dist)
@@ -93,7 +98,8 @@ impl RunArgs {
             .precision(self.precision)
             .channels_last(self.channels_last)
             .requeue(self.requeue)
-            .step_log(!self.no_step_log);
+            .step_log(!self.no_step_log)
+            .freeze_backbone_epochs(self.freeze_epochs);
         let trainer = match self.ema {
             Some(decay) => trainer.ema(decay),
             None => trainer,

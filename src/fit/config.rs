@@ -76,6 +76,14 @@ pub struct FitConfig {
     /// model (`EpochRecord::ema_val_loss`, `ema_val_acc`), saved in every checkpoint and, at the
     /// end, as `out/model_ema.safetensors`. Default `None`.
     pub ema: Option<f64>,
+    /// Train only the head (`fc.*`) for this many epochs, then the whole network (fastai's
+    /// `fine_tune(freeze_epochs=N)`): at the first epoch and when the backbone is unfrozen, the
+    /// parameters' `requires_grad` change ([`freeze_backbone`](crate::models::freeze_backbone))
+    /// and the model is wrapped for data parallelism again, so that the gradients of the
+    /// parameters that now train are averaged too (torch's DDP must be re-created when the set
+    /// of parameters that require a gradient changes). A resumed run freezes or not by its
+    /// epoch. After the run the backbone stays as the last epoch had it. Default 0: as given.
+    pub freeze_backbone_epochs: u64,
     /// Rank 0 logs every optimizer step to `out/steps.csv` and TensorBoard event files under
     /// `out/tb/` (the examples' `--no-step-log` turns it off). The step values are read from the
     /// device with the running metrics, never on their own. Default `true`.
@@ -124,6 +132,7 @@ impl Default for FitConfig {
             monitor: None,
             restore_best: false,
             ema: None,
+            freeze_backbone_epochs: 0,
             step_log: true,
             callbacks: Callbacks::default(),
         }

@@ -12,6 +12,22 @@ use crate::notebook::{confusion_matrix_plot, loss_accuracy_curves};
 use crate::train::{ConfusionMatrix, EpochRecord, Mode, ModelEma};
 use crate::Result;
 
+/// What a resumed run with nothing left to train says (all `cfg.epochs` done, or stopped early
+/// after `done` epochs), and how to train again.
+pub(crate) fn nothing_to_train(cfg: &FitConfig, done: u64, stopped_early: bool) -> String {
+    let why = if stopped_early {
+        format!("early stopping ended it after {done} epochs")
+    } else {
+        format!("{done} of {} epochs done", cfg.epochs)
+    };
+    format!(
+        "{} holds a finished run ({why}): nothing to train. To train again, start over without \
+         resuming (Trainer::resume(false); --no-resume in the examples), choose another output \
+         folder (--out), or ask for more epochs (--epochs).",
+        cfg.out.display(),
+    )
+}
+
 /// Rank 0's files at the end of a run that trained: the curves, the confusion matrix (a data
 /// set without class names, a bare `TensorDataset`, has none), the final weights and their
 /// moving average when the run keeps one (`model_ema.safetensors`).

@@ -61,6 +61,24 @@ impl Interruption {
     pub fn preempted(&self) -> bool {
         self.reason.starts_with("SIGTERM") || self.reason.starts_with("SIGUSR1")
     }
+
+    /// Once its checkpoint is complete: the main rank removes the stop file, every rank says
+    /// where the run stopped, and (last: it ends a Slurm job at once) the job is requeued when
+    /// `requeue` asks for it ([`requeue_after`](super::requeue::requeue_after)).
+    pub(crate) fn announce(&mut self, dist: &Dist, stop_file: &Path, requeue: bool) {
+        if dist.is_main() {
+            let _ = std::fs::remove_file(stop_file);
+        }
+        dist.println(format!(
+            "interrupted ({}) in epoch {} after {} batches: checkpoint {}; run again with resume \
+             on to continue from it",
+            self.reason,
+            self.epoch + 1,
+            self.batches_done,
+            self.checkpoint.display()
+        ));
+        self.requeued = requeue && super::requeue::requeue_after(dist, &self.reason);
+    }
 }
 
 /// The signals that stop a run: SIGINT (Ctrl-C, a kernel interrupt), SIGTERM (Slurm's time

@@ -11,6 +11,7 @@ mod config;
 mod early_stopping;
 mod event_file;
 mod finish;
+mod freeze;
 pub mod interrupt;
 pub mod report;
 pub mod requeue;

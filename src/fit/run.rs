@@ -56,6 +56,8 @@ struct Run<'a> {
     scaler: Option<RefCell<GradScaler>>,
     early: Option<EarlyStopping>,
     ema: Option<RefCell<ModelEma>>,
+    /// Whether the backbone is frozen now, once `freeze_backbone_epochs` has set it.
+    backbone_frozen: Option<bool>,
     ckpt: RefCell<Checkpointer>,
     watch: RefCell<StopWatch>,
     stopped: RefCell<Option<Interruption>>,
@@ -113,6 +115,7 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
         scaler,
         early,
         ema: ema.map(RefCell::new),
+        backbone_frozen: None,
         ckpt: RefCell::new(ckpt),
         watch: RefCell::new(StopWatch::start(dist, &cfg.out)),
         stopped: RefCell::new(None),
@@ -161,16 +164,7 @@ impl Run<'_> {
         if self.resumed_from.is_none() || (first_epoch < self.cfg.epochs && !stopped_early) {
             return None;
         }
-        let why = if stopped_early {
-            format!("early stopping ended it after {first_epoch} epochs")
-        } else {
-            format!("{first_epoch} of {} epochs done", self.cfg.epochs)
-        };
-        self.dist.println(format!(
-            "{} holds a finished run ({why}): nothing to train. To train again, start over without resuming \
-             (Trainer::resume(false); --no-resume in the examples), choose another output folder (--out), or ask for more epochs (--epochs).",
-            self.cfg.out.display(),
-        ));
+        self.dist.println(super::finish::nothing_to_train(self.cfg, first_epoch, stopped_early));
         let early_stopped = stopped_early.then(|| first_epoch.saturating_sub(1));
         let outcome = self.report(None, early_stopped);
         report::run_done(self.dist.rank(), &self.cfg.out, &outcome, &self.ckpt.borrow());
@@ -283,6 +277,7 @@ impl Run<'_> {
         val: &mut DataLoader<B>,
     ) -> Result<EpochEnd> {
         let cfg = self.cfg;
+        self.freeze_for(epoch, vs)?;
         // The parts' states as of this epoch's start, for its step checkpoints.
         let parts = parts_state(&self.early);
         train.set_epoch(epoch);
@@ -387,24 +382,22 @@ impl Run<'_> {
         saved.iter().try_for_each(|dir| self.callbacks.each(|c| c.on_checkpoint_saved(dir)))
     }
 
+    /// `freeze_backbone_epochs`: when freezing changes what trains at `epoch`, the model is
+    /// wrapped again, so that the reducer covers exactly the parameters that now train.
+    fn freeze_for(&mut self, epoch: u64, vs: &VarStore) -> Result<()> {
+        let n = self.cfg.freeze_backbone_epochs;
+        if super::freeze::freeze_for_epoch(n, epoch, vs, self.dist, &mut self.backbone_frozen)? {
+            self.ddp = Ddp::wrap_with(vs, self.dist, self.cfg.ddp.clone())?;
+        }
+        Ok(())
+    }
+
     /// A stop request ended the epoch: the checkpoint of the last step is complete (no write
     /// left in flight: the process may be about to end) before the run says where it is.
     fn interrupted(&self) -> Result<()> {
         self.ckpt.borrow_mut().wait()?;
         if let Some(s) = self.stopped.borrow_mut().as_mut() {
-            if self.dist.is_main() {
-                let _ = std::fs::remove_file(self.watch.borrow().stop_file());
-            }
-            self.dist.println(format!(
-                "interrupted ({}) in epoch {} after {} batches: checkpoint {}; run again with \
-                 resume on to continue from it",
-                s.reason,
-                s.epoch + 1,
-                s.batches_done,
-                s.checkpoint.display()
-            ));
-            // Last: requeueing ends this Slurm job at once.
-            s.requeued = self.cfg.requeue && super::requeue::requeue_after(self.dist, &s.reason);
+            s.announce(self.dist, self.watch.borrow().stop_file(), self.cfg.requeue);
         }
         Ok(())
     }

@@ -282,6 +282,14 @@ impl<'d> Trainer<'d> {
         self
     }
 
+    /// Trains only the head (`fc.*`) for the first `epochs` epochs, then the whole network,
+    /// rewrapping the model for data parallelism when that changes; see
+    /// [`FitConfig::freeze_backbone_epochs`].
+    pub fn freeze_backbone_epochs(mut self, epochs: u64) -> Self {
+        self.cfg.freeze_backbone_epochs = epochs;
+        self
+    }
+
     /// Logs every optimizer step to `out/steps.csv` and TensorBoard (`out/tb/`) on rank 0;
     /// default `true`. See [`FitConfig::step_log`].
     pub fn step_log(mut self, on: bool) -> Self {
