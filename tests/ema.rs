@@ -4,8 +4,8 @@
 //! `model_ema.safetensors` (with decay 0 the average is the model itself, exactly).
 mod common;
 
-use tch::nn::{linear, seq_t, VarStore};
-use tch::{Device, Kind, Tensor};
+use tch::nn::VarStore;
+use tch::Device;
 use trainbook::checkpoint::{open_checkpoint, read_tensors_file, Policy, EMA_FILE};
 use trainbook::data::{DataLoader, TensorDataset};
 use trainbook::dist::Dist;
@@ -45,23 +45,14 @@ fn the_average_equals_timms_model_ema_v2_bit_for_bit() {
 }
 
 fn loader(seed: i64) -> DataLoader<TensorDataset> {
-    tch::manual_seed(seed);
-    let x = Tensor::randn([16, 1, 4, 4], (Kind::Float, Device::Cpu));
-    let y = Tensor::randint(3, [16], (Kind::Int64, Device::Cpu));
-    let ds = TensorDataset::new(&x, &y, vec!["a".into(), "b".into(), "c".into()]).unwrap();
-    DataLoader::new(ds, 4).num_workers(0)
+    common::three_class_loader(seed, 16)
 }
 
 fn fit_with_ema(out: &std::path::Path, decay: f64) -> trainbook::fit::FitReport {
     let dist = Dist::single(Device::Cpu);
     tch::manual_seed(3);
     let mut vs = VarStore::new(Device::Cpu);
-    let net = seq_t().add_fn(|x| x.flatten(1, -1)).add(linear(
-        vs.root() / "fc",
-        16,
-        3,
-        Default::default(),
-    ));
+    let net = common::linear_classifier(&vs);
     let mut opt = Optimizer::sgd(&vs, 0.05, 0.9);
     let (mut train, mut val) = (loader(1), loader(2));
     let policy = Policy { every_epochs: Some(1), every_steps: None, keep_last: 1, best: None };
@@ -102,12 +93,8 @@ fn fit_validates_saves_and_checkpoints_the_average() {
     let (model, average) = files(&out);
     assert!(common::max_abs_diff(&model, &average) > 0.0);
     let ckpt = open_checkpoint(&out.join("checkpoints/step-000000008")).unwrap();
-    let saved = read_tensors_file(&ckpt, EMA_FILE).unwrap().expect("ema.safetensors");
-    let saved: Vec<(String, Tensor)> = {
-        let mut s = saved;
-        s.sort_by(|a, b| a.0.cmp(&b.0));
-        s
-    };
+    let mut saved = read_tensors_file(&ckpt, EMA_FILE).unwrap().expect("ema.safetensors");
+    saved.sort_by(|a, b| a.0.cmp(&b.0));
     assert_eq!(common::max_abs_diff(&saved, &average), 0.0, "the checkpoint holds the average");
     let records = std::fs::read_to_string(out.join("metrics.jsonl")).unwrap();
     assert!(records.contains("\"ema_val_acc\""), "{records}");

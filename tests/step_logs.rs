@@ -11,8 +11,8 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tch::nn::{linear, seq_t, VarStore};
-use tch::{Device, Kind, Tensor};
+use tch::nn::VarStore;
+use tch::Device;
 use trainbook::checkpoint::Policy;
 use trainbook::data::{DataLoader, TensorDataset};
 use trainbook::dist::Dist;
@@ -25,11 +25,7 @@ static SERIAL: Mutex<()> = Mutex::new(());
 const SAMPLES: i64 = 24; // 6 batches of 4 per epoch: 4 is a power of two, so loss * 4 / 4 is exact
 
 fn loader(seed: i64) -> DataLoader<TensorDataset> {
-    tch::manual_seed(seed);
-    let x = Tensor::randn([SAMPLES, 1, 4, 4], (Kind::Float, Device::Cpu));
-    let y = Tensor::randint(3, [SAMPLES], (Kind::Int64, Device::Cpu));
-    let ds = TensorDataset::new(&x, &y, vec!["a".into(), "b".into(), "c".into()]).unwrap();
-    DataLoader::new(ds, 4).num_workers(0)
+    common::three_class_loader(seed, SAMPLES)
 }
 
 /// Everything a callback is told, in order.
@@ -93,12 +89,7 @@ fn train(
     let dist = Dist::single(Device::Cpu);
     tch::manual_seed(3);
     let mut vs = VarStore::new(Device::Cpu);
-    let net = seq_t().add_fn(|x| x.flatten(1, -1)).add(linear(
-        vs.root() / "fc",
-        16,
-        3,
-        Default::default(),
-    ));
+    let net = common::linear_classifier(&vs);
     let mut opt = Optimizer::sgd(&vs, 0.05, 0.9);
     let (mut tr, mut va) = (loader(1), loader(2));
     let mut trainer = Trainer::new(&dist)

@@ -290,3 +290,27 @@ pub fn build_exported(project: &Path) -> PathBuf {
         .expect("the exported Cargo.toml names its package");
     root.join("target/debug").join(name)
 }
+
+/// A 3-class set of `n` random 1x4x4 "images" drawn after `tch::manual_seed(seed)`, in batches
+/// of 4 in the test's thread: a model that trains in milliseconds, for tests of `fit` itself.
+pub fn three_class_loader(
+    seed: i64,
+    n: i64,
+) -> trainbook::data::DataLoader<trainbook::data::TensorDataset> {
+    tch::manual_seed(seed);
+    let x = Tensor::randn([n, 1, 4, 4], (Kind::Float, tch::Device::Cpu));
+    let y = Tensor::randint(3, [n], (Kind::Int64, tch::Device::Cpu));
+    let names = vec!["a".into(), "b".into(), "c".into()];
+    let ds = trainbook::data::TensorDataset::new(&x, &y, names).unwrap();
+    trainbook::data::DataLoader::new(ds, 4).num_workers(0)
+}
+
+/// A linear classifier over [`three_class_loader`]'s images: its one layer is `fc` (16 -> 3).
+pub fn linear_classifier(vs: &tch::nn::VarStore) -> tch::nn::SequentialT {
+    tch::nn::seq_t().add_fn(|x| x.flatten(1, -1)).add(tch::nn::linear(
+        vs.root() / "fc",
+        16,
+        3,
+        Default::default(),
+    ))
+}
