@@ -4,6 +4,8 @@
 //! A finished run, resumed, trains nothing and leaves its files alone. In float16 the loss
 //! scale is part of the checkpoint, so a resumed float16 run is exact too. `best/` holds the
 //! epoch with the lowest validation loss in `Mode::Min` and the highest accuracy in `Mode::Max`.
+//! Every part that keeps state is on in these runs (clipping, early stopping, EMA, step logs,
+//! param groups with a per-step schedule per group).
 mod common;
 
 use std::path::Path;
@@ -15,7 +17,9 @@ use trainbook::data::{DataLoader, DistributedSampler, TensorDataset};
 use trainbook::dist::Dist;
 use trainbook::fit::{EarlyStopping, FitConfig, FitReport, Trainer};
 use trainbook::models::MnistNet;
-use trainbook::train::{CrossEntropyLoss, GradClip, Mode, Monitor, Optimizer, Precision};
+use trainbook::train::{
+    CrossEntropyLoss, GradClip, LinearLR, Mode, Monitor, Optimizer, ParamGroup, Precision,
+};
 
 /// libtorch's random generator is shared by the test threads and these runs are exact only
 /// with its stream to themselves: one test at a time.
@@ -65,7 +69,13 @@ fn run_with(
     tch::manual_seed(model_seed);
     let mut vs = VarStore::new(Device::Cpu);
     let net = MnistNet::new(&vs.root());
-    let mut opt = Optimizer::adam(&vs, 1e-3);
+    // Param groups on (no weight decay on biases, a faster head), with a per-step warmup run
+    // on each group's own rate: the groups' rates and schedules in every checkpoint.
+    let mut opt = Optimizer::adamw(&vs, 1e-3)
+        .param_group(ParamGroup::norm_and_bias())
+        .unwrap()
+        .param_group(ParamGroup::prefix("fc2.").lr(3e-3))
+        .unwrap();
     let (mut train, mut val) = (loader(1, SAMPLES), loader(2, 8));
     let cfg = FitConfig {
         epochs: 2,
@@ -73,7 +83,7 @@ fn run_with(
         policy,
         resume,
         requeue: false,
-        schedule: None,
+        schedule: Some(Box::new(LinearLR::new(0.5, 1.0, 6))),
         seed: 0,
         config: serde_json::Value::Null,
         progress: false,
@@ -121,6 +131,20 @@ fn checkpoints(out: &Path) -> Vec<(String, u64, u64, u64)> {
     found
 }
 
+/// The checkpoint in `dir` (after 2 optimizer steps) holds each param group's rate and
+/// schedule: after 2 of LinearLR's 6 steps from half the rate, 0.5 + 2 * 0.5 / 6 of it.
+fn assert_groups_saved(dir: &Path) {
+    let text = std::fs::read_to_string(dir.join("manifest.json")).unwrap();
+    let m: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let lrs: Vec<f64> = serde_json::from_value(m["optimizer"]["group_lrs"].clone()).unwrap();
+    let factor = 0.5 + 2.0 * 0.5 / 6.0;
+    assert_eq!(lrs.len(), 3, "{lrs:?}");
+    for (lr, base) in lrs.iter().zip([1e-3, 1e-3, 3e-3]) {
+        assert!((lr - base * factor).abs() <= 1e-15, "{lrs:?}");
+    }
+    assert_eq!(m["scheduler"].as_array().map(Vec::len), Some(3), "{}", m["scheduler"]);
+}
+
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for e in std::fs::read_dir(from).unwrap() {
@@ -149,6 +173,7 @@ fn checkpoints_fall_on_window_ends_and_resume_is_exact() {
     // A run that stopped after its second optimizer step (6 of 10 batches into epoch 0)
     // restarts from that checkpoint, with a model initialised differently on purpose.
     let (name, ..) = found.iter().find(|c| c.3 == 2).unwrap();
+    assert_groups_saved(&whole.join("checkpoints").join(name));
     copy_dir(&whole.join("checkpoints").join(name), &resumed.join("checkpoints").join(name));
     // The interrupted run's step log went on past its checkpoint (here: with wrong losses, so
     // that a row left in place would show).
@@ -240,6 +265,7 @@ fn a_float16_run_resumes_exactly_with_its_loss_scale() {
     assert!(scales.iter().all(|s| *s <= 65536.0 && s.log2().fract() == 0.0), "scales {scales:?}");
     println!("loss scale after each step: {scales:?}");
     let (name, ..) = found.iter().find(|c| c.3 == 2).unwrap();
+    assert_groups_saved(&whole.join("checkpoints").join(name));
     copy_dir(&whole.join("checkpoints").join(name), &resumed.join("checkpoints").join(name));
     run_in(&dist, &resumed, 8, true, Precision::F16);
     let (a, b) = (

@@ -284,7 +284,7 @@ impl Run<'_> {
         train.skip_batches(skip);
         let this = &*self;
         let on_step = |info: &StepInfo| this.after_step(vs, epoch, &parts, info);
-        let advance = |lr: f64| this.schedule.advance_step(lr);
+        let advance = |opt: &mut Optimizer| this.schedule.advance_step(opt);
         let on_read = |steps: &[StepRecord]| this.callbacks.each(|c| c.on_train_steps(steps));
         let mut opts = EpochOptions::on(self.dist.device())
             .hooks(&this.ddp)

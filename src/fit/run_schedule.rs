@@ -7,8 +7,12 @@ use std::path::Path;
 use crate::train::{Cadence, LrSchedule, Optimizer, Validation};
 use crate::Result;
 
-/// The schedule of a run, if it has one.
-pub(crate) struct RunSchedule(Option<RefCell<Box<dyn LrSchedule>>>);
+/// The schedule of a run, if it has one: a copy per param group, as torch's scheduler keeps a
+/// rate per group (each group's schedule starts from its own rate, torch's `initial_lr`).
+pub(crate) struct RunSchedule {
+    template: Option<Box<dyn LrSchedule>>,
+    groups: RefCell<Vec<Box<dyn LrSchedule>>>,
+}
 
 impl RunSchedule {
     /// The configured schedule (checked: a bad setting is an error naming it).
@@ -16,37 +20,69 @@ impl RunSchedule {
         if let Some(s) = schedule {
             s.validate()?;
         }
-        Ok(RunSchedule(schedule.map(|s| RefCell::new(s.box_clone()))))
+        Ok(RunSchedule { template: schedule.map(|s| s.box_clone()), groups: RefCell::default() })
     }
 
-    /// A new run: the schedule sets the first step's rate (LinearLR, OneCycleLR).
+    fn copies(&self, n: usize) -> Vec<Box<dyn LrSchedule>> {
+        self.template.iter().flat_map(|t| (0..n).map(|_| t.box_clone())).collect()
+    }
+
+    /// A new run: the schedule sets the first step's rate (LinearLR, OneCycleLR) of each group.
     pub(crate) fn start(&self, opt: &mut Optimizer) -> Result<()> {
-        if let Some(s) = &self.0 {
-            opt.set_lr(s.borrow_mut().start(opt.lr())?);
+        let mut copies = self.copies(opt.group_lrs().len());
+        if copies.is_empty() {
+            return Ok(());
         }
+        let lrs: Vec<f64> = copies
+            .iter_mut()
+            .zip(opt.group_lrs())
+            .map(|(s, lr)| s.start(lr))
+            .collect::<Result<_>>()?;
+        opt.set_group_lrs(&lrs)?;
+        *self.groups.borrow_mut() = copies;
         Ok(())
     }
 
     /// A resumed run: the schedule's state from the checkpoint in `dir` (a checkpoint of a run
-    /// without a schedule holds none: the schedule starts there).
+    /// without a schedule holds none: the schedule starts there). With several param groups the
+    /// state is a list, one per group.
     pub(crate) fn restore(
         &self,
         saved: &serde_json::Value,
         dir: &Path,
         opt: &mut Optimizer,
     ) -> Result<()> {
-        let Some(s) = &self.0 else { return Ok(()) };
+        if self.template.is_none() {
+            return Ok(());
+        }
         if saved.is_null() {
             return self.start(opt);
         }
-        s.borrow_mut().load_state(saved).map_err(|e| {
-            crate::Error::Checkpoint(format!("scheduler state in {}: {e}", dir.display()))
-        })
+        let n = opt.group_lrs().len();
+        let bad = |what: String| {
+            crate::Error::Checkpoint(format!("scheduler state in {}: {what}", dir.display()))
+        };
+        let states: Vec<&serde_json::Value> = match (n, saved.as_array()) {
+            (1, _) => vec![saved],
+            (_, Some(list)) if list.len() == n => list.iter().collect(),
+            _ => return Err(bad(format!("not one state for each of the {n} param groups"))),
+        };
+        let mut copies = self.copies(n);
+        for (s, state) in copies.iter_mut().zip(states) {
+            s.load_state(state).map_err(|e| bad(e.to_string()))?;
+        }
+        *self.groups.borrow_mut() = copies;
+        Ok(())
     }
 
-    /// The state for a checkpoint (`Null` without a schedule).
+    /// The state for a checkpoint (`Null` without a schedule; a list with several groups).
     pub(crate) fn state(&self) -> serde_json::Value {
-        self.0.as_ref().map_or(serde_json::Value::Null, |s| s.borrow().state())
+        let groups = self.groups.borrow();
+        match groups.as_slice() {
+            [] => serde_json::Value::Null,
+            [one] => one.state(),
+            many => serde_json::Value::Array(many.iter().map(|s| s.state()).collect()),
+        }
     }
 
     /// Whether it advances after every optimizer step.
@@ -55,21 +91,31 @@ impl RunSchedule {
     }
 
     fn cadence(&self) -> Option<Cadence> {
-        self.0.as_ref().map(|s| s.borrow().cadence())
+        self.template.as_ref().map(|s| s.cadence())
     }
 
-    /// After an optimizer step that used `lr`: the next step's rate.
-    pub(crate) fn advance_step(&self, lr: f64) -> Result<f64> {
-        match &self.0 {
-            Some(s) => s.borrow_mut().advance(lr, None),
-            None => Ok(lr),
+    fn advance(&self, opt: &mut Optimizer, v: Option<Validation>) -> Result<()> {
+        let mut groups = self.groups.borrow_mut();
+        if groups.is_empty() {
+            return Ok(());
         }
+        let lrs: Vec<f64> = groups
+            .iter_mut()
+            .zip(opt.group_lrs())
+            .map(|(s, lr)| s.advance(lr, v))
+            .collect::<Result<_>>()?;
+        opt.set_group_lrs(&lrs)
     }
 
-    /// After an epoch's validation: a per-epoch schedule sets the next epoch's rate.
+    /// After an optimizer step: each group's rate for the next step.
+    pub(crate) fn advance_step(&self, opt: &mut Optimizer) -> Result<()> {
+        self.advance(opt, None)
+    }
+
+    /// After an epoch's validation: a per-epoch schedule sets the next epoch's rates.
     pub(crate) fn after_validation(&self, opt: &mut Optimizer, v: Validation) -> Result<()> {
-        if let (Some(s), Some(Cadence::Epoch)) = (&self.0, self.cadence()) {
-            opt.set_lr(s.borrow_mut().advance(opt.lr(), Some(v))?);
+        if self.cadence() == Some(Cadence::Epoch) {
+            self.advance(opt, Some(v))?;
         }
         Ok(())
     }
@@ -78,7 +124,7 @@ impl RunSchedule {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::train::StepLR;
+    use crate::train::{Cadence, StepLR};
     use tch::nn::VarStore;
     use tch::Device;
 
@@ -98,6 +144,33 @@ mod tests {
         again.restore(&saved, Path::new("ckpt"), &mut opt).unwrap();
         assert_eq!(again.state(), saved);
         let none = RunSchedule::new(None).unwrap();
-        assert!(none.state().is_null() && none.advance_step(0.3).unwrap() == 0.3);
+        none.start(&mut opt).unwrap();
+        none.advance_step(&mut opt).unwrap();
+        assert!(none.state().is_null() && opt.lr() == 0.05);
+    }
+
+    #[test]
+    fn each_param_group_follows_the_schedule_from_its_own_rate() {
+        let vs = VarStore::new(Device::Cpu);
+        let _ = vs.root().zeros("w", &[2, 2]);
+        let _ = vs.root().zeros("b", &[2]);
+        let mut opt = Optimizer::sgd(&vs, 0.1, 0.0)
+            .param_group(crate::train::ParamGroup::norm_and_bias().lr(1.0))
+            .unwrap();
+        let boxed: Box<dyn LrSchedule> = Box::new(StepLR::new(1, 0.5).stepping(Cadence::Step));
+        let s = RunSchedule::new(Some(boxed.as_ref())).unwrap();
+        s.start(&mut opt).unwrap();
+        s.advance_step(&mut opt).unwrap();
+        assert_eq!(opt.group_lrs(), [0.05, 0.5]);
+        let saved = s.state();
+        assert_eq!(saved.as_array().map(Vec::len), Some(2), "{saved}");
+        let again = RunSchedule::new(Some(boxed.as_ref())).unwrap();
+        again.restore(&saved, Path::new("ckpt"), &mut opt).unwrap();
+        again.advance_step(&mut opt).unwrap();
+        assert_eq!(opt.group_lrs(), [0.025, 0.25]);
+        // A single-group state does not fit two groups.
+        let one = StepLR::new(1, 0.5).state();
+        let err = again.restore(&one, Path::new("ckpt"), &mut opt).unwrap_err().to_string();
+        assert!(err.contains("ckpt") && err.contains("2 param groups"), "{err}");
     }
 }

@@ -175,8 +175,7 @@ pub fn train_epoch<D: Dataset + 'static>(
                 running.end_step(step, log.epoch, position + 1, lr_used, step_norm.as_ref());
             }
             if let Some(f) = opts.lr_after_step {
-                let lr = f(optimizer.lr())?;
-                optimizer.set_lr(lr);
+                f(optimizer)?;
             }
             if let Some(f) = opts.on_step {
                 f(&StepInfo { batches_done: position + 1, optimizer, running: &running })?;

@@ -36,10 +36,10 @@ impl StepInfo<'_> {
 /// A callback run after every training step.
 pub type OnStep<'a> = &'a dyn Fn(&StepInfo) -> Result<()>;
 
-/// A per-step learning-rate update: called with the rate the optimizer step just used, it
-/// returns the rate of the next step (a per-step [`LrSchedule`](super::LrSchedule)'s
-/// `advance`).
-pub type LrAfterStep<'a> = &'a dyn Fn(f64) -> Result<f64>;
+/// A per-step learning-rate update: called after every optimizer step with the optimizer, it
+/// sets the rates of the next step (a per-step [`LrSchedule`](super::LrSchedule)'s `advance`
+/// for each param group, then [`Optimizer::set_group_lrs`](super::Optimizer::set_group_lrs)).
+pub type LrAfterStep<'a> = &'a dyn Fn(&mut super::Optimizer) -> Result<()>;
 
 /// Where to run and how to report.
 pub struct EpochOptions<'a> {
@@ -132,9 +132,9 @@ impl<'a> EpochOptions<'a> {
         self.on_step = Some(f);
         self
     }
-    /// After every optimizer step, sets the learning rate to `f(rate the step used)`, e.g.
-    /// `&|lr| schedule.borrow_mut().advance(lr, None)` for a per-step
-    /// [`LrSchedule`](super::LrSchedule) in a `RefCell`. It runs before `on_step`.
+    /// After every optimizer step, calls `f(optimizer)` to set the next step's rates, e.g.
+    /// `&|opt| { let lr = schedule.borrow_mut().advance(opt.lr(), None)?; opt.set_lr(lr); Ok(()) }`
+    /// for a per-step [`LrSchedule`](super::LrSchedule) in a `RefCell`. It runs before `on_step`.
     pub fn lr_after_step(mut self, f: LrAfterStep<'a>) -> Self {
         self.lr_after_step = Some(f);
         self

@@ -31,7 +31,7 @@ pub use epoch_options::{EpochOptions, LrAfterStep, OnStep, StepInfo};
 pub use log::{append_record, read_records, EpochRecord};
 pub use loss::CrossEntropyLoss;
 pub use metrics::{ConfusionMatrix, Mode, Monitor, RunningMetrics};
-pub use optim::{Kernels, Optimizer, OptimizerKind, OptimizerMeta};
+pub use optim::{Kernels, Optimizer, OptimizerKind, OptimizerMeta, ParamGroup};
 pub use predict::{predict, predictions, Prediction};
 pub use schedule::{
     Anneal, Cadence, ChainedScheduler, CosineAnnealingLR, LinearLR, LrSchedule, OneCycleLR,

@@ -6,9 +6,11 @@ mod kernels;
 mod kind;
 mod multi_tensor;
 mod optimizer;
+mod param_group;
 mod single_tensor;
 mod state;
 
 pub use kind::{Kernels, OptimizerKind};
 pub use optimizer::Optimizer;
+pub use param_group::ParamGroup;
 pub use state::OptimizerMeta;

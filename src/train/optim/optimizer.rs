@@ -12,14 +12,19 @@ use tch::nn::VarStore;
 use tch::Tensor;
 
 use super::kind::{Kernels, OptimizerKind};
+use super::param_group::GroupSettings;
 use super::state::{OptimizerMeta, ParamState};
 use crate::models::named_parameters;
 use crate::{Error, Result};
 
+/// A parameter with its name and gradient, as the multi-tensor update takes it.
+type GradEntry = (String, Tensor, Tensor);
+
 /// An optimizer over a model's trainable parameters, e.g. `Optimizer::sgd(&vs, 0.01, 0.9)`;
-/// call [`zero_grad`](Self::zero_grad), run backward, then [`step`](Self::step). One learning
-/// rate for all parameters (a single torch param group); schedules set it with
-/// [`set_lr`](Self::set_lr).
+/// call [`zero_grad`](Self::zero_grad), run backward, then [`step`](Self::step). All
+/// parameters start in one group (torch's single param group) with one learning rate, which
+/// schedules set with [`set_lr`](Self::set_lr); [`param_group`](Self::param_group) moves some
+/// into groups with their own rate and weight decay, as torch's `param_groups`.
 ///
 /// # Example
 ///
@@ -43,22 +48,27 @@ use crate::{Error, Result};
 /// # Ok(()) }
 /// ```
 pub struct Optimizer {
-    kind: OptimizerKind,
-    lr: f64,
-    kernels: Kernels,
-    params: Vec<(String, Tensor)>,
-    state: BTreeMap<String, ParamState>,
+    pub(super) kind: OptimizerKind,
+    pub(super) kernels: Kernels,
+    pub(super) params: Vec<(String, Tensor)>,
+    /// The group of each parameter (an index into `groups`), parallel to `params`.
+    pub(super) group_of: Vec<usize>,
+    /// Group 0 holds what no [`ParamGroup`](super::ParamGroup) took.
+    pub(super) groups: Vec<GroupSettings>,
+    pub(super) state: BTreeMap<String, ParamState>,
 }
 
 impl Optimizer {
     /// An optimizer over all trainable variables of `vs` (frozen ones, whose gradient stays
     /// undefined, are skipped at each step like torch skips `grad is None`).
     pub fn new(vs: &VarStore, kind: OptimizerKind, lr: f64) -> Optimizer {
+        let params = named_parameters(vs);
         Optimizer {
             kind,
-            lr,
             kernels: Kernels::default(),
-            params: named_parameters(vs),
+            group_of: vec![0; params.len()],
+            params,
+            groups: vec![GroupSettings { label: "default".into(), lr, weight_decay: None }],
             state: BTreeMap::new(),
         }
     }
@@ -101,14 +111,17 @@ impl Optimizer {
     pub fn kind(&self) -> OptimizerKind {
         self.kind
     }
-    /// The current learning rate (`param_groups[0]["lr"]`).
+    /// The current learning rate of the default group (`param_groups[0]["lr"]`).
     pub fn lr(&self) -> f64 {
-        self.lr
+        self.groups[0].lr
     }
-    /// Sets the learning rate for the next steps (what a torch LR scheduler writes into
-    /// `param_groups`); the schedules of this module return the value to set.
+    /// Sets the learning rate of every group for the next steps (what a torch user does with
+    /// `for g in optimizer.param_groups: g["lr"] = lr`); a schedule sets each group's own
+    /// rate with [`set_group_lrs`](Self::set_group_lrs).
     pub fn set_lr(&mut self, lr: f64) {
-        self.lr = lr;
+        for g in &mut self.groups {
+            g.lr = lr;
+        }
     }
     /// The parameters this optimizer updates, with their names, in creation order.
     pub fn parameters(&self) -> &[(String, Tensor)] {
@@ -174,7 +187,7 @@ impl Optimizer {
         if self.kernels == Kernels::PerTensor {
             let adam = !matches!(self.kind, OptimizerKind::Sgd { .. });
             tch::no_grad(|| {
-                for (name, p) in &mut self.params {
+                for ((name, p), &g) in self.params.iter_mut().zip(&self.group_of) {
                     let grad = p.grad();
                     if grad.defined() {
                         let st = self.state.entry(name.clone()).or_default();
@@ -182,7 +195,8 @@ impl Optimizer {
                             // Adam's bias corrections take the count on the host (after fused Adam).
                             st.sync_step();
                         }
-                        super::single_tensor::update(self.kind, self.lr, p, &grad, st, skip_if);
+                        let (kind, lr) = self.groups[g].rule(self.kind);
+                        super::single_tensor::update(kind, lr, p, &grad, st, skip_if);
                     }
                 }
             });
@@ -217,23 +231,18 @@ impl Optimizer {
         scaled: Option<(&Tensor, &Tensor)>,
         skip_if: Option<&Tensor>,
     ) -> Result<()> {
-        let (kind, lr) = (self.kind, self.lr);
-        let with_grads: Vec<(String, Tensor, Tensor)> = self
-            .params
-            .iter()
-            .filter_map(|(n, p)| {
-                Some(p.grad()).filter(Tensor::defined).map(|g| (n.clone(), p.shallow_clone(), g))
-            })
-            .collect();
-        // libtorch's multi-tensor kernels take one device and dtype per call, as torch groups them.
-        let mut groups: BTreeMap<String, Vec<(String, Tensor, Tensor)>> = BTreeMap::new();
-        for entry in with_grads {
-            groups
-                .entry(format!("{:?}/{:?}", entry.1.device(), entry.1.kind()))
-                .or_default()
-                .push(entry);
+        // libtorch's multi-tensor kernels take one device and dtype per call: torch splits each
+        // param group that way.
+        let mut groups: BTreeMap<(usize, String), Vec<GradEntry>> = BTreeMap::new();
+        for ((n, p), &g) in self.params.iter().zip(&self.group_of) {
+            let grad = p.grad();
+            if grad.defined() {
+                let key = (g, format!("{:?}/{:?}", p.device(), p.kind()));
+                groups.entry(key).or_default().push((n.clone(), p.shallow_clone(), grad));
+            }
         }
-        for group in groups.values() {
+        for ((g, _), group) in &groups {
+            let (kind, lr) = self.groups[*g].rule(self.kind);
             let scaled = scaled.map(|(grad_scale, found_inf)| super::multi_tensor::ScaledStep {
                 grad_scale,
                 found_inf,
@@ -262,7 +271,8 @@ impl Optimizer {
                 }
             }
         }
-        (tensors, OptimizerMeta { kind: Some(self.kind), lr: self.lr, steps })
+        let group_lrs = if self.groups.len() > 1 { self.group_lrs() } else { Vec::new() };
+        (tensors, OptimizerMeta { kind: Some(self.kind), lr: self.lr(), group_lrs, steps })
     }
 
     /// Restores what [`state_dict`](Self::state_dict) exported (copying the tensors); errors
@@ -329,8 +339,11 @@ impl Optimizer {
                 }
             }
         }
+        match meta.group_lrs.len() {
+            0 => self.set_lr(meta.lr),
+            _ => self.set_group_lrs(&meta.group_lrs)?,
+        }
         self.state = state;
-        self.lr = meta.lr;
         Ok(())
     }
 }

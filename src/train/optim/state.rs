@@ -30,9 +30,14 @@ pub struct OptimizerMeta {
     /// The update rule and hyper-parameters; a restore into another rule is refused.
     /// `None` accepts any optimizer.
     pub kind: Option<OptimizerKind>,
-    /// The learning rate at export, restored by
-    /// [`Optimizer::load_state_dict`](super::Optimizer::load_state_dict).
+    /// The learning rate at export (the default group's), restored by
+    /// [`Optimizer::load_state_dict`](super::Optimizer::load_state_dict) into every group
+    /// unless `group_lrs` is given.
     pub lr: f64,
+    /// Each param group's rate at export when there is more than one group (empty otherwise);
+    /// a restore needs the same number of groups.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub group_lrs: Vec<f64>,
     /// Steps taken by each parameter, by name (torch's `state[p]["step"]`).
     pub steps: BTreeMap<String, u64>,
 }
