@@ -15,6 +15,8 @@ fn main() {
     println!("cargo:rerun-if-changed=csrc/optim_amp_shim.h");
     println!("cargo:rerun-if-changed=csrc/device_shim.cpp");
     println!("cargo:rerun-if-changed=csrc/device_shim.h");
+    println!("cargo:rerun-if-changed=csrc/sync_bn_shim.cpp");
+    println!("cargo:rerun-if-changed=csrc/sync_bn_shim.h");
     for var in [
         "LIBTORCH_USE_PYTORCH",
         "LIBTORCH_CXX11_ABI",
@@ -59,7 +61,8 @@ fn main() {
         .file("csrc/c10d_shim.cpp")
         .file("csrc/ddp_shim.cpp")
         .file("csrc/optim_amp_shim.cpp")
-        .file("csrc/device_shim.cpp");
+        .file("csrc/device_shim.cpp")
+        .file("csrc/sync_bn_shim.cpp");
 
     let cuda = env::var_os("CARGO_FEATURE_CUDA").is_some();
     if cuda {

@@ -13,7 +13,7 @@
 //! Its own flags: --data, --small-data, --epochs, --batch-size, --lr, --label-smoothing,
 //! --image-size, --weights, --freeze, --out. The shared ones live in examples/common/mod.rs:
 //! `RunArgs` (--device, --seed, --workers, --no-resume, --precision, --channels-last,
-//! --clip-grad-norm, --monitor, --early-stop, --requeue, --no-step-log, --ema) and
+//! --clip-grad-norm, --monitor, --early-stop, --requeue, --no-step-log, --ema, --sync-bn) and
 //! `FitArgs` (--save-every, --save-every-steps, --keep-last, --accumulate,
 //! --find-unused-parameters).
 //!
@@ -102,6 +102,7 @@ fn main() -> anyhow::Result<()> {
     tch::manual_seed(args.run.seed as i64);
     let mut vs = VarStore::new(dist.device());
     let net = resnet34_classifier(&vs.root(), 3);
+    args.run.sync_batchnorm(&net, &dist)?;
     if let Some(w) = &args.weights {
         let report = load_safetensors(&mut vs, w, false)?;
         dist.println(format!(

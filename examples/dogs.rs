@@ -35,7 +35,7 @@
 //! --batch-size, --lr, --momentum, --patience, --resize, --image-size, --weights, --out, and
 //! --seed's help (it also draws the split). The shared ones live in examples/common/mod.rs:
 //! `RunArgs` (--device, --seed, --workers, --no-resume, --precision, --channels-last,
-//! --clip-grad-norm, --monitor, --early-stop, --requeue, --no-step-log, --ema).
+//! --clip-grad-norm, --monitor, --early-stop, --requeue, --no-step-log, --ema, --sync-bn).
 //!
 //! Exit status: 0 when the run finished, or stopped on Ctrl-C or OUT/STOP; 99 when SIGTERM or
 //! SIGUSR1 stopped it (a Slurm time limit or `--signal=USR1@N`, `scancel`, torchrun's SIGTERM):
@@ -159,6 +159,7 @@ fn main() -> anyhow::Result<()> {
     tch::manual_seed(args.run.seed as i64);
     let mut vs = VarStore::new(dist.device());
     let net = resnet50(&vs.root(), classes, HeadKind::Linear);
+    args.run.sync_batchnorm(&net, &dist)?;
     if let Some(w) = &args.weights {
         let report = load_safetensors(&mut vs, w, classes == 1000)?;
         dist.println(format!("loaded {} tensors from {}", report.loaded.len(), w.display()));

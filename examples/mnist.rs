@@ -10,7 +10,7 @@
 //!
 //! Its own flags: --data, --epochs, --batch-size, --lr, --out. The shared ones live in
 //! examples/common/mod.rs: `RunArgs` (--device, --seed, --workers, --no-resume, --precision,
-//! --channels-last, --clip-grad-norm, --monitor, --early-stop, --requeue, --no-step-log, --ema) and `FitArgs` (--save-every, --save-every-steps, --keep-last, --accumulate,
+//! --channels-last, --clip-grad-norm, --monitor, --early-stop, --requeue, --no-step-log, --ema, --sync-bn) and `FitArgs` (--save-every, --save-every-steps, --keep-last, --accumulate,
 //! --find-unused-parameters).
 //!
 //! Exit status: 0 when the run finished, or stopped on Ctrl-C or OUT/STOP; 99 when SIGTERM or
@@ -78,6 +78,7 @@ fn main() -> anyhow::Result<()> {
     // 3. The model (fit wraps it for data parallelism: rank 0's weights go to every rank).
     tch::manual_seed(args.run.seed as i64);
     let mut vs = VarStore::new(dist.device());
+    anyhow::ensure!(!args.run.sync_bn, "--sync-bn: the MNIST CNN has no BatchNorm layer");
     let net = MnistNet::new(&vs.root());
     tch::manual_seed(args.run.seed as i64 + dist.rank() as i64); // distinct dropout masks per rank
     let mut opt = Optimizer::adam(&vs, args.lr);

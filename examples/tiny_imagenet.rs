@@ -28,7 +28,7 @@
 //! --resize, --num-classes, --weights, --out, --save-every-steps, and --workers' default of 4.
 //! The shared ones live in examples/common/mod.rs: `RunArgs` (--device, --seed, --workers,
 //! --no-resume, --precision, --channels-last, --clip-grad-norm, --monitor, --early-stop,
-//! --requeue, --no-step-log, --ema).
+//! --requeue, --no-step-log, --ema, --sync-bn).
 //!
 //! Exit status: 0 when the run finished, or stopped on Ctrl-C or OUT/STOP; 99 when SIGTERM or
 //! SIGUSR1 stopped it (a Slurm time limit or `--signal=USR1@N`, `scancel`, torchrun's SIGTERM):
@@ -132,6 +132,7 @@ fn main() -> anyhow::Result<()> {
     tch::manual_seed(args.run.seed as i64);
     let mut vs = VarStore::new(dist.device());
     let net = resnet18(&vs.root(), classes, HeadKind::Linear);
+    args.run.sync_batchnorm(&net, &dist)?;
     if let Some(w) = &args.weights {
         let report = load_safetensors(&mut vs, w, false)?;
         dist.println(format!("loaded {} tensors from {}", report.loaded.len(), w.display()));

@@ -1,7 +1,7 @@
 //! The DesignSafe example on a small generated stand-in: it trains ResNet34 from random weights
 //! to clearly above chance, and under torchrun a worker killed after the first checkpoint
 //! resumes to exactly the weights of an uninterrupted run (every tensor of `model.safetensors`
-//! equal bit for bit).
+//! equal bit for bit), with `--sync-bn` (SyncBatchNorm's all-reduces between the processes).
 mod common;
 
 use std::path::{Path, PathBuf};
@@ -87,6 +87,9 @@ fn designsafe_trains_above_chance_and_survives_a_killed_worker() {
             "1",
             "--workers",
             "1",
+            // SyncBatchNorm across the two processes: its collectives are part of the run
+            // that must resume exactly.
+            "--sync-bn",
             "--out",
         ])
         .arg(dir)
@@ -100,6 +103,8 @@ fn designsafe_trains_above_chance_and_survives_a_killed_worker() {
         "uninterrupted torchrun",
     );
     assert!(o.status.success(), "{}", common::text(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("SyncBatchNorm over 2 ranks"), "{}", common::text(&o));
     let mut child = run(&b, 1).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     common::kill_rank_after_first_checkpoint(
         &mut child,

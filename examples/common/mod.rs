@@ -3,8 +3,9 @@
 //!
 //! - [`RunArgs`], in every example: `--device`, `--seed`, `--workers`, `--no-resume`,
 //!   `--precision`, `--channels-last`, `--clip-grad-norm`, `--monitor`, `--early-stop`,
-//!   `--requeue`, `--no-step-log`, `--ema`, `--freeze-epochs`, with [`RunArgs::dist`] (join the
-//!   launcher's process group) and [`RunArgs::trainer`] (a [`Trainer`] with those settings).
+//!   `--requeue`, `--no-step-log`, `--ema`, `--freeze-epochs`, `--sync-bn`, with
+//!   [`RunArgs::dist`] (join the launcher's process group), [`RunArgs::trainer`] (a [`Trainer`]
+//!   with those settings) and [`RunArgs::sync_batchnorm`] (the ResNet examples' `--sync-bn`).
 //! - [`exit_if_preempted`]: every example's exit status after a run stopped by SIGTERM or
 //!   SIGUSR1 is 99 ([`PREEMPTED_EXIT_CODE`]: checkpoint written, run the same command again
 //!   to continue; with `--requeue` under Slurm the job is requeued first); 0 after a finished
@@ -75,6 +76,10 @@ pub struct RunArgs {
     /// examples; under DDP the model is wrapped again when the backbone is unfrozen).
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub freeze_epochs: u64,
+    /// Normalise with the BatchNorm statistics of all ranks' batches (torch's
+    /// SyncBatchNorm.convert_sync_batchnorm; the ResNet examples; nothing changes on one rank).
+    #[arg(long)]
+    pub sync_bn: bool,
 }
 
 impl RunArgs {
@@ -119,6 +124,15 @@ impl RunArgs {
             )),
             None => trainer,
         }
+    }
+
+    /// With `--sync-bn`, turns the ResNet's BatchNorm layers into SyncBatchNorm over `dist`'s
+    /// ranks (saying so on rank 0).
+    pub fn sync_batchnorm(&self, net: &ResNet, dist: &Dist) -> trainbook::Result<()> {
+        if self.sync_bn && net.convert_sync_batchnorm(dist)? {
+            dist.println(format!("SyncBatchNorm over {} ranks", dist.world_size()));
+        }
+        Ok(())
     }
 
     /// The mode of the example's `ReduceLROnPlateau`: `--monitor`'s, else the loss's (`Min`).

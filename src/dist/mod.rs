@@ -10,6 +10,7 @@ mod launch_env;
 mod process_group;
 mod reducer;
 mod store;
+mod sync_batch_norm;
 mod world;
 
 pub use ddp::{Ddp, DdpOptions};
@@ -20,6 +21,7 @@ pub use process_group::{
 };
 pub use reducer::CommHook;
 pub use store::Store;
+pub use sync_batch_norm::{NormParams, SyncGroup};
 pub use world::{Dist, DistOptions};
 
 pub use crate::rng::{cpu_rng_state, manual_seed, rng_state, set_cpu_rng_state, set_rng_state};

@@ -1,6 +1,7 @@
 //! Models with PyTorch/torchvision parameter names: the course's MNIST CNN and torchvision's
 //! ResNet family (ResNet18/34/50/101/152) with a replaceable classification head, plus
 //! safetensors weights that interchange with PyTorch.
+mod batch_norm;
 mod layers;
 mod memory_format;
 mod mnist_net;
@@ -8,6 +9,7 @@ mod resnet;
 mod resnet_blocks;
 mod weights;
 
+pub use batch_norm::{BatchNorm2d, SyncSlot};
 pub use layers::{conv2d, linear};
 pub use memory_format::{channels_last, is_channels_last, to_channels_last};
 pub use mnist_net::MnistNet;

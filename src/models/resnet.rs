@@ -4,6 +4,7 @@
 //! `fc = Sequential(Linear(512, 512), ReLU, Linear(512, classes))`, i.e. `fc.0.*` and `fc.2.*`;
 //! for ResNet50/101/152, whose pooled features are 2048 wide, it starts with
 //! `Linear(2048, 512)`. The blocks are in `resnet_blocks`.
+use super::batch_norm::{BatchNorm2d, SyncSlot};
 use super::layers::linear;
 use super::resnet_blocks::{bn, conv, Block, BlockKind};
 use crate::{Error, Result};
@@ -72,10 +73,12 @@ pub enum Head {
 #[derive(Debug)]
 pub struct ResNet {
     conv1: nn::Conv2D,
-    bn1: nn::BatchNorm,
+    bn1: BatchNorm2d,
     layers: Vec<Vec<Block>>,
     head: Head,
     features: i64,
+    /// Shared by every BatchNorm layer: where [`convert_sync_batchnorm`](ResNet::convert_sync_batchnorm) puts the group.
+    sync: SyncSlot,
 }
 
 /// Which head [`resnet`] builds (the same options for every depth); `features` is the width
@@ -125,7 +128,8 @@ pub fn resnet(path: &nn::Path, depth: usize, classes: i64, head: HeadKind) -> Re
 fn build(path: &nn::Path, depth: usize, classes: i64, head: HeadKind) -> ResNet {
     let (block, blocks) = architecture(depth).expect("one of RESNET_DEPTHS");
     // The stem first: parameters are created in torchvision's order (DDP's buckets follow it).
-    let (conv1, bn1) = (conv(path / "conv1", 3, 64, 7, 2, 3), bn(path / "bn1", 64));
+    let sync = SyncSlot::default();
+    let (conv1, bn1) = (conv(path / "conv1", 3, 64, 7, 2, 3), bn(path / "bn1", 64, &sync));
     let mut layers = Vec::new();
     let mut c_in = 64;
     for (i, &n) in blocks.iter().enumerate() {
@@ -134,7 +138,7 @@ fn build(path: &nn::Path, depth: usize, classes: i64, head: HeadKind) -> ResNet 
         let mut layer = Vec::new();
         for b in 0..n {
             let stride = if i > 0 && b == 0 { 2 } else { 1 };
-            layer.push(Block::new(block, &(&p / b), c_in, planes, stride));
+            layer.push(Block::new(block, &(&p / b), (c_in, planes, stride), &sync));
             c_in = planes * block.expansion();
         }
         layers.push(layer);
@@ -147,7 +151,7 @@ fn build(path: &nn::Path, depth: usize, classes: i64, head: HeadKind) -> ResNet 
             linear(&(&fc / "2"), MLP_WIDTH, classes),
         ),
     };
-    ResNet { conv1, bn1, layers, head, features: c_in }
+    ResNet { conv1, bn1, layers, head, features: c_in, sync }
 }
 
 /// ResNet18 (basic blocks 2, 2, 2, 2): [`resnet`] with depth 18.
@@ -193,6 +197,37 @@ pub fn resnet50_classifier(path: &nn::Path, classes: i64) -> ResNet {
 }
 
 impl ResNet {
+    /// torch's `nn.SyncBatchNorm.convert_sync_batchnorm(model)`: from the next training
+    /// forward pass on, every BatchNorm layer normalises with the mean and variance of all
+    /// ranks' batches (and updates its running statistics with them), as BatchNorm over the
+    /// ranks' concatenated batch would; call it before wrapping the model for DDP, on every
+    /// rank. In a world of one it changes nothing (torch's layer also falls back to plain
+    /// BatchNorm there). Returns whether the layers now synchronise. Errors: the group's
+    /// handle cannot be taken ([`Error::Dist`]).
+    ///
+    /// ```no_run
+    /// # fn main() -> trainbook::Result<()> {
+    /// use tch::nn::VarStore;
+    /// use trainbook::dist::Dist;
+    /// use trainbook::models::resnet34_classifier;
+    /// let dist = Dist::init()?;
+    /// let vs = VarStore::new(dist.device());
+    /// let model = resnet34_classifier(&vs.root(), 3);
+    /// model.convert_sync_batchnorm(&dist)?; // 16 images per GPU, statistics over all of them
+    /// # Ok(()) }
+    /// ```
+    pub fn convert_sync_batchnorm(&self, dist: &crate::dist::Dist) -> Result<bool> {
+        let group = crate::dist::SyncGroup::of(dist)?;
+        let synced = group.is_some();
+        self.sync.set(group);
+        Ok(synced)
+    }
+
+    /// Whether the BatchNorm layers synchronise over the ranks.
+    pub fn syncs_batchnorm(&self) -> bool {
+        self.sync.group().is_some()
+    }
+
     /// The pooled features (everything but the head), `[N, num_features()]`.
     pub fn features(&self, xs: &Tensor, train: bool) -> Tensor {
         let mut x = xs.apply(&self.conv1).apply_t(&self.bn1, train).relu().max_pool2d(

@@ -6,6 +6,8 @@ use tch::nn::init::{FanInOut, NonLinearity, NormalOrUniform};
 use tch::nn::{self, ConvConfig, Init, ModuleT};
 use tch::Tensor;
 
+use super::batch_norm::{BatchNorm2d, SyncSlot};
+
 /// torchvision's conv initialisation: kaiming normal, fan_out, ReLU.
 pub(super) fn conv(
     p: nn::Path,
@@ -31,21 +33,21 @@ pub(super) fn conv(
 
 /// BatchNorm as tch's `batch_norm2d` initialises it (weight uniform in [0, 1), bias 0), where
 /// torchvision starts from weight 1: kept so that a seeded ResNet34 starts from the same weights
-/// as before the family existed.
-pub(super) fn bn(p: nn::Path, c: i64) -> nn::BatchNorm {
-    nn::batch_norm2d(p, c, Default::default())
+/// as before the family existed. Synchronised over the ranks through `sync` once converted.
+pub(super) fn bn(p: nn::Path, c: i64, sync: &SyncSlot) -> BatchNorm2d {
+    BatchNorm2d::new(p, c, sync)
 }
 
 /// The `downsample` branch, `Sequential(conv1x1(c_in, c_out, stride), BatchNorm2d(c_out))`,
 /// that torchvision adds to a block's first block when the stride or the channels change.
 fn downsample(
     p: &nn::Path,
-    c_in: i64,
-    c_out: i64,
-    stride: i64,
-) -> Option<(nn::Conv2D, nn::BatchNorm)> {
+    (c_in, c_out, stride): (i64, i64, i64),
+    sync: &SyncSlot,
+) -> Option<(nn::Conv2D, BatchNorm2d)> {
     (stride != 1 || c_in != c_out).then(|| {
-        (conv(p / "downsample" / "0", c_in, c_out, 1, stride, 0), bn(p / "downsample" / "1", c_out))
+        let down = p / "downsample";
+        (conv(&down / "0", c_in, c_out, 1, stride, 0), bn(&down / "1", c_out, sync))
     })
 }
 
@@ -55,12 +57,12 @@ fn downsample(
 #[derive(Debug)]
 pub(super) struct Block {
     conv1: nn::Conv2D,
-    bn1: nn::BatchNorm,
+    bn1: BatchNorm2d,
     conv2: nn::Conv2D,
-    bn2: nn::BatchNorm,
+    bn2: BatchNorm2d,
     /// `conv3`, `bn3`: only in a bottleneck.
-    conv3: Option<(nn::Conv2D, nn::BatchNorm)>,
-    downsample: Option<(nn::Conv2D, nn::BatchNorm)>,
+    conv3: Option<(nn::Conv2D, BatchNorm2d)>,
+    downsample: Option<(nn::Conv2D, BatchNorm2d)>,
 }
 
 /// Which residual block a ResNet stacks.
@@ -84,8 +86,14 @@ impl BlockKind {
 
 impl Block {
     /// A block of `kind` under `p` taking `c_in` channels, of width `planes` (`planes *
-    /// expansion` channels out), with `stride` on its 3x3 convolution.
-    pub(super) fn new(kind: BlockKind, p: &nn::Path, c_in: i64, planes: i64, stride: i64) -> Self {
+    /// expansion` channels out), with `stride` on its 3x3 convolution; its BatchNorm layers
+    /// synchronise through `sync`.
+    pub(super) fn new(
+        kind: BlockKind,
+        p: &nn::Path,
+        (c_in, planes, stride): (i64, i64, i64),
+        sync: &SyncSlot,
+    ) -> Self {
         let c_out = planes * kind.expansion();
         // Created in torchvision's order (conv1, bn1, conv2, bn2[, conv3, bn3], downsample) so
         // that the parameter order, which DDP's buckets follow, is torch's.
@@ -93,11 +101,13 @@ impl Block {
             BlockKind::Basic => (3, stride, 1),
             BlockKind::Bottleneck => (1, 1, stride),
         };
-        let (conv1, bn1) = (conv(p / "conv1", c_in, planes, k1, s1, k1 / 2), bn(p / "bn1", planes));
-        let (conv2, bn2) = (conv(p / "conv2", planes, planes, 3, s2, 1), bn(p / "bn2", planes));
+        let (conv1, bn1) =
+            (conv(p / "conv1", c_in, planes, k1, s1, k1 / 2), bn(p / "bn1", planes, sync));
+        let (conv2, bn2) =
+            (conv(p / "conv2", planes, planes, 3, s2, 1), bn(p / "bn2", planes, sync));
         let conv3 = (kind == BlockKind::Bottleneck)
-            .then(|| (conv(p / "conv3", planes, c_out, 1, 1, 0), bn(p / "bn3", c_out)));
-        let downsample = downsample(p, c_in, c_out, stride);
+            .then(|| (conv(p / "conv3", planes, c_out, 1, 1, 0), bn(p / "bn3", c_out, sync)));
+        let downsample = downsample(p, (c_in, c_out, stride), sync);
         Block { conv1, bn1, conv2, bn2, conv3, downsample }
     }
 }

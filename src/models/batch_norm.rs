@@ -1,0 +1,78 @@
+//! The ResNets' BatchNorm layer, [`BatchNorm2d`]: tch's `batch_norm2d`, which a model can turn
+//! into torch's `SyncBatchNorm` after it is built (`convert_sync_batchnorm`): every layer of
+//! the model shares one [`SyncSlot`], and once a process group is put there, training-mode
+//! forward passes normalise with the statistics of all ranks' batches
+//! ([`SyncGroup::batch_norm`](crate::dist::SyncGroup::batch_norm)). Evaluation always uses the
+//! running statistics, as torch's does.
+use std::sync::{Arc, RwLock};
+
+use tch::nn::{self, ModuleT};
+use tch::Tensor;
+
+use crate::dist::{NormParams, SyncGroup};
+
+/// Where the BatchNorm layers of one model find the group they synchronise over (none: each
+/// rank's own batch, plain BatchNorm). Clones share the slot.
+#[derive(Clone, Default)]
+pub struct SyncSlot(Arc<RwLock<Option<Arc<SyncGroup>>>>);
+
+impl std::fmt::Debug for SyncSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let size = self.group().map(|g| g.size());
+        f.debug_tuple("SyncSlot").field(&size).finish()
+    }
+}
+
+impl SyncSlot {
+    /// Synchronises the layers over `group` from the next forward pass on (`None`: stop).
+    pub fn set(&self, group: Option<SyncGroup>) {
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = group.map(Arc::new);
+    }
+
+    /// The group, if the layers synchronise.
+    pub fn group(&self) -> Option<Arc<SyncGroup>> {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// `torch.nn.BatchNorm2d(c)` with torch's momentum 0.1 and eps 1e-5, initialised as tch's
+/// `batch_norm2d` (weight uniform in [0, 1), bias 0); a `SyncBatchNorm` while its
+/// [`SyncSlot`] holds a group.
+#[derive(Debug)]
+pub struct BatchNorm2d {
+    bn: nn::BatchNorm,
+    sync: SyncSlot,
+}
+
+/// torch's BatchNorm defaults (tch's `BatchNormConfig::default()` has the same).
+const MOMENTUM: f64 = 0.1;
+const EPS: f64 = 1e-5;
+
+impl BatchNorm2d {
+    /// The layer under `p` with `c` channels, synchronising through `sync`.
+    pub fn new(p: nn::Path, c: i64, sync: &SyncSlot) -> BatchNorm2d {
+        let config = nn::BatchNormConfig { momentum: MOMENTUM, eps: EPS, ..Default::default() };
+        BatchNorm2d { bn: nn::batch_norm2d(p, c, config), sync: sync.clone() }
+    }
+}
+
+impl ModuleT for BatchNorm2d {
+    /// # Panics
+    /// In a synchronised training pass, when the all-reduce fails (a rank gone, the group's
+    /// timeout): the message names SyncBatchNorm and the cause, as tch's layers panic on
+    /// libtorch's errors.
+    fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
+        match self.sync.group().filter(|_| train) {
+            None => self.bn.forward_t(xs, train),
+            Some(group) => {
+                let params = NormParams {
+                    affine: self.bn.ws.as_ref().zip(self.bn.bs.as_ref()),
+                    running: Some((&self.bn.running_mean, &self.bn.running_var)),
+                    momentum: MOMENTUM,
+                    eps: EPS,
+                };
+                group.batch_norm(xs, &params).unwrap_or_else(|e| panic!("{e}"))
+            }
+        }
+    }
+}
