@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds trainbook against a second PyTorch and runs, against it, the tests that exercise
-# libtorch through trainbook's shim (autocast, GradScaler, fused/foreach optimizers,
-# channels_last, the training loop, models and optimizers against torch/torchvision, the GPU
+# libtorch through trainbook's shim (autocast, GradScaler, fused/foreach optimizers and their
+# param groups, SyncBatchNorm's autograd function over Gloo, channels_last, the training loop, models and optimizers against torch/torchvision, the GPU
 # suite, which skips without a GPU), then checks that the `cuda` feature compiles against it.
 #
 #   TORCH=2.11.0 TCH=0.24 CUDA_TOOLKIT=13.0.2 scripts/check-torch-version.sh   (the defaults)
@@ -13,7 +13,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 . "$ROOT/scripts/torch-version-copy.sh"
 
 say "cargo test against $("$VENV/bin/python" -c 'import torch; print(torch.__version__)') at $LIBTORCH"
-cargo test --lib --test amp --test grad_clip --test memory_format --test training_loop --test models_parity --test gpu --test gpu_ranks
+cargo test --lib --test amp --test grad_clip --test param_groups --test sync_batch_norm --test memory_format --test training_loop --test models_parity --test gpu --test gpu_ranks
 say "cargo check --features cuda"
 cargo check --features cuda --lib --test gpu --test gpu_ranks --bench gpu
 say "trainbook builds and passes against torch $TORCH with tch $TCH"

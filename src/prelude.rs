@@ -34,8 +34,8 @@ pub use crate::notebook::{confusion_matrix_plot, image_grid, loss_accuracy_curve
 pub use crate::train::{
     evaluate, read_records, train_epoch, Anneal, Cadence, ChainedScheduler, ConfusionMatrix,
     CosineAnnealingLR, CrossEntropyLoss, EpochOptions, EpochRecord, EpochSummary, LinearLR,
-    LrSchedule, Mode, Monitor, OneCycleLR, Optimizer, Precision, Prediction, ReduceLROnPlateau,
-    SequentialLR, StepLR,
+    LrSchedule, Mode, Monitor, OneCycleLR, Optimizer, ParamGroup, Precision, Prediction,
+    ReduceLROnPlateau, SequentialLR, StepLR,
 };
 pub use crate::train::{predict, predictions};
 pub use crate::transforms::{

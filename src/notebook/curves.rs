@@ -17,21 +17,36 @@ fn value_range(values: impl Iterator<Item = f64>) -> (f64, f64) {
     (lo - pad, hi + pad)
 }
 
+/// The epoch a record is plotted at: numbered from 1, as every printed epoch line counts
+/// (`EpochRecord::epoch` counts from 0).
+fn shown_epoch(r: &EpochRecord) -> i64 {
+    r.epoch as i64 + 1
+}
+
+/// The x range of the curves: the first to the last epoch shown, widened by one on each side
+/// for a single epoch.
+fn epoch_axis(history: &[EpochRecord]) -> (i64, i64) {
+    let epochs = || history.iter().map(shown_epoch);
+    let (x0, x1) = (epochs().min().unwrap_or(1), epochs().max().unwrap_or(1));
+    if x0 == x1 {
+        (x0 - 1, x1 + 1)
+    } else {
+        (x0, x1)
+    }
+}
+
 /// Loss (left) and accuracy in % (right) per epoch, training against validation (validation
-/// points only for the epochs that have them), as a 1000x400 figure. Errors:
+/// points only for the epochs that have them), as a 1000x400 figure; epochs are numbered from
+/// 1 as the epoch lines print them. Errors:
 /// [`Error::InvalidArgument`] for an empty history; [`Error::Plot`] when no font is found.
 pub fn loss_accuracy_curves(history: &[EpochRecord]) -> Result<Figure> {
     if history.is_empty() {
         return Err(Error::InvalidArgument("loss_accuracy_curves: the history is empty".into()));
     }
-    let epochs = || history.iter().map(|r| r.epoch as i64);
-    let (mut x0, mut x1) = (epochs().min().unwrap_or(0), epochs().max().unwrap_or(0));
-    if x0 == x1 {
-        (x0, x1) = (x0 - 1, x1 + 1);
-    }
+    let (x0, x1) = epoch_axis(history);
     // (epoch, value) points of the finite values; validation only where it was measured.
     let points = |value: &dyn Fn(&EpochRecord) -> Option<f64>, scale: f64| -> Vec<(i64, f64)> {
-        let points = history.iter().filter_map(|r| value(r).map(|v| (r.epoch as i64, v * scale)));
+        let points = history.iter().filter_map(|r| value(r).map(|v| (shown_epoch(r), v * scale)));
         points.filter(|p| p.1.is_finite()).collect()
     };
     let series =
@@ -150,5 +165,12 @@ mod tests {
         keep(&one, "curves_one.png");
         assert!(colors(&one) > 20);
         assert!(matches!(loss_accuracy_curves(&[]), Err(Error::InvalidArgument(_))));
+    }
+
+    #[test]
+    fn epochs_are_numbered_from_one_as_the_printed_lines() {
+        let history: Vec<EpochRecord> = (0..5).map(|e| record(e, true)).collect();
+        assert_eq!(epoch_axis(&history), (1, 5));
+        assert_eq!(epoch_axis(&history[2..3]), (2, 4), "one epoch (the 3rd), widened");
     }
 }
