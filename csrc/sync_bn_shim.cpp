@@ -22,11 +22,11 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 // Sums `t` over the group, in place, waiting for the result.
-void all_reduce(tb_sync_group* g, at::Tensor& t) {
+void all_reduce(c10d::Backend& backend, at::Tensor& t) {
   std::vector<at::Tensor> tensors{t};
   c10d::AllreduceOptions opts;
   opts.reduceOp = c10d::ReduceOp::SUM;
-  g->backend->allreduce(tensors, opts)->wait();
+  backend.allreduce(tensors, opts)->wait();
 }
 
 // Every dimension but the channels (1).
@@ -55,7 +55,7 @@ struct SyncBatchNormFn : public torch::autograd::Function<SyncBatchNormFn> {
     auto count = at::full({1}, static_cast<double>(input.numel() / channels),
                           input.options().dtype(at::kDouble));
     auto stats = at::cat({wide.sum(dims), (wide * wide).sum(dims), count});
-    all_reduce(g, stats);
+    all_reduce(*g->backend, stats);
     const auto n = stats.narrow(0, 2 * channels, 1);
     const auto mean = stats.narrow(0, 0, channels) / n;
     const auto var = (stats.narrow(0, channels, channels) / n - mean * mean).clamp_min(0.0);
@@ -70,7 +70,9 @@ struct SyncBatchNormFn : public torch::autograd::Function<SyncBatchNormFn> {
     auto out = (input - per_channel(mean_x, input)) * per_channel(invstd, input);
     if (weight.defined()) out = out * per_channel(weight, input) + per_channel(bias, input);
     ctx->save_for_backward({input, weight, mean_x, invstd, n});
-    ctx->saved_data["group"] = group;
+    // The graph keeps its own reference to the backend: backward may run after the model has
+    // let go of its group.
+    ctx->saved_data["group"] = c10::IValue::make_capsule(g->backend);
     return out;
   }
 
@@ -78,7 +80,8 @@ struct SyncBatchNormFn : public torch::autograd::Function<SyncBatchNormFn> {
     const auto saved = ctx->get_saved_variables();
     const auto &input = saved[0], &weight = saved[1], &mean = saved[2], &invstd = saved[3],
                &n = saved[4];
-    auto* g = reinterpret_cast<tb_sync_group*>(ctx->saved_data["group"].toInt());
+    auto backend = c10::static_intrusive_pointer_cast<c10d::Backend>(
+        ctx->saved_data["group"].toCapsule());
     const auto dy = grads[0].contiguous();
     const auto dims = reduced_dims(input);
     const int64_t channels = input.size(1);
@@ -91,7 +94,7 @@ struct SyncBatchNormFn : public torch::autograd::Function<SyncBatchNormFn> {
       grad_bias = sum_dy.to(weight.scalar_type());
     }
     auto sums = at::cat({sum_dy, sum_dy_xmu});
-    all_reduce(g, sums);
+    all_reduce(*backend, sums);
     const auto mean_dy = (sums.narrow(0, 0, channels) / n).to(input.scalar_type());
     const auto mean_dy_xmu = (sums.narrow(0, channels, channels) / n).to(input.scalar_type());
     auto scale = weight.defined() ? invstd * weight : invstd;

@@ -9,6 +9,7 @@ mod agreement;
 mod callback;
 mod config;
 mod early_stopping;
+mod epoch_line;
 mod event_file;
 mod finish;
 mod freeze;

@@ -13,6 +13,7 @@ use tch::nn::{ModuleT, VarStore};
 use super::callback::{Callbacks, FitStart};
 use super::config::{FitConfig, FitReport};
 use super::early_stopping::EarlyStopping;
+use super::epoch_line::epoch_line;
 use super::finish::{best_policy, best_val_acc, restore_best, write_outputs};
 use super::interrupt::{Interruption, StopWatch};
 use super::report;
@@ -23,9 +24,9 @@ use crate::data::{DataLoader, Dataset};
 use crate::dist::{Ddp, Dist};
 use crate::models::to_channels_last;
 use crate::train::{
-    append_record, data_wait_note, evaluate, train_epoch, ConfusionMatrix, EpochOptions,
-    EpochRecord, GradScaler, ModelEma, Monitor, Optimizer, Precision, RunningMetrics, StepInfo,
-    StepLogging, StepRecord, Validation,
+    append_record, evaluate, train_epoch, ConfusionMatrix, EpochOptions, EpochRecord, GradScaler,
+    ModelEma, Monitor, Optimizer, Precision, RunningMetrics, StepInfo, StepLogging, StepRecord,
+    Validation,
 };
 use crate::Result;
 use crate::WithPath;
@@ -324,19 +325,14 @@ impl Run<'_> {
             Some(e) => Some(e.borrow().with_weights(vs, || evaluate(net, val, &cfg.loss, &opts))?),
             None => None,
         };
-        let ema_note = v_ema.as_ref().map_or(String::new(), |e| {
-            format!("ema val loss {:.4} acc {:.2}% | ", e.loss, e.accuracy * 100.0)
-        });
         // Per-epoch schedules: the rate of the whole epoch; per-step ones: the rate after the
         // epoch's last step (both resume-independent).
         let lr_used = opt.lr();
         self.schedule.after_validation(opt, Validation { loss: v.loss, accuracy: v.accuracy })?;
-        let wait = data_wait_note(&t.data_wait_s, t.seconds);
-        let norm = t.grad_norm.map_or(String::new(), |n| format!("grad norm {n:.3} | "));
-        self.dist.println(format!("epoch {}/{}: train loss {:.4} acc {:.2}% | val loss {:.4} acc {:.2}% | {ema_note}lr {lr_used:.2e} | {norm}{:.1} img/s | {wait}", epoch + 1, cfg.epochs, t.loss, t.accuracy * 100.0, v.loss, v.accuracy * 100.0, t.img_per_s));
         let mut record = EpochRecord::from_summaries(epoch, &t, Some(&v), lr_used);
         (record.ema_val_loss, record.ema_val_acc) =
             (v_ema.as_ref().map(|e| e.loss), v_ema.as_ref().map(|e| e.accuracy));
+        self.dist.println(epoch_line(cfg.epochs, &record, t.seconds));
         if self.dist.is_main() {
             append_record(&self.log, &record)?;
         }
