@@ -12,8 +12,8 @@
 //! (waiting for a real limit would cost a minute or more per job, since Slurm checks limits
 //! every 30 s or so). The ranks stop at the next step with a checkpoint, rank 0 runs `scontrol
 //! requeue` (which ends the job at once), the job goes back to the queue, where Slurm would hold
-//! it for about two minutes (its EligibleTime): the test starts it at once (`scontrol update
-//! JobId=.. StartTime=now`) once the first run has left the node (idle again). It starts again,
+//! it for about two minutes (its EligibleTime): the test starts it two seconds later (`scontrol
+//! update JobId=.. StartTime=now+2`) once the first run has left the node (idle again). It starts again,
 //! resumes and finishes (COMPLETED, one restart); its final weights equal an uninterrupted
 //! run's bit for bit. Once with one task, once with two (`srun`, 2 tasks; the reference is the
 //! same 2 ranks under torchrun). About 2 minutes in all on 2 cores.
@@ -342,12 +342,15 @@ fn preempted_job(cluster: &Cluster, work: &Path, data: &Path, tasks: usize) -> P
                 && cluster.job_field(&job, "Reason").as_deref() == Some("BeginTime")
                 && cluster.node_state() == "idle"
             {
-                // Slurm holds a requeued job for ~2 minutes (EligibleTime); start it now.
+                // Slurm holds a requeued job for ~2 minutes (EligibleTime); start it in 2 s.
+                // Not "now": slurmd revoked the first run's credential at a whole second, and
+                // rejects a new credential created in that same second ("Job credential
+                // revoked", seen when the restart came 0.3 s after the requeue).
                 let _ = cluster
                     .cmd("scontrol")
-                    .args(["update", &format!("JobId={job}"), "StartTime=now"])
+                    .args(["update", &format!("JobId={job}"), "StartTime=now+2"])
                     .output();
-                at("requeued job pending (BeginTime): scontrol update StartTime=now");
+                at("requeued job pending (BeginTime): scontrol update StartTime=now+2");
             }
             state.as_deref() == Some("COMPLETED")
         },
