@@ -20,7 +20,8 @@ pub use crate::compose;
 pub use crate::data::{
     ensure_designsafe, ensure_mnist, ensure_stanford_dogs, ensure_tiny_imagenet, random_split,
     readable_class_name, Batch, DataLoader, Dataset, DistributedSampler, ImageFolder, Mnist,
-    Relabel, Subset, SubsetRandomSampler, TensorDataset, TinyImageNet, MNIST_CLASSES,
+    Relabel, Subset, SubsetRandomSampler, TargetTransform, TensorDataset, TinyImageNet,
+    MNIST_CLASSES,
 };
 pub use crate::dist::{Backend, Ddp, DdpOptions, Dist, DistOptions};
 pub use crate::fit::{EarlyStopping, FitConfig, FitReport, Trainer};
@@ -32,10 +33,10 @@ pub use crate::models::{
 };
 pub use crate::notebook::{confusion_matrix_plot, image_grid, loss_accuracy_curves, Figure};
 pub use crate::train::{
-    evaluate, read_records, train_epoch, Anneal, Cadence, ChainedScheduler, ConfusionMatrix,
-    CosineAnnealingLR, CrossEntropyLoss, EpochOptions, EpochRecord, EpochSummary, LinearLR,
-    LrSchedule, Mode, Monitor, OneCycleLR, Optimizer, ParamGroup, Precision, Prediction,
-    ReduceLROnPlateau, SequentialLR, StepLR,
+    evaluate, read_records, train_epoch, Anneal, BCEWithLogitsLoss, Cadence, ChainedScheduler,
+    ConfusionMatrix, CosineAnnealingLR, CrossEntropyLoss, EpochOptions, EpochRecord, EpochSummary,
+    HuberLoss, L1Loss, LinearLR, Loss, LrSchedule, MSELoss, Mode, Monitor, OneCycleLR, Optimizer,
+    ParamGroup, Precision, Prediction, ReduceLROnPlateau, SequentialLR, SmoothL1Loss, StepLR, Task,
 };
 pub use crate::train::{predict, predictions};
 pub use crate::transforms::{

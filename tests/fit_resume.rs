@@ -5,7 +5,7 @@
 //! scale is part of the checkpoint, so a resumed float16 run is exact too. `best/` holds the
 //! epoch with the lowest validation loss in `Mode::Min` and the highest accuracy in `Mode::Max`.
 //! Every part that keeps state is on in these runs (clipping, early stopping, EMA, step logs,
-//! param groups with a per-step schedule per group).
+//! param groups with a per-step schedule per group, a top-k count).
 mod common;
 
 use std::path::Path;
@@ -19,6 +19,7 @@ use trainbook::fit::{EarlyStopping, FitConfig, FitReport, Trainer};
 use trainbook::models::MnistNet;
 use trainbook::train::{
     CrossEntropyLoss, GradClip, LinearLR, Mode, Monitor, Optimizer, ParamGroup, Precision,
+    SharedLoss,
 };
 
 /// libtorch's random generator is shared by the test threads and these runs are exact only
@@ -91,7 +92,9 @@ fn run_with(
         ddp: Default::default(),
         precision,
         channels_last: false,
-        loss: CrossEntropyLoss::new(),
+        loss: SharedLoss::new(CrossEntropyLoss::new()),
+        // A top-2 count on: the resumed epoch continues it from the checkpoint's sums.
+        top_k: Some(2),
         pin_memory: true,
         // Clipping on (an active bound), so resumed runs are checked with it too.
         clip_grad: Some(GradClip::norm(1.0)),
@@ -208,6 +211,16 @@ fn checkpoints_fall_on_window_ends_and_resume_is_exact() {
     );
     assert!(!a.is_empty());
     assert_eq!(common::max_abs_diff(&a, &b), 0.0, "the EMA of the weights, resumed");
+    // The epochs' figures, the resumed epoch's included (its sums, the top-2 count too, came
+    // from the checkpoint), read as the uninterrupted run's; times aside.
+    let figures = |dir: &Path| -> Vec<_> {
+        let records = trainbook::train::read_records(&dir.join("metrics.jsonl")).unwrap();
+        let r = records.iter();
+        r.map(|r| (r.train_loss, r.train_acc, r.train_top_k, r.val_loss, r.val_top_k)).collect()
+    };
+    let whole_figures = figures(&whole);
+    assert!(whole_figures.iter().all(|f| f.2.is_some() && f.4.is_some()), "{whole_figures:?}");
+    assert_eq!(figures(&resumed), whole_figures);
     let later: Vec<u64> = checkpoints(&resumed).iter().map(|c| c.3).collect();
     assert_eq!(later, [2, 3, 4, 5, 6, 7, 8], "the resumed run counts optimizer steps on");
     // steps.csv reads as the uninterrupted run's: every step once, the same values (the wall

@@ -89,7 +89,7 @@ fn a_resumed_epoch_rates_only_what_it_trained() {
     let mut opt = Optimizer::sgd(&vs, 1e-2, 0.9);
     let (mut data, _, _) = loader();
     data.skip_batches(30);
-    let restored = RunningMetrics { loss_sum: 60.0, correct: 7, count: 60 };
+    let restored = RunningMetrics { loss_sum: 60.0, correct: 7, count: 60, ..Default::default() };
     let before = host_reads();
     let opts = EpochOptions::on(Device::Cpu).quiet().start_metrics(restored);
     let t = train_epoch(&net, &mut data, &mut opt, &CrossEntropyLoss::new(), &opts).unwrap();

@@ -10,7 +10,7 @@
 //!   SIGUSR1 is 99 ([`PREEMPTED_EXIT_CODE`]: checkpoint written, run the same command again
 //!   to continue; with `--requeue` under Slurm the job is requeued first); 0 after a finished
 //!   run or a stop by Ctrl-C or `OUT/STOP`; 1 after an error.
-//! - [`FitArgs`], in mnist and designsafe: `--save-every`, `--save-every-steps`, `--keep-last`,
+//! - [`FitArgs`], in mnist, mnist_regression and designsafe: `--save-every`, `--save-every-steps`, `--keep-last`,
 //!   `--accumulate`, `--find-unused-parameters`, put on a [`Trainer`] by [`FitArgs::apply`].
 //!
 //! An example flattens them into its own `#[derive(Parser)]` struct with `#[command(flatten)]`
@@ -52,8 +52,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "X")]
     pub clip_grad_norm: Option<f64>,
     /// The validation metric that best/ (the kept best model), early stopping and the plateau
-    /// schedule judge epochs by: val_loss or val_acc (default: best/ by accuracy, the
-    /// schedule and early stopping by the loss).
+    /// schedule judge epochs by: val_loss, val_acc (classification), val_mae, val_rmse
+    /// (regression) or val_f1 (multi-label) (default: best/ by accuracy for classification,
+    /// by the loss for regression; the schedule and early stopping by the loss).
     #[arg(long)]
     pub monitor: Option<Monitor>,
     /// Stop after PATIENCE epochs in which the monitored metric did not improve.
@@ -155,9 +156,9 @@ pub fn exit_if_preempted(report: &FitReport) {
     }
 }
 
-/// Checkpoint cadence, gradient accumulation and DDP's unused-parameter search: flags of mnist
-/// and designsafe. tiny_imagenet and dogs keep the [`Trainer`]'s defaults, which are these
-/// flags' defaults (tiny_imagenet has its own --save-every-steps).
+/// Checkpoint cadence, gradient accumulation and DDP's unused-parameter search: flags of mnist,
+/// mnist_regression and designsafe. tiny_imagenet and dogs keep the [`Trainer`]'s defaults,
+/// which are these flags' defaults (tiny_imagenet has its own --save-every-steps).
 #[derive(Args, Debug)]
 pub struct FitArgs {
     /// Write a checkpoint every N epochs (0: never).

@@ -207,7 +207,7 @@ impl Checkpointer {
         self.global_step = m.global_step;
         // The partial epoch's metrics are global sums: rank 0 carries them, the others start at 0.
         let epoch_metrics =
-            if dist.is_main() { m.epoch_metrics } else { RunningMetrics::default() };
+            if dist.is_main() { m.epoch_metrics.clone() } else { RunningMetrics::default() };
         Ok(ResumePoint {
             epoch: m.epoch,
             batches_done: m.batches_done,
@@ -317,7 +317,7 @@ impl Checkpointer {
                 }));
             }
         }
-        let global_metrics = dist.sum_metrics(state.epoch_metrics)?;
+        let global_metrics = dist.sum_metrics(state.epoch_metrics.clone())?;
         let (states, device_states) = snapshot::gather_rng_states(dist)?;
         let dir = self.root.join(name);
         if !dist.is_main() {

@@ -29,6 +29,8 @@ struct Shared {
 struct CpuBatch {
     images: Tensor,
     labels: Vec<i64>,
+    /// The float targets, row-major `[B, T]`, and `T` (data sets with [`Dataset::target`]).
+    targets: Option<(Vec<f32>, usize)>,
 }
 
 fn load_batch(
@@ -39,6 +41,7 @@ fn load_batch(
 ) -> Result<CpuBatch> {
     let mut images: Option<(Tensor, [usize; 3])> = None;
     let mut labels = Vec::with_capacity(plan.len());
+    let mut targets: Option<(Vec<f32>, usize)> = None;
     for (k, &(index, _)) in plan.iter().enumerate() {
         let (img, label) = dataset.get(index, &mut aug_rng(seed, epoch, index as u64))?;
         let shape = img.shape();
@@ -64,10 +67,40 @@ fn load_batch(
             unsafe { std::slice::from_raw_parts_mut((batch.data_ptr() as *mut f32).add(k * n), n) };
         slot.copy_from_slice(&img.data);
         labels.push(label);
+        add_target(dataset, index, k, &mut targets)?;
     }
     let images =
         images.map(|(t, _)| t).unwrap_or_else(|| Tensor::empty([0], (Kind::Float, Device::Cpu)));
-    Ok(CpuBatch { images, labels })
+    Ok(CpuBatch { images, labels, targets })
+}
+
+/// Appends sample `index`'s float target (the `k`-th of its batch) to the batch's, checking
+/// that every sample has one of the same length.
+fn add_target(
+    dataset: &dyn Dataset,
+    index: usize,
+    k: usize,
+    targets: &mut Option<(Vec<f32>, usize)>,
+) -> Result<()> {
+    let target = dataset.target(index);
+    match (target, targets.as_mut()) {
+        (None, None) => Ok(()),
+        (Some(t), None) if k == 0 => {
+            let width = t.len();
+            *targets = Some((t, width));
+            Ok(())
+        }
+        (Some(t), Some((values, width))) if t.len() == *width => {
+            values.extend_from_slice(&t);
+            Ok(())
+        }
+        (t, have) => Err(Error::Dataset(format!(
+            "sample {index} has a target of {} values, but the batch's first sample has {}: \
+             every sample of a data set with float targets needs one of the same length",
+            t.map_or("no".to_string(), |t| t.len().to_string()),
+            have.map_or("none".to_string(), |(_, w)| w.to_string()),
+        ))),
+    }
 }
 
 fn worker(
@@ -166,15 +199,20 @@ impl Batches {
         let plan = &self.plans[b];
         let mut images = cpu.images;
         let mut labels = Tensor::from_slice(&cpu.labels);
+        let mut targets =
+            cpu.targets.map(|(v, width)| Tensor::from_slice(&v).view([-1, width as i64]));
         if self.device != Device::Cpu {
-            images =
-                images.pin_memory(self.device).to_device_(self.device, Kind::Float, true, false);
-            labels =
-                labels.pin_memory(self.device).to_device_(self.device, Kind::Int64, true, false);
+            let to = |t: Tensor, kind| {
+                t.pin_memory(self.device).to_device_(self.device, kind, true, false)
+            };
+            images = to(images, Kind::Float);
+            labels = to(labels, Kind::Int64);
+            targets = targets.map(|t| to(t, Kind::Float));
         }
         Batch {
             images,
             labels,
+            targets,
             indices: plan.iter().map(|p| p.0).collect(),
             is_padding: plan.iter().map(|p| p.1).collect(),
             position: b,

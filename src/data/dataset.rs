@@ -1,4 +1,5 @@
-//! The `Dataset` trait: a sized collection whose sample `i` is a CHW float tensor and a label.
+//! The `Dataset` trait: a sized collection whose sample `i` is a CHW float tensor and a label
+//! (and, for regression or multi-label data, a float target).
 use crate::transforms::{AugRng, TensorImage};
 use crate::Result;
 
@@ -21,6 +22,15 @@ pub trait Dataset: Send + Sync {
     fn label(&self, index: usize) -> i64;
     /// Class names, index = label.
     fn classes(&self) -> Vec<String>;
+    /// The float target of sample `index` when the data set trains something other than one
+    /// class per sample: values to regress to, or a multi-hot vector (1.0 where a label
+    /// applies). Every sample's target has the same length; loaders stack them into
+    /// [`Batch::targets`](super::Batch::targets) (`[B, T]`). `None` (the default): the targets
+    /// are the class labels of [`get`](Self::get).
+    fn target(&self, index: usize) -> Option<Vec<f32>> {
+        let _ = index;
+        None
+    }
 }
 
 /// A shared data set is a data set: an `Arc<D>` can go wherever a `D` can (a
@@ -38,5 +48,8 @@ impl<D: Dataset + ?Sized> Dataset for std::sync::Arc<D> {
     }
     fn classes(&self) -> Vec<String> {
         (**self).classes()
+    }
+    fn target(&self, index: usize) -> Option<Vec<f32>> {
+        (**self).target(index)
     }
 }

@@ -45,6 +45,9 @@ pub struct Batch {
     pub images: Tensor,
     /// `[B]` int64 class indices.
     pub labels: Tensor,
+    /// `[B, T]` float32 targets, on the loader's device, when the data set has them
+    /// ([`Dataset::target`]: regression or multi-label data); `None` for class labels.
+    pub targets: Option<Tensor>,
     /// The data set index of each sample.
     pub indices: Vec<usize>,
     /// Whether each sample is a padding repeat (see [`Batch`]).
@@ -54,6 +57,11 @@ pub struct Batch {
 }
 
 impl Batch {
+    /// What the loss compares the model's output with: the float [`targets`](Self::targets)
+    /// when the data set has them, else the class [`labels`](Self::labels).
+    pub fn target(&self) -> &Tensor {
+        self.targets.as_ref().unwrap_or(&self.labels)
+    }
     /// Samples in this batch.
     pub fn len(&self) -> usize {
         self.indices.len()

@@ -1,6 +1,7 @@
 //! Data sets and loading with torch/torchvision semantics: MNIST (IDX files), `ImageFolder`,
-//! Tiny ImageNet, Stanford Dogs' folders, `Subset`/`random_split`, relabelling by class name, the `DataLoader`, the
-//! `DistributedSampler` and the `SubsetRandomSampler`.
+//! Tiny ImageNet, Stanford Dogs' folders, `Subset`/`random_split`, relabelling by class name,
+//! float targets from labels (`TargetTransform`), the `DataLoader`, the `DistributedSampler`
+//! and the `SubsetRandomSampler`.
 mod batches;
 mod dataset;
 mod decode;
@@ -13,6 +14,7 @@ mod sampler;
 mod scripts;
 mod subset;
 mod subset_sampler;
+mod target_transform;
 mod tensor_dataset;
 mod tiny_imagenet;
 mod torch_rng;
@@ -28,6 +30,7 @@ pub use sampler::DistributedSampler;
 pub use scripts::{ensure_designsafe, ensure_mnist, ensure_stanford_dogs, ensure_tiny_imagenet};
 pub use subset::{random_split, random_split_with, SplitLengths, Subset};
 pub use subset_sampler::SubsetRandomSampler;
+pub use target_transform::{LabelToTarget, TargetTransform};
 pub use tensor_dataset::TensorDataset;
 pub use tiny_imagenet::{Split, TinyImageNet};
 pub use torch_rng::{randperm, TorchGenerator};

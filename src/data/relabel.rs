@@ -121,6 +121,9 @@ impl<D: Dataset> Dataset for Relabel<D> {
     fn classes(&self) -> Vec<String> {
         self.classes.clone()
     }
+    fn target(&self, index: usize) -> Option<Vec<f32>> {
+        self.dataset.target(index)
+    }
 }
 
 /// Reads a `class_to_idx` map from `path`, in one of three formats:

@@ -93,6 +93,9 @@ impl<D: Dataset + ?Sized> Dataset for Subset<D> {
     fn classes(&self) -> Vec<String> {
         self.dataset.classes()
     }
+    fn target(&self, index: usize) -> Option<Vec<f32>> {
+        self.indices.get(index).and_then(|&i| self.dataset.target(i))
+    }
 }
 
 /// The sizes of the parts of a [`random_split`]: sample counts, or fractions of the data set

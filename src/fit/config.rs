@@ -11,6 +11,7 @@ use crate::checkpoint::Policy;
 use crate::dist::DdpOptions;
 use crate::train::{
     ConfusionMatrix, CrossEntropyLoss, EpochRecord, GradClip, LrSchedule, Monitor, Precision,
+    SharedLoss,
 };
 
 /// Every setting of a [`Trainer`](super::Trainer) run; the builder's methods set these fields
@@ -50,8 +51,13 @@ pub struct FitConfig {
     /// Train in the channels_last memory format: the model's 4-D parameters are converted
     /// before the data-parallel wrap and every batch is handed over in that layout.
     pub channels_last: bool,
-    /// The training and validation loss (`CrossEntropyLoss::new()`: torch's defaults).
-    pub loss: CrossEntropyLoss,
+    /// The training and validation loss (`CrossEntropyLoss::new()`: torch's defaults), any
+    /// [`Loss`](crate::train::Loss); with the data's targets it decides the metrics
+    /// ([`Task`](crate::train::Task)).
+    pub loss: SharedLoss,
+    /// Classification: also report the top-k accuracy with this `k` (`train_top_k`,
+    /// `val_top_k` in metrics.jsonl). Default `None`.
+    pub top_k: Option<usize>,
     /// On a CUDA device, loaders that deliver to the CPU deliver to the run's GPU during the
     /// run: batches staged in pinned memory and copied without blocking, so copies overlap the
     /// computation (torch's `DataLoader(pin_memory=True)` with `.to(device, non_blocking=True)`).
@@ -125,7 +131,8 @@ impl Default for FitConfig {
             ddp: DdpOptions::default(),
             precision: Precision::F32,
             channels_last: false,
-            loss: CrossEntropyLoss::new(),
+            loss: SharedLoss::new(CrossEntropyLoss::new()),
+            top_k: None,
             pin_memory: true,
             clip_grad: None,
             early_stopping: None,
@@ -148,9 +155,13 @@ pub struct FitReport {
     /// The last validation epoch's confusion matrix (`None` if no epoch ran).
     pub confusion: Option<ConfusionMatrix>,
     /// The best validation accuracy seen: `best/`'s when `best/` is kept by accuracy (the
-    /// default), the highest in `history` when it is kept by loss (`Mode::Min`), `None`
-    /// without `best/`.
+    /// default for classification), else the highest in `history`; `None` without `best/` or
+    /// without an accuracy (regression).
     pub best_val_acc: Option<f64>,
+    /// The metric `best/` is kept by and its best value so far (`None` without `best/`, or
+    /// before a validation).
+    #[serde(default)]
+    pub best: Option<(Monitor, f64)>,
     /// Set when training continued from a checkpoint: (directory, epoch, batches done).
     pub resumed_from: Option<(PathBuf, u64, u64)>,
     /// Set when the run was interrupted (Ctrl-C, SIGTERM, SIGUSR1, `OUT/STOP`,

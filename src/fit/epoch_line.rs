@@ -5,25 +5,43 @@ use crate::train::{data_wait_note, EpochRecord};
 
 /// `epoch 3/10: train loss .. acc ..% | val loss .. acc ..% | [ema ... | ]lr .. | [grad norm .. | ]..
 /// img/s | data wait ..`, from the epoch's record; `train_seconds` is the training part of it
-/// (what the data wait is a share of).
+/// (what the data wait is a share of). A regression shows `mae .. rmse ..` and a multi-label
+/// run `f1 ..` in place of the accuracy; a top-k accuracy follows the accuracy.
 pub(super) fn epoch_line(epochs: u64, r: &EpochRecord, train_seconds: f64) -> String {
-    let pct = |a: Option<f64>| a.map_or(f64::NAN, |a| a * 100.0);
     let ema_note = match (r.ema_val_loss, r.ema_val_acc) {
-        (Some(loss), acc) => format!("ema val loss {loss:.4} acc {:.2}% | ", pct(acc)),
+        (Some(loss), Some(acc)) => format!("ema val loss {loss:.4} acc {:.2}% | ", acc * 100.0),
+        (Some(loss), None) => format!("ema val loss {loss:.4} | "),
         _ => String::new(),
     };
     let norm = r.grad_norm.map_or(String::new(), |n| format!("grad norm {n:.3} | "));
+    let train = metrics(r.train_mae, r.train_rmse, r.train_f1, Some(r.train_acc), r.train_top_k);
+    let val = metrics(r.val_mae, r.val_rmse, r.val_f1, r.val_acc, r.val_top_k);
     format!(
-        "epoch {}/{epochs}: train loss {:.4} acc {:.2}% | val loss {:.4} acc {:.2}% | {ema_note}lr {:.2e} | {norm}{:.1} img/s | {}",
+        "epoch {}/{epochs}: train loss {:.4} {train} | val loss {:.4} {val} | {ema_note}lr {:.2e} | {norm}{:.1} img/s | {}",
         r.epoch + 1,
         r.train_loss,
-        r.train_acc * 100.0,
         r.val_loss.unwrap_or(f64::NAN),
-        pct(r.val_acc),
         r.lr,
         r.img_per_s,
         data_wait_note(&r.data_wait_s, train_seconds)
     )
+}
+
+/// The task's metrics of one side (training or validation): `mae .. rmse ..`, `f1 ..`, or
+/// `acc ..%` with `top-k ..%` when counted.
+fn metrics(
+    mae: Option<f64>,
+    rmse: Option<f64>,
+    f1: Option<f64>,
+    acc: Option<f64>,
+    top_k: Option<f64>,
+) -> String {
+    let top_k = top_k.map_or(String::new(), |t| format!(" top-k {:.2}%", t * 100.0));
+    match (mae, rmse, f1) {
+        (Some(mae), Some(rmse), _) => format!("mae {mae:.4} rmse {rmse:.4}"),
+        (_, _, Some(f1)) => format!("f1 {f1:.4}"),
+        _ => format!("acc {:.2}%{top_k}", acc.map_or(f64::NAN, |a| a * 100.0)),
+    }
 }
 
 #[cfg(test)]
@@ -53,5 +71,18 @@ mod tests {
             ),
             "{line}"
         );
+        let regression = EpochRecord {
+            train_acc: f64::NAN,
+            val_acc: None,
+            train_mae: Some(0.5),
+            train_rmse: Some(0.75),
+            val_mae: Some(0.25),
+            val_rmse: Some(0.5),
+            ..r.clone()
+        };
+        let line = epoch_line(10, &regression, 10.0);
+        assert!(line.starts_with("epoch 3/10: train loss 0.5000 mae 0.5000 rmse 0.7500 | val loss 0.2500 mae 0.2500 rmse 0.5000 | "), "{line}");
+        let top5 = EpochRecord { train_top_k: Some(0.9), val_top_k: Some(0.95), ..r };
+        assert!(epoch_line(10, &top5, 10.0).contains("acc 90.00% top-k 95.00% |"));
     }
 }

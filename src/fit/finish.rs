@@ -9,7 +9,7 @@ use crate::data::readable_class_name;
 use crate::dist::Dist;
 use crate::models::{load_safetensors, save_safetensors};
 use crate::notebook::{confusion_matrix_plot, loss_accuracy_curves};
-use crate::train::{ConfusionMatrix, EpochRecord, Mode, ModelEma};
+use crate::train::{ConfusionMatrix, EpochRecord, ModelEma, Monitor, Task};
 use crate::Result;
 
 /// What a resumed run with nothing left to train says (all `cfg.epochs` done, or stopped early
@@ -55,12 +55,17 @@ pub(crate) fn write_outputs(
     save_safetensors(vs, &cfg.out.join("model.safetensors"))
 }
 
-/// The checkpoint policy with `best/` judged by [`FitConfig::monitor`] when one is set.
-pub(crate) fn best_policy(cfg: &FitConfig) -> Policy {
+/// The metric `best/` is kept by (`None` without `best/`): [`FitConfig::monitor`] when one is
+/// set, else the `task`'s metric for the policy's mode ([`Monitor::default_for`]: accuracy or
+/// the loss for classification, as always).
+pub(crate) fn best_monitor(cfg: &FitConfig, task: Task) -> Option<Monitor> {
+    cfg.policy.best.map(|mode| cfg.monitor.unwrap_or(Monitor::default_for(task, mode)))
+}
+
+/// The checkpoint policy with `best/` judged in the direction of `monitor`.
+pub(crate) fn best_policy(cfg: &FitConfig, monitor: Option<Monitor>) -> Policy {
     let mut policy = cfg.policy.clone();
-    if let (Some(m), Some(_)) = (cfg.monitor, policy.best) {
-        policy.best = Some(m.mode());
-    }
+    policy.best = monitor.map(Monitor::mode);
     policy
 }
 
@@ -81,17 +86,17 @@ pub(crate) fn restore_best(dist: &Dist, vs: &mut VarStore, ckpt: &Checkpointer) 
     Ok(())
 }
 
-/// [`FitReport::best_val_acc`]: the metric `best/` was kept by when that is the accuracy (the
-/// default, [`Mode::Max`]; `None` without `best/`); with `best/` kept by the loss
-/// ([`Mode::Min`]), the highest validation accuracy of the epochs run.
+/// [`FitReport::best_val_acc`]: `best/`'s metric when `best/` is kept by the accuracy (the
+/// classification default); with `best/` kept by another metric, the highest validation
+/// accuracy of the epochs run (none for regression); `None` without `best/`.
 pub(crate) fn best_val_acc(
-    policy: &Policy,
+    monitor: Option<Monitor>,
     ckpt: &Checkpointer,
     history: &[EpochRecord],
 ) -> Option<f64> {
-    match policy.best {
-        Some(Mode::Min) => history.iter().filter_map(|r| r.val_acc).reduce(f64::max),
-        _ => ckpt.best_metric(),
+    match monitor? {
+        Monitor::ValAcc => ckpt.best_metric(),
+        _ => history.iter().filter_map(|r| r.val_acc).filter(|a| a.is_finite()).reduce(f64::max),
     }
 }
 

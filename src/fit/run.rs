@@ -14,19 +14,19 @@ use super::callback::{Callbacks, FitStart};
 use super::config::{FitConfig, FitReport};
 use super::early_stopping::EarlyStopping;
 use super::epoch_line::epoch_line;
-use super::finish::{best_policy, best_val_acc, restore_best, write_outputs};
+use super::finish::{best_monitor, best_policy, best_val_acc, restore_best, write_outputs};
 use super::interrupt::{Interruption, StopWatch};
 use super::report;
 use super::resume::{parts_state, resume, Parts, Start};
 use super::run_schedule::RunSchedule;
-use crate::checkpoint::{Checkpointer, Policy, TrainState};
+use crate::checkpoint::{Checkpointer, TrainState};
 use crate::data::{DataLoader, Dataset};
 use crate::dist::{Ddp, Dist};
 use crate::models::to_channels_last;
 use crate::train::{
-    append_record, evaluate, train_epoch, ConfusionMatrix, EpochOptions, EpochRecord, GradScaler,
-    ModelEma, Monitor, Optimizer, Precision, RunningMetrics, StepInfo, StepLogging, StepRecord,
-    Validation,
+    append_record, evaluate, task_of, train_epoch, ConfusionMatrix, EpochOptions, EpochRecord,
+    GradScaler, ModelEma, Monitor, Optimizer, Precision, RunningMetrics, StepInfo, StepLogging,
+    StepRecord, Task, Validation,
 };
 use crate::Result;
 use crate::WithPath;
@@ -51,7 +51,8 @@ enum EpochEnd {
 struct Run<'a> {
     dist: &'a Dist,
     cfg: &'a FitConfig,
-    policy: Policy,
+    /// The metric `best/` is kept by (`None` without `best/`).
+    monitor: Option<Monitor>,
     ddp: Ddp<'a>,
     schedule: RunSchedule,
     scaler: Option<RefCell<GradScaler>>,
@@ -91,7 +92,8 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
     }
     let ddp = Ddp::wrap_with(vs, dist, cfg.ddp.clone())?;
     let log = cfg.out.join("metrics.jsonl");
-    let policy = best_policy(cfg);
+    let monitor = best_monitor(cfg, task_of(&cfg.loss, train.dataset()));
+    let policy = best_policy(cfg, monitor);
     // Checkpoints are written in the background: a save costs the step a copy to host memory.
     let mut ckpt = Checkpointer::new(cfg.out.join("checkpoints"), policy.clone()).background(true);
     // float16 needs loss scaling; bfloat16 has float32's range and does not.
@@ -110,7 +112,7 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
     let mut run = Run {
         dist,
         cfg,
-        policy,
+        monitor,
         ddp,
         schedule,
         scaler,
@@ -196,7 +198,8 @@ impl Run<'_> {
         FitReport {
             history: self.history.clone(),
             confusion: self.confusion.clone(),
-            best_val_acc: best_val_acc(&self.policy, &self.ckpt.borrow(), &self.history),
+            best_val_acc: best_val_acc(self.monitor, &self.ckpt.borrow(), &self.history),
+            best: self.monitor.zip(self.ckpt.borrow().best_metric()),
             resumed_from: self.resumed_from.clone(),
             interrupted,
             early_stopped,
@@ -295,6 +298,7 @@ impl Run<'_> {
             .precision(cfg.precision)
             .channels_last(cfg.channels_last);
         opts.progress = cfg.progress;
+        opts.top_k = cfg.top_k;
         if this.schedule.per_step() {
             opts = opts.lr_after_step(&advance);
         }
@@ -330,15 +334,16 @@ impl Run<'_> {
         let lr_used = opt.lr();
         self.schedule.after_validation(opt, Validation { loss: v.loss, accuracy: v.accuracy })?;
         let mut record = EpochRecord::from_summaries(epoch, &t, Some(&v), lr_used);
+        let ema_acc =
+            |e: &crate::train::EpochSummary| (e.task != Task::Regression).then_some(e.accuracy);
         (record.ema_val_loss, record.ema_val_acc) =
-            (v_ema.as_ref().map(|e| e.loss), v_ema.as_ref().map(|e| e.accuracy));
+            (v_ema.as_ref().map(|e| e.loss), v_ema.as_ref().and_then(ema_acc));
         self.dist.println(epoch_line(cfg.epochs, &record, t.seconds));
         if self.dist.is_main() {
             append_record(&self.log, &record)?;
         }
         self.history.push(record.clone());
-        let stop =
-            self.early.as_mut().is_some_and(|e| e.update(e.monitor.value(v.loss, v.accuracy)));
+        let stop = self.early.as_mut().is_some_and(|e| e.update(e.monitor.value(&v)));
         self.after_epoch(vs, opt, epoch, &v)?;
         self.confusion = v.confusion;
         report::epoch_done(self.dist.rank(), &record, &self.ckpt.borrow());
@@ -354,7 +359,7 @@ impl Run<'_> {
     }
 
     /// The epoch's checkpoints: `step-*` per the policy and `best/` when the monitored metric
-    /// improved (the loss for `Mode::Min`, the accuracy for `Mode::Max`).
+    /// improved ([`best_monitor`]).
     fn after_epoch(
         &self,
         vs: &VarStore,
@@ -365,7 +370,7 @@ impl Run<'_> {
         let ema = self.ema.as_ref().map(|e| e.borrow());
         let at = (epoch + 1, 0, RunningMetrics::default());
         let state = self.state((vs, opt, ema.as_deref()), at, parts_state(&self.early));
-        let monitored = self.policy.best.map(|m| Monitor::of_mode(m).value(v.loss, v.accuracy));
+        let monitored = self.monitor.map(|m| m.value(v));
         let mut ckpt = self.ckpt.borrow_mut();
         let before = (ckpt.last_saved(), ckpt.best_metric());
         ckpt.after_epoch(self.dist, &state, epoch, monitored)?;

@@ -7,7 +7,8 @@ use tch::Tensor;
 
 /// PyTorch's MNIST example network (`examples/mnist/main.py`'s `Net`): `conv1` 1->32 (3x3),
 /// ReLU, `conv2` 32->64 (3x3), ReLU, 2x2 max-pool, dropout 0.25, `fc1` 9216->128, ReLU,
-/// dropout 0.5, `fc2` 128->10. Takes `[N, 1, 28, 28]` images and returns `[N, 10]` logits
+/// dropout 0.5, `fc2` 128->10 ([`with_outputs`](Self::with_outputs) for another
+/// count). Takes `[N, 1, 28, 28]` images and returns `[N, 10]` logits
 /// (no softmax: pair it with [`CrossEntropyLoss`](crate::train::CrossEntropyLoss)).
 /// `forward_t(x, train)` applies dropout only when `train` is true.
 ///
@@ -38,11 +39,17 @@ impl MnistNet {
     /// layers do (drawn from tch's seeded generator: `tch::manual_seed` first for repeatable
     /// weights).
     pub fn new(path: &nn::Path) -> MnistNet {
+        MnistNet::with_outputs(path, 10)
+    }
+
+    /// The same network with `outputs` outputs from `fc2`: 1 for a regression head that
+    /// predicts one number (the digit's value, say; examples/mnist_regression.rs).
+    pub fn with_outputs(path: &nn::Path, outputs: i64) -> MnistNet {
         MnistNet {
             conv1: conv2d(&(path / "conv1"), 1, 32, 3, Default::default()),
             conv2: conv2d(&(path / "conv2"), 32, 64, 3, Default::default()),
             fc1: linear(&(path / "fc1"), 9216, 128),
-            fc2: linear(&(path / "fc2"), 128, 10),
+            fc2: linear(&(path / "fc2"), 128, outputs),
         }
     }
 }

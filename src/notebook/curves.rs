@@ -1,4 +1,6 @@
-//! The training history as curves: loss and accuracy per epoch, training against validation.
+//! The training history as curves: the loss and the task's metric per epoch (accuracy, the
+//! mean absolute error of a regression, the macro F1 of a multi-label run), training against
+//! validation.
 use plotters::prelude::*;
 
 use super::figure::{plot_err, render, Figure};
@@ -37,7 +39,8 @@ fn epoch_axis(history: &[EpochRecord]) -> (i64, i64) {
 
 /// Loss (left) and accuracy in % (right) per epoch, training against validation (validation
 /// points only for the epochs that have them), as a 1000x400 figure; epochs are numbered from
-/// 1 as the epoch lines print them. Errors:
+/// 1 as the epoch lines print them. A regression's history shows the mean absolute error on
+/// the right, a multi-label one the macro F1 in %. Errors:
 /// [`Error::InvalidArgument`] for an empty history; [`Error::Plot`] when no font is found.
 pub fn loss_accuracy_curves(history: &[EpochRecord]) -> Result<Figure> {
     if history.is_empty() {
@@ -54,7 +57,17 @@ pub fn loss_accuracy_curves(history: &[EpochRecord]) -> Result<Figure> {
             (points(&|r| Some(train(r)), scale), points(&val, scale))
         };
     let loss = series(|r| r.train_loss, |r| r.val_loss, 1.0);
-    let acc = series(|r| r.train_acc, |r| r.val_acc, 100.0);
+    let task_series =
+        |train: fn(&EpochRecord) -> Option<f64>,
+         val: fn(&EpochRecord) -> Option<f64>,
+         scale: f64| { (points(&train, scale), points(&val, scale)) };
+    let (right, right_label, is_pct) = if history.iter().any(|r| r.train_mae.is_some()) {
+        (task_series(|r| r.train_mae, |r| r.val_mae, 1.0), ("Mean absolute error", "MAE"), false)
+    } else if history.iter().any(|r| r.train_f1.is_some()) {
+        (task_series(|r| r.train_f1, |r| r.val_f1, 100.0), ("Macro F1", "F1 (%)"), true)
+    } else {
+        (series(|r| r.train_acc, |r| r.val_acc, 100.0), ("Accuracy", "accuracy (%)"), true)
+    };
     let title = format!(
         "Training history ({} epoch{})",
         history.len(),
@@ -66,7 +79,8 @@ pub fn loss_accuracy_curves(history: &[EpochRecord]) -> Result<Figure> {
         |root| {
             let root = root.titled(&title, ("sans-serif", 22)).map_err(plot_err)?;
             let panels = root.split_evenly((1, 2));
-            let specs = [("Loss", "loss", &loss, false), ("Accuracy", "accuracy (%)", &acc, true)];
+            let specs =
+                [("Loss", "loss", &loss, false), (right_label.0, right_label.1, &right, is_pct)];
             for (area, (caption, ylabel, (train, val), is_acc)) in panels.iter().zip(specs) {
                 let (mut y0, mut y1) = value_range(train.iter().chain(val.iter()).map(|p| p.1));
                 if is_acc {
@@ -165,6 +179,18 @@ mod tests {
         keep(&one, "curves_one.png");
         assert!(colors(&one) > 20);
         assert!(matches!(loss_accuracy_curves(&[]), Err(Error::InvalidArgument(_))));
+        let regression: Vec<EpochRecord> = (0..4)
+            .map(|e| EpochRecord {
+                train_acc: f64::NAN,
+                val_acc: None,
+                train_mae: Some(1.0 / (1.0 + e as f64)),
+                val_mae: Some(1.2 / (1.0 + e as f64)),
+                ..record(e, true)
+            })
+            .collect();
+        let fig = loss_accuracy_curves(&regression).unwrap();
+        keep(&fig, "curves_regression.png");
+        assert!(colors(&fig) > 50);
     }
 
     #[test]

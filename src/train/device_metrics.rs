@@ -1,6 +1,7 @@
 //! An epoch's running sums kept on the training device, so that a training step never waits
-//! for the device: the loss sum (float64) and the correct count (int64) are added to by device
-//! kernels and read only when progress is shown, a checkpoint is written or the epoch ends.
+//! for the device: the loss sum (float64), the correct count (int64) and the task's other sums
+//! (float64: top-k, errors, per-label counts) are added to by device kernels and read only when
+//! progress is shown, a checkpoint is written or the epoch ends.
 //!
 //! Every read goes through [`DeviceMetrics::read`], which counts it (as does the one read of
 //! GradScaler's inf flag where a step needs it on the host): [`host_reads`] lets a test check
@@ -12,6 +13,7 @@ use tch::{Device, Kind, Tensor};
 
 use super::metrics::RunningMetrics;
 use super::step_record::{StepBuffer, StepRecord};
+pub(crate) use super::task_sums::TaskSums;
 
 static HOST_READS: AtomicU64 = AtomicU64::new(0);
 
@@ -33,25 +35,42 @@ pub(crate) fn count_host_read() {
     HOST_READS.fetch_add(1, Ordering::Relaxed);
 }
 
-/// Running loss sum and correct count on a device, plus the (host-known) sample count.
+/// Running loss sum and the task's counts on a device, plus the (host-known) sample count.
 /// With step records on, it also holds the steps whose losses wait on the device; they are
 /// read with the sums (one read for both).
 pub struct DeviceMetrics {
     loss_sum: Tensor,
     correct: Tensor,
+    /// The task's sums beyond the correct count (float64), laid out as [`TaskSums::extra_of`].
+    extra: Option<Tensor>,
+    sums: TaskSums,
     count: u64,
+    values: u64,
     steps: Option<RefCell<StepBuffer>>,
 }
 
 impl DeviceMetrics {
-    /// Sums that start from `start` (the part of an epoch done before a resume), on `device`.
-    /// The loss sum continues from `start.loss_sum` in the same float64 order of additions as
-    /// an uninterrupted epoch, so a resumed epoch reports the identical loss.
+    /// Classification sums (loss and correct count) that start from `start` (the part of an
+    /// epoch done before a resume), on `device`. The loss sum continues from
+    /// `start.loss_sum` in the same float64 order of additions as an uninterrupted epoch, so
+    /// a resumed epoch reports the identical loss.
     pub fn new(device: Device, start: RunningMetrics) -> DeviceMetrics {
+        DeviceMetrics::for_task(device, &start, TaskSums::default())
+    }
+
+    /// The sums of `sums.task` (with a top-k count for classification when `sums.top_k` is
+    /// set), continuing those of `start`.
+    pub(crate) fn for_task(device: Device, start: &RunningMetrics, sums: TaskSums) -> Self {
+        let extra = sums
+            .extra_of(start)
+            .map(|v| Tensor::from_slice(&v).to_kind(Kind::Double).to_device(device));
         DeviceMetrics {
             loss_sum: Tensor::from(start.loss_sum).to_device(device),
             correct: Tensor::from(start.correct as i64).to_device(device),
+            extra,
+            sums,
             count: start.count,
+            values: start.values,
             steps: None,
         }
     }
@@ -81,10 +100,11 @@ impl DeviceMetrics {
         self.steps.as_ref().map_or_else(Vec::new, |b| b.borrow_mut().take_ready())
     }
 
-    /// Adds a batch given its mean loss (a scalar tensor), its logits and its labels: the loss
-    /// sum grows by `mean * batch size` in float64, as the per-sample sum it stands for.
-    pub fn add_mean_loss(&mut self, mean_loss: &Tensor, logits: &Tensor, labels: &Tensor) {
-        let n = labels.size()[0];
+    /// Adds a batch given its mean loss (a scalar tensor), the model's output and the batch's
+    /// target (logits and labels for classification): the loss sum grows by
+    /// `mean * batch size` in float64, as the per-sample sum it stands for.
+    pub fn add_mean_loss(&mut self, mean_loss: &Tensor, output: &Tensor, target: &Tensor) {
+        let n = target.size()[0];
         tch::no_grad(|| {
             let sum = mean_loss.detach().to_kind(Kind::Double) * n as f64;
             let _ = self.loss_sum.g_add_(&sum);
@@ -92,23 +112,31 @@ impl DeviceMetrics {
                 b.borrow_mut().add_to_window(&sum, n as u64);
             }
         });
-        self.add_correct(logits, labels);
+        self.add_outputs(output, target);
     }
 
     /// Adds a batch given the per-sample loss sum (a float64 scalar tensor).
-    pub fn add_loss_sum(&mut self, loss_sum: &Tensor, logits: &Tensor, labels: &Tensor) {
+    pub fn add_loss_sum(&mut self, loss_sum: &Tensor, output: &Tensor, target: &Tensor) {
         tch::no_grad(|| {
             let _ = self.loss_sum.g_add_(&loss_sum.detach().to_kind(Kind::Double));
         });
-        self.add_correct(logits, labels);
+        self.add_outputs(output, target);
     }
 
-    fn add_correct(&mut self, logits: &Tensor, labels: &Tensor) {
+    fn add_outputs(&mut self, output: &Tensor, target: &Tensor) {
+        let batch = self.sums.of_batch(output, target);
         tch::no_grad(|| {
-            let right = logits.argmax(1, false).eq_tensor(labels).sum(Kind::Int64);
-            let _ = self.correct.g_add_(&right);
+            if let Some(c) = &batch.correct {
+                let _ = self.correct.g_add_(c);
+            }
+            match (&mut self.extra, batch.extra) {
+                (Some(e), Some(b)) => drop(e.g_add_(&b)),
+                (e @ None, Some(b)) => *e = Some(b),
+                _ => {}
+            }
         });
-        self.count += labels.size()[0] as u64;
+        self.count += target.size()[0] as u64;
+        self.values += batch.values;
     }
 
     /// Samples added so far (known on the host, no device read).
@@ -116,29 +144,36 @@ impl DeviceMetrics {
         self.count
     }
 
-    /// The sums as host values: one (counted) read from the device. With step records on,
-    /// the pending steps' losses come back in the same copy.
+    /// The sums as host values: one (counted) read from the device, one copy. With step
+    /// records on, the pending steps' losses come back in the same copy.
     pub fn read(&self) -> RunningMetrics {
         count_host_read();
-        let Some(buffer) = &self.steps else {
-            return RunningMetrics {
-                loss_sum: self.loss_sum.double_value(&[]),
-                correct: self.correct.int64_value(&[]) as u64,
-                count: self.count,
-            };
-        };
-        let mut buffer = buffer.borrow_mut();
-        // Every value as float64 in one tensor (the count stays exact below 2^53).
-        let mut values = vec![self.loss_sum.shallow_clone(), self.correct.to_kind(Kind::Double)];
-        values.extend(buffer.device_values());
-        let host = Vec::<f64>::try_from(Tensor::stack(&values, 0).to_device(Device::Cpu))
+        // Every value as float64 in one tensor (the counts stay exact below 2^53).
+        let scalar = |t: &Tensor| t.to_kind(Kind::Double).view([1]);
+        let mut values = vec![scalar(&self.loss_sum), scalar(&self.correct)];
+        let extra_len = self.extra.as_ref().map_or(0, |e| e.numel());
+        values.extend(self.extra.as_ref().map(|e| e.view([-1])));
+        let mut buffer = self.steps.as_ref().map(|b| b.borrow_mut());
+        if let Some(b) = &buffer {
+            values.extend(b.device_values().iter().map(scalar));
+        }
+        let host = Vec::<f64>::try_from(Tensor::cat(&values, 0).to_device(Device::Cpu))
             .unwrap_or_default();
-        buffer.fill(host.get(2..).unwrap_or_default());
-        RunningMetrics {
+        let mut m = RunningMetrics {
             loss_sum: host.first().copied().unwrap_or(f64::NAN),
             correct: host.get(1).copied().unwrap_or(0.0) as u64,
             count: self.count,
+            values: self.values,
+            ..Default::default()
+        };
+        let extra_end = 2 + extra_len;
+        if extra_len > 0 {
+            self.sums.fill(&mut m, host.get(2..extra_end).unwrap_or_default());
         }
+        if let Some(b) = &mut buffer {
+            b.fill(host.get(extra_end..).unwrap_or_default());
+        }
+        m
     }
 }
 
@@ -151,10 +186,10 @@ mod tests {
         let logits = Tensor::from_slice(&[1.0f32, 0.0, 0.0, 1.0, 2.0, 0.0]).view([3, 2]);
         let labels = Tensor::from_slice(&[0i64, 0, 0]);
         let mean = Tensor::from(0.7f32);
-        let start = RunningMetrics { loss_sum: 1.25, correct: 4, count: 5 };
-        let mut host = start;
+        let start = RunningMetrics { loss_sum: 1.25, correct: 4, count: 5, ..Default::default() };
+        let mut host = start.clone();
         host.add_batch(f64::from(0.7f32) * 3.0, &logits, &labels);
-        let mut dev = DeviceMetrics::new(Device::Cpu, start);
+        let mut dev = DeviceMetrics::new(Device::Cpu, start.clone());
         dev.add_mean_loss(&mean, &logits, &labels);
         let before = host_reads();
         assert_eq!(dev.read(), host);
@@ -165,8 +200,8 @@ mod tests {
     fn step_records_come_back_with_the_sums_in_the_same_read() {
         let logits = Tensor::from_slice(&[1.0f32, 0.0, 0.0, 1.0]).view([2, 2]);
         let labels = Tensor::from_slice(&[0i64, 0]);
-        let start = RunningMetrics { loss_sum: 1.25, correct: 4, count: 5 };
-        let mut plain = DeviceMetrics::new(Device::Cpu, start);
+        let start = RunningMetrics { loss_sum: 1.25, correct: 4, count: 5, ..Default::default() };
+        let mut plain = DeviceMetrics::new(Device::Cpu, start.clone());
         let mut dev = DeviceMetrics::new(Device::Cpu, start).with_step_records();
         for (i, mean) in [0.75f32, 0.5].into_iter().enumerate() {
             dev.add_mean_loss(&Tensor::from(mean), &logits, &labels);

@@ -1,5 +1,5 @@
-//! One epoch of training or evaluation over a `DataLoader`, returning an exact per-sample
-//! summary (loss, accuracy, samples, seconds, img/s).
+//! One epoch of training or evaluation over a `DataLoader` with any [`Loss`], returning an
+//! exact per-sample summary (loss, the task's metrics, samples, seconds, img/s).
 //!
 //! A step queues its work on the device and moves on: the running loss and correct counts stay
 //! on the device ([`DeviceMetrics`]) and are read only when progress is printed, when `on_step`
@@ -10,88 +10,47 @@ use tch::nn::ModuleT;
 use tch::{Device, Kind, Tensor};
 
 use super::clip::NormMean;
-use super::device_metrics::DeviceMetrics;
+use super::device_metrics::{DeviceMetrics, TaskSums};
 use super::epoch_options::{EpochOptions, StepInfo};
-use super::loss::CrossEntropyLoss;
+use super::loss::{check_batch, Loss, Task};
 use super::metrics::{ConfusionMatrix, RunningMetrics};
 use super::optim::Optimizer;
-use super::timing::{data_wait_note, Timed};
+pub use super::summary::EpochSummary;
+use super::timing::Timed;
 use crate::data::{DataLoader, Dataset};
 use crate::Result;
 
-/// The result of an epoch. `loss` and `accuracy` are exact means over `samples`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct EpochSummary {
-    /// Mean loss per sample.
-    pub loss: f64,
-    /// Fraction of samples classified correctly (0 to 1).
-    pub accuracy: f64,
-    /// Samples seen by all ranks (padding repeats excluded).
-    pub samples: u64,
-    /// Wall-clock seconds of the epoch.
-    pub seconds: f64,
-    /// Samples per second over all ranks (in a resumed epoch, of the samples trained since the
-    /// resume: `samples` also counts the restored ones).
-    pub img_per_s: f64,
-    /// Seconds each rank (in rank order) waited for its data loader during the epoch.
-    pub data_wait_s: Vec<f64>,
-    /// Filled by [`evaluate`]: rows are true classes, columns predictions (all ranks).
-    pub confusion: Option<ConfusionMatrix>,
-    /// With norm clipping ([`EpochOptions::clip_grad`]): the mean over the epoch's optimizer
-    /// steps of the total gradient norm before clipping (what `clip_grad_norm_` returns).
-    pub grad_norm: Option<f64>,
-    /// Optimizer steps the epoch took (one per accumulation window; 0 from [`evaluate`]): what
-    /// a hand-written loop passes to [`Checkpointer::add_steps`](crate::checkpoint::Checkpointer::add_steps).
-    pub steps: u64,
+/// The task an epoch over `dataset` runs: the loss's own, else the one its data implies
+/// (float targets: regression; class labels: classification).
+pub(crate) fn task_of(loss_fn: &dyn Loss, dataset: &dyn Dataset) -> Task {
+    loss_fn
+        .task()
+        .unwrap_or_else(|| Task::of_targets(!dataset.is_empty() && dataset.target(0).is_some()))
 }
 
-impl std::fmt::Display for EpochSummary {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "loss {:.4}  acc {:.2}%  {} samples  {:.1} s  {:.1} img/s",
-            self.loss,
-            self.accuracy * 100.0,
-            self.samples,
-            self.seconds,
-            self.img_per_s
-        )?;
-        if let Some(n) = self.grad_norm {
-            write!(f, "  grad norm {n:.3}")?;
-        }
-        let note = data_wait_note(&self.data_wait_s, self.seconds);
-        if !note.is_empty() {
-            write!(f, "  {note}")?;
-        }
-        Ok(())
-    }
+/// The model's output for `x` and the mean loss against `y` (the `task`'s shapes checked
+/// first, so a mismatch is an error naming both, not a panic inside the loss).
+fn forward_and_loss(
+    model: &dyn ModuleT,
+    loss_fn: &dyn Loss,
+    (task, top_k): (Task, Option<usize>),
+    (x, y): (&Tensor, &Tensor),
+) -> Result<(Tensor, Tensor)> {
+    let output = model.forward_t(x, true);
+    check_batch(task, top_k, &output, y)?;
+    let loss = loss_fn.mean(&output, y);
+    Ok((output, loss))
 }
 
-fn summary(
-    m: RunningMetrics,
-    seconds: f64,
-    data_wait_s: Vec<f64>,
-    confusion: Option<ConfusionMatrix>,
-) -> EpochSummary {
-    EpochSummary {
-        loss: m.loss(),
-        accuracy: m.accuracy(),
-        samples: m.count,
-        seconds,
-        img_per_s: m.count as f64 / seconds.max(1e-9),
-        data_wait_s,
-        confusion,
-        grad_norm: None,
-        steps: 0,
-    }
-}
-
-/// Trains `model` for one pass over `loader` (which the caller positions with `set_epoch`).
+/// Trains `model` for one pass over `loader` (which the caller positions with `set_epoch`),
+/// minimising `loss_fn` (a [`CrossEntropyLoss`](super::CrossEntropyLoss) for class labels,
+/// [`MSELoss`](super::MSELoss) for float targets, any [`Loss`]). The summary holds the task's
+/// metrics ([`Task`]: the loss's, else the data's).
 pub fn train_epoch<D: Dataset + 'static>(
     model: &dyn ModuleT,
     loader: &mut DataLoader<D>,
     optimizer: &mut Optimizer,
-    loss_fn: &CrossEntropyLoss,
+    loss_fn: &dyn Loss,
     opts: &EpochOptions,
 ) -> Result<EpochSummary> {
     let start = Instant::now();
@@ -100,7 +59,9 @@ pub fn train_epoch<D: Dataset + 'static>(
     // its rate: the restored metrics hold samples an earlier run trained in its own time.
     let resumed = loader.batches_to_skip() > 0;
     progress.resume_at(loader.batches_to_skip());
-    let mut running = DeviceMetrics::new(opts.device, opts.start_metrics);
+    let task = task_of(loss_fn, loader.dataset());
+    let sums = TaskSums { task, top_k: opts.top_k };
+    let mut running = DeviceMetrics::for_task(opts.device, &opts.start_metrics, sums);
     if opts.step_logging.is_some() {
         running = running.with_step_records();
     }
@@ -134,13 +95,11 @@ pub fn train_epoch<D: Dataset + 'static>(
         let (window_start, position) = (batch.position / k * k, batch.position);
         let window = k.min(total_batches - window_start);
         let last_in_window = position + 1 == window_start + window;
-        let (x, y) = (opts.batch_images(&batch.images), batch.labels.to_device(opts.device));
+        let (x, y) = (opts.batch_images(&batch.images), batch.target().to_device(opts.device));
         opts.hooks.pre_forward(last_in_window)?;
         let (logits, loss) = opts.precision.run(opts.device, || {
-            let logits = model.forward_t(&x, true);
-            let loss = loss_fn.mean(&logits, &y);
-            (logits, loss)
-        })?;
+            forward_and_loss(model, loss_fn, (task, opts.top_k), (&x, &y))
+        })??;
         if position == window_start {
             optimizer.zero_grad();
         }
@@ -188,8 +147,8 @@ pub fn train_epoch<D: Dataset + 'static>(
     deliver_steps(&running)?;
     let trained_here = local.count.saturating_sub(opts.start_metrics.count) as f64;
     let total = opts.hooks.reduce_metrics(local)?;
-    let mut result = summary(total, start.elapsed().as_secs_f64(), waited, None);
-    (result.grad_norm, result.steps) = (norms.read(), steps);
+    let mut result = EpochSummary::new(task, opts.top_k, total, start.elapsed().as_secs_f64());
+    (result.data_wait_s, result.grad_norm, result.steps) = (waited, norms.read(), steps);
     if resumed {
         let trained: f64 = opts.hooks.gather_f64(trained_here)?.iter().sum();
         result.img_per_s = trained / result.seconds.max(1e-9);
@@ -198,18 +157,21 @@ pub fn train_epoch<D: Dataset + 'static>(
     Ok(result)
 }
 
-/// Evaluates `model` (eval mode, no gradients) over `loader`: exact loss and accuracy over the
-/// real samples (padding repeats of a `DistributedSampler` are excluded) and the confusion matrix.
+/// Evaluates `model` (eval mode, no gradients) over `loader`: the exact loss and the task's
+/// metrics over the real samples (padding repeats of a `DistributedSampler` are excluded),
+/// and for classification the confusion matrix.
 pub fn evaluate<D: Dataset + 'static>(
     model: &dyn ModuleT,
     loader: &mut DataLoader<D>,
-    loss_fn: &CrossEntropyLoss,
+    loss_fn: &dyn Loss,
     opts: &EpochOptions,
 ) -> Result<EpochSummary> {
     let start = Instant::now();
     let classes = loader.dataset().classes().len();
+    let task = task_of(loss_fn, loader.dataset());
     let mut progress = opts.begin_progress("eval", loader.len());
-    let mut running = DeviceMetrics::new(opts.device, RunningMetrics::default());
+    let sums = TaskSums { task, top_k: opts.top_k };
+    let mut running = DeviceMetrics::for_task(opts.device, &RunningMetrics::default(), sums);
     let (mut preds, mut truths) = (Vec::new(), Vec::new());
     let mut batches = Timed::new(loader.iter());
     for batch in &mut batches {
@@ -217,35 +179,44 @@ pub fn evaluate<D: Dataset + 'static>(
         let keep: Vec<i64> =
             (0..batch.len() as i64).filter(|&k| !batch.is_padding[k as usize]).collect();
         let keep = Tensor::from_slice(&keep).to_device(opts.device);
-        let (x, y) = (opts.batch_images(&batch.images), batch.labels.to_device(opts.device));
-        let (logits, losses) = opts.precision.run(opts.device, || {
-            tch::no_grad(|| {
-                let logits = model.forward_t(&x, false).index_select(0, &keep);
-                let losses = loss_fn.per_sample(&logits, &y.index_select(0, &keep));
-                (logits, losses)
-            })
-        })?;
+        let (x, y) = (opts.batch_images(&batch.images), batch.target().to_device(opts.device));
         let y = y.index_select(0, &keep);
+        let (logits, losses) = opts.precision.run(opts.device, || {
+            tch::no_grad(|| -> Result<(Tensor, Tensor)> {
+                let logits = model.forward_t(&x, false).index_select(0, &keep);
+                check_batch(task, opts.top_k, &logits, &y)?;
+                let losses = loss_fn.per_sample(&logits, &y);
+                Ok((logits, losses))
+            })
+        })??;
         running.add_loss_sum(&losses.sum(Kind::Double), &logits, &y);
-        // Predictions stay on the device until the epoch ends (one copy, not one per batch).
-        preds.push(logits.argmax(1, false));
-        truths.push(y);
+        if task == Task::Classification {
+            // Predictions stay on the device until the epoch ends (one copy, not one per batch).
+            preds.push(logits.argmax(1, false));
+            truths.push(y);
+        }
         progress.advance(batch.len(), &mut || running.read().loss());
     }
     let local = running.read();
     let to_cpu = |t: Tensor| t.to_device(Device::Cpu);
     let total = opts.hooks.reduce_metrics(local)?;
     let empty = || Tensor::zeros([0], (Kind::Int64, Device::Cpu));
-    let (p, t) = if preds.is_empty() {
-        (empty(), empty())
+    let confusion = if task == Task::Classification {
+        let (p, t) = if preds.is_empty() {
+            (empty(), empty())
+        } else {
+            (to_cpu(Tensor::cat(&preds, 0)), to_cpu(Tensor::cat(&truths, 0)))
+        };
+        let (p, t) = opts.hooks.gather_labels(p, t)?;
+        let mut confusion = ConfusionMatrix::new(classes);
+        confusion.add(&p, &t);
+        Some(confusion)
     } else {
-        (to_cpu(Tensor::cat(&preds, 0)), to_cpu(Tensor::cat(&truths, 0)))
+        None
     };
-    let (p, t) = opts.hooks.gather_labels(p, t)?;
-    let mut confusion = ConfusionMatrix::new(classes);
-    confusion.add(&p, &t);
     let waited = opts.hooks.gather_f64(batches.waited_s())?;
-    let result = summary(total, start.elapsed().as_secs_f64(), waited, Some(confusion));
+    let mut result = EpochSummary::new(task, opts.top_k, total, start.elapsed().as_secs_f64());
+    (result.data_wait_s, result.confusion) = (waited, confusion);
     progress.finish(&result.to_string());
     Ok(result)
 }

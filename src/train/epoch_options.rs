@@ -73,6 +73,9 @@ pub struct EpochOptions<'a> {
     /// Per-step records ([`StepRecord`](super::StepRecord)s) for step logs and callbacks,
     /// read with the running sums (no extra device read). Default `None`.
     pub step_logging: Option<StepLogging<'a>>,
+    /// Classification: also count the samples whose label is among the `k` highest logits
+    /// (the top-k accuracy, e.g. ImageNet's top-5). Default `None`.
+    pub top_k: Option<usize>,
 }
 
 impl Default for EpochOptions<'_> {
@@ -91,6 +94,7 @@ impl Default for EpochOptions<'_> {
             channels_last: false,
             clip_grad: None,
             step_logging: None,
+            top_k: None,
         }
     }
 }
@@ -174,6 +178,11 @@ impl<'a> EpochOptions<'a> {
     /// for the device; they arrive in bursts, in step order.
     pub fn step_records(mut self, logging: StepLogging<'a>) -> Self {
         self.step_logging = Some(logging);
+        self
+    }
+    /// Also reports the top-`k` accuracy of a classification (`EpochSummary::top_k_accuracy`).
+    pub fn top_k(mut self, k: usize) -> Self {
+        self.top_k = Some(k);
         self
     }
     /// Accumulates the gradients of `k` micro-batches per optimizer step: the first k-1

@@ -8,14 +8,18 @@ use serde::{Deserialize, Serialize};
 use super::epoch::EpochSummary;
 use crate::{Error, Result, WithPath};
 
-/// One epoch of training and validation. Accuracies are fractions in [0, 1].
+/// One epoch of training and validation. Accuracies are fractions in [0, 1]. The task's own
+/// metrics (errors for regression, F1 for multi-label, top-k) are present only for runs of
+/// that task, so a classification's log lines hold exactly the fields they always had.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct EpochRecord {
     /// The epoch, 0-based.
     pub epoch: u64,
     /// Mean per-sample training loss over the epoch (all ranks).
     pub train_loss: f64,
-    /// Training accuracy over the epoch, a fraction in [0, 1].
+    /// Training accuracy over the epoch, a fraction in [0, 1] (multi-label: the exact-match
+    /// ratio); NaN for regression (`null` in the file).
+    #[serde(deserialize_with = "null_as_nan")]
     pub train_acc: f64,
     /// Mean per-sample validation loss; `None` when the epoch was not evaluated.
     pub val_loss: Option<f64>,
@@ -44,6 +48,38 @@ pub struct EpochRecord {
     /// With an EMA of the weights: the validation accuracy of the averaged weights.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ema_val_acc: Option<f64>,
+    /// Regression: the training mean absolute error over every target value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub train_mae: Option<f64>,
+    /// Regression: the training root mean squared error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub train_rmse: Option<f64>,
+    /// Regression: the validation mean absolute error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub val_mae: Option<f64>,
+    /// Regression: the validation root mean squared error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub val_rmse: Option<f64>,
+    /// Multi-label: the training macro F1 score (the mean of the per-label scores).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub train_f1: Option<f64>,
+    /// Multi-label: the validation macro F1 score.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub val_f1: Option<f64>,
+    /// Multi-label: the validation F1 score of every label.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub val_f1_per_label: Option<Vec<f64>>,
+    /// With a top-k count (`Trainer::top_k`): the training top-k accuracy in [0, 1].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub train_top_k: Option<f64>,
+    /// With a top-k count: the validation top-k accuracy in [0, 1].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub val_top_k: Option<f64>,
+}
+
+/// A number that the file may hold as `null` (serde_json writes NaN so): NaN.
+fn null_as_nan<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
 impl EpochRecord {
@@ -67,7 +103,8 @@ impl EpochRecord {
             train_loss: train.loss,
             train_acc: train.accuracy,
             val_loss: val.map(|v| v.loss),
-            val_acc: val.map(|v| v.accuracy),
+            val_acc: val
+                .and_then(|v| (v.task != crate::train::Task::Regression).then_some(v.accuracy)),
             lr,
             world_size: train.data_wait_s.len().max(1),
             seconds: train.seconds + val.map_or(0.0, |v| v.seconds),
@@ -76,7 +113,35 @@ impl EpochRecord {
             grad_norm: train.grad_norm,
             ema_val_loss: None,
             ema_val_acc: None,
+            train_mae: train.mae(),
+            train_rmse: train.rmse(),
+            val_mae: val.and_then(EpochSummary::mae),
+            val_rmse: val.and_then(EpochSummary::rmse),
+            train_f1: train.f1_macro(),
+            val_f1: val.and_then(EpochSummary::f1_macro),
+            val_f1_per_label: val.and_then(EpochSummary::f1_per_label),
+            train_top_k: train.top_k_accuracy(),
+            val_top_k: val.and_then(EpochSummary::top_k_accuracy),
         }
+        .with_finite()
+    }
+
+    /// The record with every optional metric that is not a finite number left out (an epoch
+    /// without samples has none).
+    fn with_finite(mut self) -> EpochRecord {
+        for v in [
+            &mut self.train_mae,
+            &mut self.train_rmse,
+            &mut self.val_mae,
+            &mut self.val_rmse,
+            &mut self.train_f1,
+            &mut self.val_f1,
+            &mut self.train_top_k,
+            &mut self.val_top_k,
+        ] {
+            *v = v.filter(|v| v.is_finite());
+        }
+        self
     }
 }
 

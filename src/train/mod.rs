@@ -1,6 +1,6 @@
 //! The training loop: the per-epoch train/evaluate helpers and the [`Strategy`] they run
 //! under, optimizers with checkpointable state (`optim/`), mixed precision (`amp/`), LR
-//! schedules, loss, exact metrics, predictions with their confidence, the metrics log, and a
+//! schedules, losses for every task, exact metrics, predictions with their confidence, the metrics log, and a
 //! deterministic mode.
 mod amp;
 mod clip;
@@ -17,6 +17,8 @@ mod predict;
 mod schedule;
 mod step_record;
 mod strategy;
+mod summary;
+mod task_sums;
 mod timing;
 
 pub use amp::{GradScaler, GradScalerConfig, GradScalerState, Precision};
@@ -26,10 +28,14 @@ pub use determinism::{
 };
 pub use device_metrics::{host_reads, DeviceMetrics};
 pub use ema::ModelEma;
+pub(crate) use epoch::task_of;
 pub use epoch::{evaluate, train_epoch, EpochSummary};
 pub use epoch_options::{EpochOptions, LrAfterStep, OnStep, StepInfo};
 pub use log::{append_record, read_records, EpochRecord};
-pub use loss::CrossEntropyLoss;
+pub use loss::{
+    BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, Loss, MSELoss, SharedLoss,
+    SmoothL1Loss, Task,
+};
 pub use metrics::{ConfusionMatrix, Mode, Monitor, RunningMetrics};
 pub use optim::{Kernels, Optimizer, OptimizerKind, OptimizerMeta, ParamGroup};
 pub use predict::{predict, predictions, Prediction};

@@ -14,9 +14,7 @@ use super::run::{run, Model};
 use crate::checkpoint::Policy;
 use crate::data::{DataLoader, Dataset};
 use crate::dist::{DdpOptions, Dist};
-use crate::train::{
-    CrossEntropyLoss, GradClip, LrSchedule, Mode, Monitor, Optimizer, Precision, ReduceLROnPlateau,
-};
+use crate::train::{GradClip, LrSchedule, Mode, Monitor, Optimizer, Precision, ReduceLROnPlateau};
 use crate::Result;
 
 /// A training run on one rank of `dist` (a world of one without a launcher): resume from the
@@ -254,9 +252,26 @@ impl<'d> Trainer<'d> {
         self
     }
 
-    /// The loss (default `CrossEntropyLoss::new()`).
-    pub fn loss(mut self, loss: CrossEntropyLoss) -> Self {
-        self.cfg.loss = loss;
+    /// The loss (default `CrossEntropyLoss::new()`): any [`Loss`](crate::train::Loss), such as
+    /// `MSELoss` for a regression head on float targets or `BCEWithLogitsLoss` for multi-hot
+    /// ones, or a closure giving per-sample losses. With the data's targets it decides what the
+    /// run measures ([`Task`](crate::train::Task)): accuracy, errors or F1.
+    ///
+    /// ```no_run
+    /// # use trainbook::prelude::*;
+    /// # fn f(dist: &Dist) {
+    /// let trainer = Trainer::new(dist).loss(MSELoss).monitor(Monitor::ValMae);
+    /// # }
+    /// ```
+    pub fn loss(mut self, loss: impl crate::train::Loss + 'static) -> Self {
+        self.cfg.loss = crate::train::SharedLoss::new(loss);
+        self
+    }
+
+    /// Classification: also report the top-`k` accuracy (e.g. 5 for ImageNet); see
+    /// [`FitConfig::top_k`].
+    pub fn top_k(mut self, k: usize) -> Self {
+        self.cfg.top_k = Some(k);
         self
     }
 

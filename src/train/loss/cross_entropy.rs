@@ -1,6 +1,8 @@
 //! Cross-entropy with label smoothing, as `torch.nn.CrossEntropyLoss(label_smoothing=...)`.
 use tch::{Reduction, Tensor};
 
+use super::{Loss, Task};
+
 /// `torch.nn.CrossEntropyLoss(label_smoothing=...)` on logits `[N, C]` and int64 class
 /// indices `[N]` (log-softmax and negative log-likelihood in one; `ignore_index` -100, no class
 /// weights).
@@ -48,5 +50,17 @@ impl CrossEntropyLoss {
             -100,
             self.label_smoothing,
         )
+    }
+}
+
+impl Loss for CrossEntropyLoss {
+    fn per_sample(&self, output: &Tensor, target: &Tensor) -> Tensor {
+        CrossEntropyLoss::per_sample(self, output, target)
+    }
+    fn mean(&self, output: &Tensor, target: &Tensor) -> Tensor {
+        CrossEntropyLoss::mean(self, output, target)
+    }
+    fn task(&self) -> Option<Task> {
+        Some(Task::Classification)
     }
 }

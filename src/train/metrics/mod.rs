@@ -1,0 +1,244 @@
+//! Per-sample exact running metrics ([`RunningMetrics`]) for every task: loss and accuracy
+//! (top-k too) for classes, mean absolute and root mean squared error for regression, F1 per
+//! label for multi-label; the confusion matrix; the [`Mode`] and [`Monitor`] of the metric a
+//! run judges its epochs by.
+//!
+//! The course averages `loss / len(x)` per batch and then over batches, which weighs a short
+//! last batch as much as a full one; here every metric is a sum (or a count) over samples
+//! divided at the end, so it equals the value over the whole epoch exactly, and the sums of
+//! several ranks add up to the sums over all their samples.
+use serde::{Deserialize, Serialize};
+use tch::{Kind, Tensor};
+
+mod confusion;
+mod monitor;
+
+pub use confusion::ConfusionMatrix;
+pub use monitor::{Mode, Monitor};
+
+/// Sums over the samples seen so far: the loss, and the counts and errors the task's metrics
+/// are made of (fields that a task does not use stay 0 or empty).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunningMetrics {
+    /// Sum of the per-sample losses.
+    pub loss_sum: f64,
+    /// Samples predicted right: the arg-max logit is the label (classification), or every
+    /// label's prediction is right (multi-label: the exact-match count).
+    pub correct: u64,
+    /// Number of samples.
+    pub count: u64,
+    /// Classification with a top-k accuracy asked for: samples whose label is among the `k`
+    /// highest logits.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub top_k_correct: u64,
+    /// Regression: the sum of `|output - target|` over every target value.
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
+    pub abs_error_sum: f64,
+    /// Regression: the sum of `(output - target)^2` over every target value.
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
+    pub squared_error_sum: f64,
+    /// Regression: the number of target values summed over (samples times outputs).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub values: u64,
+    /// Multi-label: `[true positives, false positives, false negatives]` of every label (a
+    /// label is predicted where its logit is above 0).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub label_counts: Vec<[u64; 3]>,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+fn is_zero_f64(v: &f64) -> bool {
+    *v == 0.0
+}
+
+/// The sums before the per-label counts in [`RunningMetrics::to_sums`].
+const FIXED_SUMS: usize = 7;
+
+/// `a / b`, NaN when `b` is 0.
+fn ratio(a: f64, b: u64) -> f64 {
+    if b == 0 {
+        f64::NAN
+    } else {
+        a / b as f64
+    }
+}
+
+impl RunningMetrics {
+    /// Adds a classification batch given its per-sample summed loss, the logits and the
+    /// labels (on the host: this reads the device; training loops keep their sums on the
+    /// device instead, see [`DeviceMetrics`](super::DeviceMetrics)).
+    pub fn add_batch(&mut self, loss_sum: f64, logits: &Tensor, labels: &Tensor) {
+        let correct = logits.argmax(1, false).eq_tensor(labels).sum(Kind::Int64).int64_value(&[]);
+        self.loss_sum += loss_sum;
+        self.correct += correct as u64;
+        self.count += labels.size()[0] as u64;
+    }
+    /// Adds `other`'s sums to these (e.g. another rank's, or a resumed epoch's first part).
+    pub fn merge(&mut self, other: &RunningMetrics) {
+        self.loss_sum += other.loss_sum;
+        self.correct += other.correct;
+        self.count += other.count;
+        self.top_k_correct += other.top_k_correct;
+        self.abs_error_sum += other.abs_error_sum;
+        self.squared_error_sum += other.squared_error_sum;
+        self.values += other.values;
+        if self.label_counts.len() < other.label_counts.len() {
+            self.label_counts.resize(other.label_counts.len(), [0; 3]);
+        }
+        for (mine, theirs) in self.label_counts.iter_mut().zip(&other.label_counts) {
+            for (a, b) in mine.iter_mut().zip(theirs) {
+                *a += b;
+            }
+        }
+    }
+    /// The sums as one list of f64s, for an element-wise all-reduce over ranks (counts stay
+    /// exact in f64 up to 2^53 samples); [`from_sums`](Self::from_sums) reads them back. A new
+    /// metric is a field here and there, and every reduction over ranks carries it. Every
+    /// rank of a multi-label run has the same number of labels, so the lists line up.
+    ///
+    /// ```
+    /// use trainbook::train::RunningMetrics;
+    /// let m = RunningMetrics { loss_sum: 3.5, correct: 7, count: 10, ..Default::default() };
+    /// assert_eq!(RunningMetrics::from_sums(&m.to_sums()), m);
+    /// let labels = RunningMetrics { label_counts: vec![[1, 2, 3], [4, 5, 6]], ..m.clone() };
+    /// assert_eq!(RunningMetrics::from_sums(&labels.to_sums()), labels);
+    /// ```
+    pub fn to_sums(&self) -> Vec<f64> {
+        let mut sums = vec![
+            self.loss_sum,
+            self.correct as f64,
+            self.count as f64,
+            self.top_k_correct as f64,
+            self.abs_error_sum,
+            self.squared_error_sum,
+            self.values as f64,
+        ];
+        sums.extend(self.label_counts.iter().flatten().map(|&c| c as f64));
+        sums
+    }
+    /// The metrics from sums made by [`to_sums`](Self::to_sums) (and summed over ranks).
+    pub fn from_sums(sums: &[f64]) -> RunningMetrics {
+        let at = |i: usize| sums.get(i).copied().unwrap_or(0.0);
+        let count = |i: usize| at(i).round() as u64;
+        let labels = sums.get(FIXED_SUMS..).unwrap_or_default();
+        RunningMetrics {
+            loss_sum: at(0),
+            correct: count(1),
+            count: count(2),
+            top_k_correct: count(3),
+            abs_error_sum: at(4),
+            squared_error_sum: at(5),
+            values: count(6),
+            label_counts: labels
+                .chunks_exact(3)
+                .map(|c| [c[0].round() as u64, c[1].round() as u64, c[2].round() as u64])
+                .collect(),
+        }
+    }
+    /// Mean per-sample loss, `loss_sum / count`; NaN when no sample was added.
+    pub fn loss(&self) -> f64 {
+        ratio(self.loss_sum, self.count)
+    }
+    /// Fraction of samples predicted right in [0, 1], `correct / count` (multi-label: the
+    /// exact-match ratio, torchmetrics' `MultilabelExactMatch`); NaN when no sample was added.
+    pub fn accuracy(&self) -> f64 {
+        ratio(self.correct as f64, self.count)
+    }
+    /// Top-k accuracy in [0, 1], `top_k_correct / count` (torchmetrics'
+    /// `MulticlassAccuracy(top_k=k, average="micro")`); NaN when no sample was added.
+    pub fn top_k_accuracy(&self) -> f64 {
+        ratio(self.top_k_correct as f64, self.count)
+    }
+    /// Mean absolute error over every target value (torchmetrics' `MeanAbsoluteError`); NaN
+    /// without regression values.
+    pub fn mae(&self) -> f64 {
+        ratio(self.abs_error_sum, self.values)
+    }
+    /// Root mean squared error over every target value (torchmetrics'
+    /// `MeanSquaredError(squared=False)`); NaN without regression values.
+    pub fn rmse(&self) -> f64 {
+        ratio(self.squared_error_sum, self.values).sqrt()
+    }
+    /// F1 of every label, `2 tp / (2 tp + fp + fn)`, 0 for a label never present nor
+    /// predicted (torchmetrics' `MultilabelF1Score(average=None)`, `zero_division=0`).
+    pub fn f1_per_label(&self) -> Vec<f64> {
+        let f1 = |&[tp, fp, fn_]: &[u64; 3]| {
+            let denominator = 2 * tp + fp + fn_;
+            if denominator == 0 {
+                0.0
+            } else {
+                2.0 * tp as f64 / denominator as f64
+            }
+        };
+        self.label_counts.iter().map(f1).collect()
+    }
+    /// The mean of [`f1_per_label`](Self::f1_per_label) (torchmetrics'
+    /// `MultilabelF1Score(average="macro")`); NaN without labels.
+    pub fn f1_macro(&self) -> f64 {
+        let f1 = self.f1_per_label();
+        ratio(f1.iter().sum(), f1.len() as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn running_metrics_are_per_sample() {
+        let mut m = RunningMetrics::default();
+        m.add_batch(
+            3.0,
+            &Tensor::from_slice(&[1.0f32, 0.0, 0.0, 1.0]).view([2, 2]),
+            &Tensor::from_slice(&[0i64, 1]),
+        );
+        m.add_batch(
+            1.0,
+            &Tensor::from_slice(&[0.0f32, 1.0]).view([1, 2]),
+            &Tensor::from_slice(&[1i64]),
+        );
+        assert_eq!((m.count, m.correct), (3, 3));
+        assert!((m.loss() - 4.0 / 3.0).abs() < 1e-12);
+        let mut c = ConfusionMatrix::new(3);
+        c.add(&Tensor::from_slice(&[0i64, 2, 2, 1]), &Tensor::from_slice(&[0i64, 2, 1, 1]));
+        assert_eq!(c.counts, vec![vec![1, 0, 0], vec![0, 1, 1], vec![0, 0, 1]]);
+        assert_eq!(c.per_class_accuracy()[1], 0.5);
+        assert_eq!(c.accuracy(), 0.75);
+    }
+
+    #[test]
+    fn task_metrics_follow_their_definitions_and_merge_as_sums() {
+        let a = RunningMetrics {
+            count: 2,
+            abs_error_sum: 3.0,
+            squared_error_sum: 5.0,
+            values: 4,
+            label_counts: vec![[1, 0, 1], [0, 0, 0]],
+            ..Default::default()
+        };
+        let b = RunningMetrics {
+            count: 2,
+            abs_error_sum: 1.0,
+            squared_error_sum: 3.0,
+            values: 4,
+            label_counts: vec![[1, 1, 0], [0, 2, 0]],
+            ..Default::default()
+        };
+        let mut all = a.clone();
+        all.merge(&b);
+        assert_eq!((all.mae(), all.rmse()), (0.5, 1.0));
+        // Label 0: tp 2, fp 1, fn 1 -> 4/6; label 1: never present, predicted twice -> 0.
+        assert_eq!(all.f1_per_label(), [4.0 / 6.0, 0.0]);
+        assert_eq!(all.f1_macro(), 2.0 / 6.0);
+        assert_eq!(RunningMetrics::from_sums(&all.to_sums()), all);
+        let none = RunningMetrics::default();
+        assert!(none.mae().is_nan() && none.f1_macro().is_nan() && none.accuracy().is_nan());
+        // An old checkpoint's metrics (three fields) still read.
+        let old: RunningMetrics =
+            serde_json::from_str(r#"{"loss_sum":1.5,"correct":2,"count":3}"#).unwrap();
+        assert_eq!((old.correct, old.values, old.label_counts.len()), (2, 0, 0));
+    }
+}
