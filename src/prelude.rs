@@ -24,7 +24,7 @@ pub use crate::data::{
     MNIST_CLASSES,
 };
 pub use crate::dist::{Backend, Ddp, DdpOptions, Dist, DistOptions};
-pub use crate::fit::{EarlyStopping, FitConfig, FitReport, Trainer};
+pub use crate::fit::{EarlyStopping, FitConfig, FitReport, LiveCurves, Trainer};
 pub use crate::launch::{spawn, spawn_with, SpawnOptions};
 pub use crate::models::{
     freeze_backbone, load_safetensors, resnet, resnet18, resnet18_classifier, resnet34,

@@ -222,3 +222,28 @@ fn tensorboard_reads_the_events_back_and_a_resume_purges_the_steps_it_retrains()
         "the resumed run's values are the whole run's"
     );
 }
+
+#[test]
+fn live_curves_follow_the_run() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let work = common::WorkDir::new("live-curves");
+    let dist = Dist::single(Device::Cpu);
+    tch::manual_seed(3);
+    let mut vs = VarStore::new(Device::Cpu);
+    let net = common::linear_classifier(&vs);
+    let mut opt = Optimizer::sgd(&vs, 0.05, 0.9);
+    let (mut tr, mut va) = (loader(1), loader(2));
+    let live = Arc::new(Mutex::new(trainbook::fit::LiveCurves::every(1)));
+    let report = Trainer::new(&dist)
+        .epochs(2)
+        .out(&*work)
+        .resume(false)
+        .progress(false)
+        .policy(no_checkpoints())
+        .step_log(false)
+        .callback_shared(live.clone())
+        .fit(&mut vs, &net, &mut opt, &mut tr, &mut va)
+        .unwrap();
+    assert_eq!(live.lock().unwrap().history(), report.history.as_slice());
+    assert!(work.join("curves.png").exists());
+}

@@ -4,7 +4,8 @@
 //! agreeing through `agreement`), can requeue its Slurm job then ([`requeue`]) and, under
 //! trainbook's Ray and Dask launchers, reports each epoch to the launcher ([`report`]); it can
 //! stop early when the monitored metric stops improving ([`EarlyStopping`]), logs every step to
-//! `steps.csv` and TensorBoard and calls the user's [`Callback`]s.
+//! `steps.csv` and TensorBoard, can redraw its curves as it trains ([`LiveCurves`]) and calls
+//! the user's [`Callback`]s.
 mod agreement;
 mod callback;
 mod config;
@@ -14,6 +15,7 @@ mod event_file;
 mod finish;
 mod freeze;
 pub mod interrupt;
+mod live_curves;
 pub mod report;
 pub mod requeue;
 mod resume;
@@ -27,5 +29,6 @@ pub use callback::{Callback, Callbacks, FitStart, SharedCallback};
 pub use config::{FitConfig, FitReport};
 pub use early_stopping::EarlyStopping;
 pub use interrupt::{request_stop, Interruption};
+pub use live_curves::LiveCurves;
 pub use step_csv::STEPS_CSV_HEADER;
 pub use trainer::Trainer;

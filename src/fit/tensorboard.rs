@@ -1,8 +1,10 @@
 //! TensorBoard event files under `OUT/tb/` (`tensorboard --logdir OUT/tb`), written by rank 0:
 //! every optimizer step's loss, learning rate and (with norm clipping) gradient norm as
 //! `step/loss`, `step/lr`, `step/grad_norm`, and every epoch's metrics as `epoch/train_loss`,
-//! `epoch/train_acc`, `epoch/val_loss`, `epoch/val_acc`, `epoch/lr` and `epoch/img_per_s`, all at
-//! the run's optimizer step count.
+//! `epoch/train_acc`, `epoch/val_loss`, `epoch/val_acc`, `epoch/lr` and `epoch/img_per_s` (and
+//! the task's own where it has them: `epoch/train_mae`, `epoch/val_rmse`, `epoch/val_f1`,
+//! `epoch/val_top_k`, ...; a regression has no accuracy), all at the run's optimizer step
+//! count.
 //!
 //! Each run (a resumed one too) opens a new file that starts with a `SessionLog.START` at the
 //! step after its checkpoint's, as torch's `SummaryWriter(purge_step=...)` does: TensorBoard
@@ -52,14 +54,22 @@ impl Callback for TensorBoardLog {
 
     fn on_epoch_end(&mut self, r: &EpochRecord, steps_done: u64) -> Result<()> {
         let Some(file) = &mut self.file else { return Ok(()) };
-        let mut values = vec![
-            ("epoch/train_loss", r.train_loss),
-            ("epoch/train_acc", r.train_acc),
-            ("epoch/lr", r.lr),
-            ("epoch/img_per_s", r.img_per_s),
+        let mut values = vec![("epoch/train_loss", r.train_loss)];
+        values.extend(Some(r.train_acc).filter(|a| !a.is_nan()).map(|a| ("epoch/train_acc", a)));
+        values.extend([("epoch/lr", r.lr), ("epoch/img_per_s", r.img_per_s)]);
+        let optional = [
+            ("epoch/val_loss", r.val_loss),
+            ("epoch/val_acc", r.val_acc),
+            ("epoch/train_top_k", r.train_top_k),
+            ("epoch/val_top_k", r.val_top_k),
+            ("epoch/train_mae", r.train_mae),
+            ("epoch/train_rmse", r.train_rmse),
+            ("epoch/val_mae", r.val_mae),
+            ("epoch/val_rmse", r.val_rmse),
+            ("epoch/train_f1", r.train_f1),
+            ("epoch/val_f1", r.val_f1),
         ];
-        values.extend(r.val_loss.map(|v| ("epoch/val_loss", v)));
-        values.extend(r.val_acc.map(|v| ("epoch/val_acc", v)));
+        values.extend(optional.into_iter().filter_map(|(tag, v)| v.map(|v| (tag, v))));
         file.scalars(now(), steps_done, &values)?;
         file.flush()
     }
