@@ -1,7 +1,9 @@
 //! Training speed, trainbook vs PyTorch in the same run (same libtorch, same threads):
-//! - ResNet34 3-class train step (batch 16, 224px, Adam 1e-4, label smoothing 0.1) through
-//!   trainbook's `train_epoch` (loader included), in img/s, in float32 and in bf16 autocast
-//!   (`Precision::Bf16` vs `torch.autocast("cpu", dtype=torch.bfloat16)`);
+//! - ResNet34 3-class train step (batch 16, 224px, fused Adam 1e-4, label smoothing 0.1) on one
+//!   fixed batch, in img/s from the median step, in float32 and in bf16 autocast
+//!   (`Precision::Bf16` vs `torch.autocast("cpu", dtype=torch.bfloat16)`): the step itself;
+//! - the same in float32 through trainbook's `train_epoch`, each batch loaded from a
+//!   `TensorDataset` (PyTorch: a `DataLoader` over a `TensorDataset`, 0 workers);
 //! - one MNIST epoch (batch 64, Adam 1e-3, 0 loader workers), in seconds; and once more with
 //!   per-step records on (what `fit`'s step logs read: 938 small steps, where a cost per
 //!   step would show).
@@ -13,7 +15,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
 
-use tch::nn::VarStore;
+use tch::nn::{ModuleT, VarStore};
 use tch::{Device, Kind, Tensor};
 use trainbook::compose;
 use trainbook::data::{DataLoader, Mnist, TensorDataset};
@@ -23,10 +25,12 @@ use trainbook::train::{
 };
 use trainbook::transforms::{Normalize, ToTensor};
 
-const STEPS: usize = 6;
+const STEPS: usize = 8;
 
-fn opts_precision(precision: Precision) -> EpochOptions<'static> {
-    EpochOptions::on(Device::Cpu).quiet().precision(precision)
+/// The middle value (the upper one of an even count).
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
 }
 
 fn main() -> anyhow::Result<()> {
@@ -48,11 +52,34 @@ fn main() -> anyhow::Result<()> {
     tch::manual_seed(0);
     let opts = EpochOptions::on(Device::Cpu).quiet();
 
-    // ResNet34: 2 warm-up steps, then STEPS timed steps, all through train_epoch.
+    // ResNet34 on one fixed batch, as PyTorch's side steps: the step itself (autocast region,
+    // forward, loss, backward, fused Adam), float32 then bf16 autocast; the median of
+    // STEPS steps after 2 warm-up steps.
     let vs = VarStore::new(Device::Cpu);
     let net = resnet34(&vs.root(), 3, HeadKind::Linear);
     let mut opt = Optimizer::adam(&vs, 1e-4);
     let loss_fn = CrossEntropyLoss::new().label_smoothing(0.1);
+    let x = Tensor::randn([16, 3, 224, 224], (Kind::Float, Device::Cpu));
+    let y = Tensor::randint(3, [16], (Kind::Int64, Device::Cpu));
+    let mut step_rate = |precision: Precision| -> anyhow::Result<f64> {
+        let mut times = Vec::new();
+        for i in 0..2 + STEPS {
+            let start = Instant::now();
+            opt.zero_grad();
+            let loss = precision.run(Device::Cpu, || loss_fn.mean(&net.forward_t(&x, true), &y))?;
+            loss.backward();
+            opt.step()?;
+            if i >= 2 {
+                times.push(start.elapsed().as_secs_f64());
+            }
+        }
+        Ok(16.0 / median(times))
+    };
+    let resnet_rate = step_rate(Precision::F32)?;
+    let resnet_bf16_rate = step_rate(Precision::Bf16)?;
+
+    // The same through train_epoch, each batch loaded from a TensorDataset in the step's thread
+    // (PyTorch's side: a DataLoader over a TensorDataset, 0 workers); float32.
     let make = |batches: usize| -> anyhow::Result<DataLoader<TensorDataset>> {
         let n = 16 * batches as i64;
         let ds = TensorDataset::new(
@@ -66,13 +93,7 @@ fn main() -> anyhow::Result<()> {
     let mut timed = make(STEPS)?;
     let start = Instant::now();
     train_epoch(&net, &mut timed, &mut opt, &loss_fn, &opts)?;
-    let resnet_rate = (16 * STEPS) as f64 / start.elapsed().as_secs_f64();
-    let bf16 = opts_precision(Precision::Bf16);
-    train_epoch(&net, &mut make(1)?, &mut opt, &loss_fn, &bf16)?;
-    let mut timed = make(STEPS / 2)?;
-    let start = Instant::now();
-    train_epoch(&net, &mut timed, &mut opt, &loss_fn, &bf16)?;
-    let resnet_bf16_rate = (16 * (STEPS / 2)) as f64 / start.elapsed().as_secs_f64();
+    let epoch_rate = (16 * STEPS) as f64 / start.elapsed().as_secs_f64();
 
     // MNIST: one epoch like PyTorch's example loop.
     let train = Mnist::new(&mnist_dir, true)?
@@ -116,14 +137,18 @@ fn main() -> anyhow::Result<()> {
     let torch_rate = torch["resnet34_img_per_s"].as_f64().unwrap_or(f64::NAN);
     let torch_mnist = torch["mnist_epoch_s"].as_f64().unwrap_or(f64::NAN);
     let torch_bf16 = torch["resnet34_bf16_img_per_s"].as_f64().unwrap_or(f64::NAN);
+    let torch_epoch = torch["resnet34_loader_img_per_s"].as_f64().unwrap_or(f64::NAN);
     println!("threads: trainbook {}, pytorch {}", tch::get_num_threads(), torch["threads"]);
     println!("resnet34 train step (batch 16, 224px): trainbook {resnet_rate:.2} img/s, pytorch {torch_rate:.2} img/s, ratio {:.2}x", resnet_rate / torch_rate);
     println!("resnet34 train step, bf16 autocast: trainbook {resnet_bf16_rate:.2} img/s, pytorch {torch_bf16:.2} img/s, ratio {:.2}x", resnet_bf16_rate / torch_bf16);
+    println!("resnet34 steps with a loader (train_epoch / DataLoader): trainbook {epoch_rate:.2} img/s, pytorch {torch_epoch:.2} img/s, ratio {:.2}x", epoch_rate / torch_epoch);
     println!("mnist epoch ({samples} samples, batch 64): trainbook {mnist_s:.2} s, pytorch {torch_mnist:.2} s, speed ratio {:.2}x", torch_mnist / mnist_s);
     println!("mnist epoch with step records: trainbook {mnist_logged_s:.2} s, speed ratio to pytorch {:.2}x", torch_mnist / mnist_logged_s);
     let report = serde_json::json!({
         "resnet34": {"trainbook_img_per_s": resnet_rate, "pytorch_img_per_s": torch_rate, "ratio": resnet_rate / torch_rate},
         "resnet34_bf16": {"trainbook_img_per_s": resnet_bf16_rate, "pytorch_img_per_s": torch_bf16, "ratio": resnet_bf16_rate / torch_bf16},
+        "resnet34_loader": {"trainbook_img_per_s": epoch_rate, "pytorch_img_per_s": torch_epoch, "ratio": epoch_rate / torch_epoch},
+        "cpu_bf16_units": std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|c| c.contains("avx512_bf16")),
         "mnist_epoch": {"trainbook_s": mnist_s, "pytorch_s": torch_mnist, "speed_ratio": torch_mnist / mnist_s},
         "mnist_epoch_step_records": {"trainbook_s": mnist_logged_s, "pytorch_s": torch_mnist, "speed_ratio": torch_mnist / mnist_logged_s},
     });

@@ -230,7 +230,8 @@ impl ResNet {
 
     /// The pooled features (everything but the head), `[N, num_features()]`.
     pub fn features(&self, xs: &Tensor, train: bool) -> Tensor {
-        let mut x = xs.apply(&self.conv1).apply_t(&self.bn1, train).relu().max_pool2d(
+        // torchvision's stem: its ReLU is in place too.
+        let mut x = xs.apply(&self.conv1).apply_t(&self.bn1, train).relu_().max_pool2d(
             [3, 3],
             [2, 2],
             [1, 1],

@@ -113,20 +113,24 @@ impl Block {
 }
 
 impl ModuleT for Block {
+    /// torchvision's `forward`, its in-place steps included (`ReLU(inplace=True)`,
+    /// `out += identity`): the same values, and no new buffer for each ReLU and the sum (their
+    /// inputs, BatchNorm outputs, are not needed by any backward).
     fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
         let mut out = xs
             .apply(&self.conv1)
             .apply_t(&self.bn1, train)
-            .relu()
+            .relu_()
             .apply(&self.conv2)
             .apply_t(&self.bn2, train);
         if let Some((conv3, bn3)) = &self.conv3 {
-            out = out.relu().apply(conv3).apply_t(bn3, train);
+            out = out.relu_().apply(conv3).apply_t(bn3, train);
         }
         let identity = match &self.downsample {
             Some((c, b)) => xs.apply(c).apply_t(b, train),
             None => xs.shallow_clone(),
         };
-        (out + identity).relu()
+        let _ = out.g_add_(&identity);
+        out.relu_()
     }
 }
