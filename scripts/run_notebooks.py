@@ -238,6 +238,11 @@ def main():
     parser.add_argument("--in-place", action="store_true", help="write the executed notebooks over the originals")
     parser.add_argument("--cell-timeout", type=int, default=1800)
     args = parser.parse_args()
+    # The kernels and the programs they start inherit this environment: without a backtrace
+    # setting, an error a notebook shows on purpose (04's crashed rank) prints the same lines
+    # whatever shell ran the notebooks.
+    for name in ("RUST_BACKTRACE", "RUST_LIB_BACKTRACE"):
+        os.environ.pop(name, None)
     paths = [p.resolve() for p in args.notebooks] or sorted((ROOT / "notebooks").glob("*.ipynb"))
     if not paths:
         print("no notebooks found under notebooks/", file=sys.stderr)

@@ -18,10 +18,10 @@
 pub use crate::checkpoint::{Checkpointer, Policy};
 pub use crate::compose;
 pub use crate::data::{
-    ensure_designsafe, ensure_mnist, ensure_stanford_dogs, ensure_tiny_imagenet, random_split,
-    readable_class_name, Batch, DataLoader, Dataset, DistributedSampler, ImageFolder, Mnist,
-    Relabel, Subset, SubsetRandomSampler, TargetTransform, TensorDataset, TinyImageNet,
-    MNIST_CLASSES,
+    ensure_designsafe, ensure_mnist, ensure_stanford_dogs, ensure_tiny_imagenet,
+    ensure_tiny_imagenet_standin, random_split, readable_class_name, Batch, DataLoader, Dataset,
+    DistributedSampler, ImageFolder, Mnist, Relabel, Subset, SubsetRandomSampler, TargetTransform,
+    TensorDataset, TinyImageNet, MNIST_CLASSES,
 };
 pub use crate::dist::{Backend, Ddp, DdpOptions, Dist, DistOptions};
 pub use crate::fit::{EarlyStopping, FitConfig, FitReport, LiveCurves, Trainer};

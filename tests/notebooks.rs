@@ -144,6 +144,20 @@ fn every_notebook_runs_headless() {
     let (reloaded, recorded) = (percent("reloaded "), percent("recorded during training"));
     assert!(reloaded.is_some() && reloaded == recorded, "{designsafe}");
     assert!(designsafe.contains("target: 93.3% on the true class, 3.3% on each other class"));
+    // Transfer: the pre-trained backbone goes into both transfer runs without its old head, the
+    // run from scratch starts random, and the frozen run leaves every weight of the backbone as
+    // it was (only BatchNorm's running statistics move).
+    assert!(designsafe.contains("pre-trained on 20 kinds of shapes: validation accuracy"));
+    let loaded =
+        "loaded 180 tensors of the backbone; new: fc.0.bias, fc.0.weight, fc.2.bias, fc.2.weight";
+    assert_eq!(designsafe.matches(loaded).count(), 2, "{designsafe}");
+    assert!(designsafe.contains("from scratch: 21548867 trainable parameters, backbone random"));
+    assert!(designsafe.contains("frozen: 264195 trainable parameters, backbone pre-trained"));
+    assert!(
+        designsafe
+            .contains("every weight unchanged: true; changed: 72 BatchNorm running statistics"),
+        "{designsafe}"
+    );
     let mnist = text("01-mnist.ipynb");
     let line = mnist.lines().find(|l| l.starts_with("reloaded model: test accuracy")).unwrap_or("");
     let figures: Vec<&str> = line.split([' ', '(', ')']).filter(|w| w.ends_with('%')).collect();

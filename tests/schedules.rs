@@ -294,10 +294,15 @@ fn fit_follows_per_epoch_schedules() {
             Box::new(StepLR::new(1, 0.5)),
             Box::new(CosineAnnealingLR::new(0.01, 2, 1e-4)),
             Box::new(LinearLR::new(0.25, 1.0, 2).stepping(Cadence::Epoch)),
-            Box::new(ReduceLROnPlateau::new(Mode::Min).patience(0).factor(0.5)),
-            // An absolute threshold of 0.1 on the accuracy: only the first epoch improves.
+            // An absolute threshold of 1.0 on the loss (which moves by less per epoch here):
+            // only the first epoch improves, whatever the data and initialisation.
             Box::new(
-                ReduceLROnPlateau::new(Mode::Max).patience(0).factor(0.5).threshold(0.1, false),
+                ReduceLROnPlateau::new(Mode::Min).patience(0).factor(0.5).threshold(1.0, false),
+            ),
+            // An absolute threshold of 1.0 on the accuracy (a fraction): only the first epoch
+            // improves.
+            Box::new(
+                ReduceLROnPlateau::new(Mode::Max).patience(0).factor(0.5).threshold(1.0, false),
             ),
         ],
     );

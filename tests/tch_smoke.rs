@@ -26,30 +26,21 @@ fn versions_match_the_pinned_libtorch() {
 }
 
 #[test]
-fn trainbook_layers_register_weight_first_and_start_like_tch() {
+fn trainbook_layers_register_weight_first_within_torchs_bounds() {
     use trainbook::models::{conv2d, linear};
-    use trainbook::tch::nn::{self, VarStore};
-    for seed in [0, 5] {
-        trainbook::tch::manual_seed(seed);
-        let ours = VarStore::new(Device::Cpu);
-        linear(&(ours.root() / "fc"), 20, 7);
-        conv2d(&(ours.root() / "conv"), 3, 4, 3, Default::default());
-        trainbook::tch::manual_seed(seed);
-        let theirs = VarStore::new(Device::Cpu);
-        nn::linear(theirs.root() / "fc", 20, 7, Default::default());
-        nn::conv2d(theirs.root() / "conv", 3, 4, 3, Default::default());
-        let ours = trainbook::train::named_parameters(&ours);
-        let names: Vec<&str> = ours.iter().map(|(n, _)| n.as_str()).collect();
-        assert_eq!(names, ["fc.weight", "fc.bias", "conv.weight", "conv.bias"], "PyTorch's order");
-        let theirs = theirs.variables();
-        for (name, t) in &ours {
-            assert!(t.requires_grad(), "{name} must be trainable");
-            assert!(t.equal(&theirs[name]), "{name} differs from tch's initial value");
-        }
-        assert_ne!(
-            ours[1].1.abs().sum(Kind::Double).double_value(&[]),
-            0.0,
-            "the linear bias is random"
-        );
+    use trainbook::tch::nn::VarStore;
+    // Drawn as PyTorch's reset_parameters draws them (tests/models_init.rs compares a whole
+    // seeded network with PyTorch's, bit for bit): every value within 1/sqrt(fan_in).
+    let ours = VarStore::new(Device::Cpu);
+    linear(&(ours.root() / "fc"), 20, 7);
+    conv2d(&(ours.root() / "conv"), 3, 4, 3, Default::default());
+    let ours = trainbook::train::named_parameters(&ours);
+    let names: Vec<&str> = ours.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["fc.weight", "fc.bias", "conv.weight", "conv.bias"], "PyTorch's order");
+    for (name, t) in &ours {
+        assert!(t.requires_grad(), "{name} must be trainable");
+        let fan_in = if name.starts_with("fc") { 20.0 } else { 3.0 * 9.0 };
+        let max = t.abs().max().double_value(&[]);
+        assert!(max > 0.0 && max <= 1.0 / f64::sqrt(fan_in), "{name}: max |value| {max}");
     }
 }

@@ -27,7 +27,10 @@ pub use loader::{Batch, DataLoader, Order};
 pub use mnist::{Mnist, MNIST_CLASSES};
 pub use relabel::{read_class_to_idx, Relabel};
 pub use sampler::DistributedSampler;
-pub use scripts::{ensure_designsafe, ensure_mnist, ensure_stanford_dogs, ensure_tiny_imagenet};
+pub use scripts::{
+    ensure_designsafe, ensure_mnist, ensure_stanford_dogs, ensure_tiny_imagenet,
+    ensure_tiny_imagenet_standin,
+};
 pub use subset::{random_split, random_split_with, SplitLengths, Subset};
 pub use subset_sampler::SubsetRandomSampler;
 pub use target_transform::{LabelToTarget, TargetTransform};

@@ -1,4 +1,5 @@
-//! The ResNets' BatchNorm layer, [`BatchNorm2d`]: tch's `batch_norm2d`, which a model can turn
+//! The ResNets' BatchNorm layer, [`BatchNorm2d`]: tch's `batch_norm2d` with torch's
+//! initialisation, which a model can turn
 //! into torch's `SyncBatchNorm` after it is built (`convert_sync_batchnorm`): every layer of
 //! the model shares one [`SyncSlot`], and once a process group is put there, training-mode
 //! forward passes normalise with the statistics of all ranks' batches
@@ -35,9 +36,9 @@ impl SyncSlot {
     }
 }
 
-/// `torch.nn.BatchNorm2d(c)` with torch's momentum 0.1 and eps 1e-5, initialised as tch's
-/// `batch_norm2d` (weight uniform in [0, 1), bias 0); a `SyncBatchNorm` while its
-/// [`SyncSlot`] holds a group.
+/// `torch.nn.BatchNorm2d(c)` with torch's momentum 0.1 and eps 1e-5, initialised as torch's
+/// (weight 1, bias 0; tch's `batch_norm2d` draws the weight uniform in [0, 1) instead); a
+/// `SyncBatchNorm` while its [`SyncSlot`] holds a group.
 #[derive(Debug)]
 pub struct BatchNorm2d {
     bn: nn::BatchNorm,
@@ -51,7 +52,13 @@ const EPS: f64 = 1e-5;
 impl BatchNorm2d {
     /// The layer under `p` with `c` channels, synchronising through `sync`.
     pub fn new(p: nn::Path, c: i64, sync: &SyncSlot) -> BatchNorm2d {
-        let config = nn::BatchNormConfig { momentum: MOMENTUM, eps: EPS, ..Default::default() };
+        let config = nn::BatchNormConfig {
+            momentum: MOMENTUM,
+            eps: EPS,
+            ws_init: nn::Init::Const(1.0),
+            bs_init: nn::Init::Const(0.0),
+            ..Default::default()
+        };
         BatchNorm2d { bn: nn::batch_norm2d(p, c, config), sync: sync.clone() }
     }
 }

@@ -1,32 +1,54 @@
-//! Linear and convolution layers whose parameters are registered in PyTorch's order, `weight`
-//! then `bias` (tch's `nn::linear`/`nn::conv2d` register the bias first). The order matters
-//! wherever parameters travel as a list: DDP checks and broadcasts them in that order, so a
-//! trainbook rank and a PyTorch rank can only share a group if the lists agree. The random
-//! initial values are drawn in tch's order, so a seeded model starts from the same weights as
-//! with tch's layers.
-use tch::nn::{self, ConvConfig, Init, LinearConfig};
+//! Linear and convolution layers as PyTorch builds them: parameters registered in PyTorch's
+//! order, `weight` then `bias` (tch's `nn::linear`/`nn::conv2d` register the bias first), and
+//! initialised by PyTorch's default `reset_parameters`, drawn in its order from libtorch's
+//! generator: the weight from `kaiming_uniform_(a=sqrt(5))`, i.e. uniform within
+//! `1/sqrt(fan_in)`, then the bias uniform within `1/sqrt(fan_in)`. A model built from them
+//! after `tch::manual_seed(s)` starts from the very weights PyTorch's does after
+//! `torch.manual_seed(s)` (tests/models_init.rs). The order matters elsewhere too: DDP checks
+//! and broadcasts parameters in it, so a trainbook rank and a PyTorch rank can only share a
+//! group if the lists agree.
+use tch::nn::{self, ConvConfig, Init};
+use tch::{Kind, Tensor};
 
-/// `torch.nn.Linear(in_dim, out_dim)` under `path`, initialised as tch's `nn::linear`.
+/// The bound of PyTorch's `kaiming_uniform_(w, a=sqrt(5))` for `fan_in`, computed as torch
+/// computes it (`gain = sqrt(2 / (1 + a^2))`, `std = gain / sqrt(fan_in)`, `sqrt(3) * std`), so
+/// the draws are the same to the last bit.
+fn kaiming_uniform_bound(fan_in: i64) -> f64 {
+    let gain = (2.0 / (1.0 + 5.0f64)).sqrt();
+    let std = gain / (fan_in as f64).sqrt();
+    3.0f64.sqrt() * std
+}
+
+/// A tensor of `dims` uniform within `bound`, drawn now from libtorch's generator.
+fn uniform(dims: &[i64], bound: f64, path: &nn::Path) -> Tensor {
+    nn::init::init(Init::Uniform { lo: -bound, up: bound }, dims, path.device())
+        .to_kind(Kind::Float)
+}
+
+/// `torch.nn.Linear(in_dim, out_dim)` under `path`, initialised as PyTorch does.
 ///
 /// ```
 /// use tch::nn::VarStore;
 /// let vs = VarStore::new(tch::Device::Cpu);
 /// let fc = trainbook::models::linear(&(vs.root() / "fc"), 512, 3);
 /// assert_eq!(fc.ws.size(), [3, 512]);
+/// assert!(fc.ws.abs().max().double_value(&[]) <= 1.0 / 512f64.sqrt());
 /// ```
 pub fn linear(path: &nn::Path, in_dim: i64, out_dim: i64) -> nn::Linear {
-    let bound = 1.0 / (in_dim as f64).sqrt();
-    let bias = nn::init::init(Init::Uniform { lo: -bound, up: bound }, &[out_dim], path.device());
-    let ws = path.var("weight", &[out_dim, in_dim], LinearConfig::default().ws_init);
-    let bs = Some(path.var_copy("bias", &bias));
-    nn::Linear { ws, bs }
+    let ws = uniform(&[out_dim, in_dim], kaiming_uniform_bound(in_dim), path);
+    let bs = uniform(&[out_dim], 1.0 / (in_dim as f64).sqrt(), path);
+    nn::Linear { ws: path.var_copy("weight", &ws), bs: Some(path.var_copy("bias", &bs)) }
 }
 
-/// `torch.nn.Conv2d` under `path` with `config` (and a bias if `config.bias`), initialised as
-/// tch's `nn::conv2d`.
+/// `torch.nn.Conv2d(c_in, c_out, k)` under `path` with `config`'s stride, padding, dilation,
+/// groups and bias (its `ws_init`/`bs_init` are not used), initialised as PyTorch does.
 pub fn conv2d(path: &nn::Path, c_in: i64, c_out: i64, k: i64, config: ConvConfig) -> nn::Conv2D {
-    let bias = config.bias.then(|| nn::init::init(config.bs_init, &[c_out], path.device()));
-    let mut conv = nn::conv2d(path, c_in, c_out, k, ConvConfig { bias: false, ..config });
-    conv.bs = bias.map(|b| path.var_copy("bias", &b));
+    let fan_in = c_in / config.groups * k * k;
+    let ws = uniform(&[c_out, c_in / config.groups, k, k], kaiming_uniform_bound(fan_in), path);
+    let bs = config.bias.then(|| uniform(&[c_out], 1.0 / (fan_in as f64).sqrt(), path));
+    let ws_init = Init::Const(0.0); // replaced by the drawn weights below
+    let mut conv = nn::conv2d(path, c_in, c_out, k, ConvConfig { bias: false, ws_init, ..config });
+    tch::no_grad(|| conv.ws.copy_(&ws));
+    conv.bs = bs.map(|b| path.var_copy("bias", &b));
     conv
 }

@@ -35,9 +35,9 @@ pub struct MnistNet {
 }
 
 impl MnistNet {
-    /// Registers the parameters under `path` (usually `vs.root()`), initialised as tch's
-    /// layers do (drawn from tch's seeded generator: `tch::manual_seed` first for repeatable
-    /// weights).
+    /// Registers the parameters under `path` (usually `vs.root()`), initialised as PyTorch's
+    /// `Net` is, draw for draw: after `tch::manual_seed(s)` they equal PyTorch's after
+    /// `torch.manual_seed(s)` (see [`linear`](super::linear)).
     pub fn new(path: &nn::Path) -> MnistNet {
         MnistNet::with_outputs(path, 10)
     }

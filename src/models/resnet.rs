@@ -96,9 +96,9 @@ pub enum HeadKind {
 /// and the given head, under `path` (usually `vs.root()`):
 /// `torchvision.models.resnet{depth}(num_classes=classes)` for [`HeadKind::Linear`]. Depths 18
 /// and 34 stack basic blocks, 50 and up bottlenecks (with the stride on their 3x3 convolution,
-/// as torchvision's "ResNet v1.5"). Convolutions are initialised as torchvision's (Kaiming
-/// normal, fan-out, ReLU), BatchNorm as tch's `batch_norm2d` (weight uniform in [0, 1), bias 0;
-/// torchvision starts from weight 1), the head as `torch.nn.Linear`; parameters are created in
+/// as torchvision's "ResNet v1.5"). Initialised as torchvision's: convolutions Kaiming normal
+/// (fan-out, ReLU), BatchNorm weight 1 and bias 0, the head as `torch.nn.Linear` (uniform within
+/// `1/sqrt(fan_in)`; the same distributions, not the same draws); parameters are created in
 /// torchvision's order, which DDP's buckets follow. Errors: [`Error::InvalidArgument`] naming
 /// `depth` when it is not one of [`RESNET_DEPTHS`].
 ///

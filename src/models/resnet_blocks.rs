@@ -31,9 +31,8 @@ pub(super) fn conv(
     )
 }
 
-/// BatchNorm as tch's `batch_norm2d` initialises it (weight uniform in [0, 1), bias 0), where
-/// torchvision starts from weight 1: kept so that a seeded ResNet34 starts from the same weights
-/// as before the family existed. Synchronised over the ranks through `sync` once converted.
+/// BatchNorm as torchvision initialises it (weight 1, bias 0). Synchronised over the ranks
+/// through `sync` once converted.
 pub(super) fn bn(p: nn::Path, c: i64, sync: &SyncSlot) -> BatchNorm2d {
     BatchNorm2d::new(p, c, sync)
 }
