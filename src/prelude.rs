@@ -31,12 +31,15 @@ pub use crate::models::{
     resnet34_classifier, resnet50, resnet50_classifier, save_safetensors, to_channels_last, Head,
     HeadKind, MnistNet, ResNet,
 };
-pub use crate::notebook::{confusion_matrix_plot, image_grid, loss_accuracy_curves, Figure};
+pub use crate::notebook::{
+    class_gallery, confusion_matrix_plot, image_grid, loss_accuracy_curves, Figure,
+};
 pub use crate::train::{
-    evaluate, read_records, train_epoch, Anneal, BCEWithLogitsLoss, Cadence, ChainedScheduler,
-    ConfusionMatrix, CosineAnnealingLR, CrossEntropyLoss, EpochOptions, EpochRecord, EpochSummary,
-    HuberLoss, L1Loss, LinearLR, Loss, LrSchedule, MSELoss, Mode, Monitor, OneCycleLR, Optimizer,
-    ParamGroup, Precision, Prediction, ReduceLROnPlateau, SequentialLR, SmoothL1Loss, StepLR, Task,
+    evaluate, history_table, read_records, train_epoch, Anneal, BCEWithLogitsLoss, Cadence,
+    ChainedScheduler, ConfusionMatrix, CosineAnnealingLR, CrossEntropyLoss, EpochOptions,
+    EpochRecord, EpochSummary, HuberLoss, L1Loss, LinearLR, Loss, LrSchedule, MSELoss, Mode,
+    Monitor, OneCycleLR, Optimizer, ParamGroup, Precision, Prediction, ReduceLROnPlateau,
+    SequentialLR, SmoothL1Loss, StepLR, Task,
 };
 pub use crate::train::{predict, predictions};
 pub use crate::transforms::{

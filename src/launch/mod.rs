@@ -183,6 +183,31 @@ impl Job {
     }
 }
 
+/// Runs `cmd` to completion without showing its output, and returns what it printed on
+/// stdout; an error, naming the program, its exit status and the last lines of its stderr, if
+/// it fails (a notebook cell then stops with that message instead of checking a status).
+///
+/// ```no_run
+/// # use trainbook::launch::{example_binary, run_captured, torchrun};
+/// let exe = example_binary("mnist")?;
+/// run_captured(torchrun(2, 0, &exe, &["--epochs", "1"]))?;
+/// # Ok::<(), trainbook::Error>(())
+/// ```
+pub fn run_captured(mut cmd: Command) -> Result<String> {
+    let program = cmd.get_program().to_string_lossy().into_owned();
+    let out = cmd.output().map_err(|e| failed(&program, format!("could not be started: {e}")))?;
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let lines: Vec<&str> = stderr.lines().collect();
+        let tail = lines[lines.len().saturating_sub(10)..].join("\n");
+        return Err(failed(
+            &program,
+            format!("failed ({}); the end of its stderr:\n{tail}", out.status),
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
 /// Runs `cmd` to completion with its output streamed; an error if it fails.
 pub fn run_streaming(cmd: Command) -> Result<String> {
     let (status, text) = Job::spawn(cmd)?.wait()?;

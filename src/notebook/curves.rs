@@ -19,6 +19,22 @@ fn value_range(values: impl Iterator<Item = f64>) -> (f64, f64) {
     (lo - pad, hi + pad)
 }
 
+/// A curve's (epoch, value) points: training, then validation.
+type Series = (Vec<(i64, f64)>, Vec<(i64, f64)>);
+
+/// Whether the finite losses of both series are all positive and span more than two decades.
+fn loss_spans_decades(loss: &Series) -> bool {
+    let values = || loss.0.iter().chain(&loss.1).map(|p| p.1);
+    let (lo, hi) = values().fold((f64::INFINITY, 0.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    lo > 0.0 && hi / lo > 100.0
+}
+
+/// `v` with three significant digits (0.0123, 1.23, 123, 12300), for log-scale tick labels.
+fn significant(v: f64) -> String {
+    let decimals = (2 - v.abs().log10().floor() as i32).max(0) as usize;
+    format!("{v:.decimals$}")
+}
+
 /// The epoch a record is plotted at: numbered from 1, as every printed epoch line counts
 /// (`EpochRecord::epoch` counts from 0).
 fn shown_epoch(r: &EpochRecord) -> i64 {
@@ -56,7 +72,17 @@ pub fn loss_accuracy_curves(history: &[EpochRecord]) -> Result<Figure> {
         |train: fn(&EpochRecord) -> f64, val: fn(&EpochRecord) -> Option<f64>, scale: f64| {
             (points(&|r| Some(train(r)), scale), points(&val, scale))
         };
-    let loss = series(|r| r.train_loss, |r| r.val_loss, 1.0);
+    let mut loss = series(|r| r.train_loss, |r| r.val_loss, 1.0);
+    // Losses over more than two decades (a validation loss that jumps to thousands while
+    // BatchNorm's statistics lag) would flatten the rest: then the panel plots log10 of the
+    // loss and labels its ticks with the losses themselves, a log scale.
+    let log_loss = loss_spans_decades(&loss);
+    let loss_label = if log_loss { "loss (log scale)" } else { "loss" };
+    if log_loss {
+        for p in loss.0.iter_mut().chain(loss.1.iter_mut()) {
+            p.1 = p.1.log10();
+        }
+    }
     let task_series =
         |train: fn(&EpochRecord) -> Option<f64>,
          val: fn(&EpochRecord) -> Option<f64>,
@@ -79,8 +105,10 @@ pub fn loss_accuracy_curves(history: &[EpochRecord]) -> Result<Figure> {
         |root| {
             let root = root.titled(&title, ("sans-serif", 22)).map_err(plot_err)?;
             let panels = root.split_evenly((1, 2));
-            let specs =
-                [("Loss", "loss", &loss, false), (right_label.0, right_label.1, &right, is_pct)];
+            let specs = [
+                ("Loss", loss_label, &loss, false),
+                (right_label.0, right_label.1, &right, is_pct),
+            ];
             for (area, (caption, ylabel, (train, val), is_acc)) in panels.iter().zip(specs) {
                 let (mut y0, mut y1) = value_range(train.iter().chain(val.iter()).map(|p| p.1));
                 if is_acc {
@@ -105,6 +133,8 @@ pub fn loss_accuracy_curves(history: &[EpochRecord]) -> Result<Figure> {
                     .y_label_formatter(&|v| {
                         if is_acc {
                             format!("{v:.1}")
+                        } else if log_loss {
+                            significant(10f64.powf(*v))
                         } else {
                             format!("{v:.3}")
                         }
@@ -191,6 +221,20 @@ mod tests {
         let fig = loss_accuracy_curves(&regression).unwrap();
         keep(&fig, "curves_regression.png");
         assert!(colors(&fig) > 50);
+        // A validation loss in the thousands: a log scale.
+        let mut jumpy: Vec<EpochRecord> = (0..4).map(|e| record(e, true)).collect();
+        jumpy[1].val_loss = Some(32064.8);
+        let points = |h: &[EpochRecord]| {
+            let v = |r: &EpochRecord| (r.epoch as i64, r.train_loss);
+            (h.iter().map(v).collect::<Vec<_>>(), vec![(1, h[1].val_loss.unwrap())])
+        };
+        assert!(loss_spans_decades(&points(&jumpy)));
+        assert!(!loss_spans_decades(&points(&regression)));
+        keep(&loss_accuracy_curves(&jumpy).unwrap(), "curves_log.png");
+        assert_eq!(
+            (significant(0.012345), significant(1.2345), significant(32064.8)),
+            (String::from("0.0123"), String::from("1.23"), String::from("32065"))
+        );
     }
 
     #[test]

@@ -145,6 +145,61 @@ impl EpochRecord {
     }
 }
 
+/// The history as a text table, one row per epoch: the epoch (from 1), the training loss and
+/// accuracy, the held-out split's loss and accuracy (`held_out` names it in the header: "val"
+/// or "test") and the learning rate; a regression shows the mean absolute error in place of the
+/// accuracy. Columns are right-aligned to their widest entry; missing values show as `-`.
+///
+/// ```
+/// use trainbook::train::{history_table, EpochRecord};
+/// let r = EpochRecord { epoch: 0, train_loss: 1.5, train_acc: 0.4, val_loss: Some(1.2),
+///     val_acc: Some(0.5), lr: 0.01, ..Default::default() };
+/// let table = history_table(&[r], "val");
+/// assert_eq!(table.lines().nth(1), Some("    1      1.5000      40.0%    1.2000    50.0%  1e-2"));
+/// ```
+pub fn history_table(history: &[EpochRecord], held_out: &str) -> String {
+    let regression = history.iter().any(|r| r.train_mae.is_some());
+    let metric = if regression { "mae" } else { "acc" };
+    let header = [
+        "epoch".to_string(),
+        "train loss".into(),
+        format!("train {metric}"),
+        format!("{held_out} loss"),
+        format!("{held_out} {metric}"),
+        "lr".into(),
+    ];
+    let number = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.4}"));
+    let percent = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{:.1}%", v * 100.0));
+    let rows: Vec<[String; 6]> = history
+        .iter()
+        .map(|r| {
+            let (train, held) = if regression {
+                (number(r.train_mae), number(r.val_mae))
+            } else {
+                (percent(Some(r.train_acc)), percent(r.val_acc))
+            };
+            let lr = format!("{:.0e}", r.lr);
+            [
+                (r.epoch + 1).to_string(),
+                number(Some(r.train_loss)),
+                train,
+                number(r.val_loss),
+                held,
+                lr,
+            ]
+        })
+        .collect();
+    let widths: Vec<usize> = (0..6)
+        .map(|k| rows.iter().map(|row| row[k].len()).chain([header[k].len()]).max().unwrap_or(0))
+        .collect();
+    let line = |cells: &[String; 6]| {
+        let padded: Vec<String> =
+            cells.iter().zip(&widths).map(|(c, w)| format!("{c:>w$}")).collect();
+        padded.join("  ")
+    };
+    std::iter::once(line(&header)).chain(rows.iter().map(line)).collect::<Vec<_>>().join("\n")
+}
+
 /// Appends `record` to the JSON-lines file at `path` (created if missing).
 pub fn append_record(path: &Path, record: &EpochRecord) -> Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {

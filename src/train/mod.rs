@@ -31,7 +31,7 @@ pub use ema::ModelEma;
 pub(crate) use epoch::task_of;
 pub use epoch::{evaluate, train_epoch, EpochSummary};
 pub use epoch_options::{EpochOptions, LrAfterStep, OnStep, StepInfo};
-pub use log::{append_record, read_records, EpochRecord};
+pub use log::{append_record, history_table, read_records, EpochRecord};
 pub use loss::{
     BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, Loss, MSELoss, SharedLoss,
     SmoothL1Loss, Task,
