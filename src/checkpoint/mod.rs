@@ -135,8 +135,8 @@ impl Checkpointer {
     }
 
     /// The newest intact `step-*` checkpoint (highest global step); damaged ones are reported on
-    /// stderr by rank 0 (file and reason) and skipped. `None` (with a message) when there is
-    /// nothing to resume from, a missing root included. Errors: [`Error::Io`] when the root
+    /// stderr by rank 0 (file and reason) and skipped. `None` (rank 0 says so on stdout) when
+    /// there is nothing to resume from, a missing root included. Errors: [`Error::Io`] when the root
     /// cannot be listed.
     pub fn latest(&self, dist: &Dist) -> Result<Option<Checkpoint>> {
         let report = scan(&self.root, STEP_PREFIX)?;
@@ -145,7 +145,8 @@ impl Checkpointer {
                 eprintln!("checkpoint: skipping {}: {why}", dir.display());
             }
             if report.valid.is_empty() {
-                eprintln!(
+                // News, not a warning: stdout (a notebook shows stderr in red).
+                println!(
                     "checkpoint: no valid checkpoint in {}; starting fresh",
                     self.root.display()
                 );
