@@ -79,6 +79,14 @@ fn main() {
         // that depend on trainbook); loading it is what registers CUDA with libtorch.
         println!("cargo:rustc-link-lib=dylib=torch_cuda");
         println!("cargo:rustc-link-lib=dylib=c10_cuda");
+        // A binary that never reaches the shim's NCCL code (a benchmark calling only tch) would
+        // otherwise drop libtorch_cuda under the linker's --as-needed, and libtorch would see
+        // no GPU (tch::Cuda::is_available() false on a GPU node: it happened to benches/gpu.rs).
+        // Kept for trainbook's own targets; a crate of its own adds the same line to its
+        // build.rs (the README says so).
+        println!(
+            "cargo:rustc-link-arg=-Wl,--push-state,--no-as-needed,-ltorch_cuda,-lc10_cuda,--pop-state"
+        );
     }
     println!("cargo:rustc-link-lib=dylib=torch_cpu");
     println!("cargo:rustc-link-lib=dylib=c10");

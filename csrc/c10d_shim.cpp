@@ -177,6 +177,12 @@ char* tb_pg_new(const tb_store* store, int backend, int rank, int size, int64_t 
       group->setBoundDeviceId(bound);
     }
     group->setBackend(device, type, impl);
+    if (type == c10d::ProcessGroup::BackendType::GLOO) {
+      // init_process_group("gloo") registers Gloo for both devices it serves (its backend
+      // capability is cpu and cuda): CUDA tensors go through the same Gloo backend, which
+      // stages them through the host (2 ranks sharing one GPU, where NCCL refuses).
+      group->setBackend(c10::DeviceType::CUDA, type, impl);
+    }
     group->setDefaultBackend(type);
     // ... and NCCL then creates its communicator on that device at once.
     if (bound && type == c10d::ProcessGroup::BackendType::NCCL) {

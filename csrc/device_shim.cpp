@@ -8,8 +8,11 @@
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 #ifdef USE_CUDA
+#include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAFunctions.h>
 #endif
+
+#include <cstring>
 
 #include <stdexcept>
 #include <string>
@@ -83,6 +86,25 @@ char* tb_deterministic_state(int* algorithms, int* cudnn_deterministic, int* cud
     *cudnn_deterministic = context.deterministicCuDNN() ? 1 : 0;
     *cudnn_benchmark = context.benchmarkCuDNN() ? 1 : 0;
   });
+}
+
+char* tb_cuda_device_uuid(int index, uint8_t* uuid16) {
+  if (uuid16 == nullptr) return null_arg("uuid16");
+  return guarded([&] {
+    if (index < 0) throw std::invalid_argument("CUDA device index " + std::to_string(index));
+#ifdef USE_CUDA
+    const cudaDeviceProp* props = at::cuda::getDeviceProperties(static_cast<c10::DeviceIndex>(index));
+    static_assert(sizeof(props->uuid.bytes) == 16, "a CUDA UUID has 16 bytes");
+    std::memcpy(uuid16, props->uuid.bytes, 16);
+#else
+    throw std::runtime_error("a GPU's UUID needs trainbook built with the `cuda` feature");
+#endif
+  });
+}
+
+char* tb_pin_memory(const void* t, void** out) {
+  if (t == nullptr || out == nullptr) return null_arg("tensor/out");
+  return guarded([&] { *out = new at::Tensor(static_cast<const at::Tensor*>(t)->pin_memory()); });
 }
 
 }  // extern "C"

@@ -36,6 +36,15 @@ char* tb_set_deterministic(int on);
 // cuDNN benchmark (1 = on).
 char* tb_deterministic_state(int* algorithms, int* cudnn_deterministic, int* cudnn_benchmark);
 
+// The 16 bytes of CUDA device `index`'s UUID (torch.cuda.get_device_properties(index).uuid),
+// which tell whether two ranks hold the same physical GPU whatever CUDA_VISIBLE_DEVICES each
+// sees. Only in builds with the `cuda` feature (USE_CUDA); an error otherwise.
+char* tb_cuda_device_uuid(int index, uint8_t* uuid16);
+// tensor.pin_memory(): a copy of the CPU tensor `t` in page-locked host memory (the CUDA host
+// allocator), which a non-blocking copy to the GPU can overlap with compute. Without the device
+// argument that torch 2.11 deprecates (tch's pin_memory passes one, and torch warns per call).
+char* tb_pin_memory(const void* t, void** out);
+
 #ifdef __cplusplus
 }
 #endif

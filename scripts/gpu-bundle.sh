@@ -16,7 +16,7 @@
 # The bundle: run.sh; bin/ (the GPU suites tests/gpu.rs and tests/gpu_ranks.rs, benches/gpu.rs
 # as gpu-bench, the examples mnist, designsafe, tiny_imagenet and dogs); tests/oracle/ and
 # benches/pytorch_gpu.py (PyTorch's sides); data-scripts/designsafe_standin.py (the
-# benchmark's data, drawn there); data/mnist/*.gz; MANIFEST.json (commit, torch,
+# benchmark's data, drawn there); data/mnist/*.gz; fonts/DejaVuSans.ttf (the figures'); MANIFEST.json (commit, torch,
 # tch, profile, features).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -95,6 +95,15 @@ cp "$ROOT/benches/pytorch_gpu.py" "$OUT/benches/"
 mkdir -p "$OUT/data-scripts"
 cp "$ROOT/data-scripts/designsafe_standin.py" "$OUT/data-scripts/"
 install -m 0755 "$ROOT/scripts/gpu-bundle/run.sh" "$OUT/run.sh"
+# The figures' font (compute nodes often lack fonts-dejavu-core; DejaVu's licence lets it be
+# copied): run.sh points TRAINBOOK_FONT at it unless the caller set one.
+for f in ${TRAINBOOK_FONT:+"$TRAINBOOK_FONT"} /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf \
+         "$ROOT/.venv/debs/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"; do
+  if [ -f "$f" ]; then
+    mkdir -p "$OUT/fonts" && cp "$f" "$OUT/fonts/DejaVuSans.ttf"
+    break
+  fi
+done
 
 # MNIST (the compute node has no network): built here once by data-scripts/mnist.py, shipped
 # gzipped (trainbook's and torchvision's readers both read .gz).

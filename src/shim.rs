@@ -18,6 +18,8 @@ extern "C" {
     fn tb_has_nccl() -> c_int;
     fn tb_cuda_set_device(index: c_int) -> *mut c_char;
     fn tb_cuda_current_device(index: *mut c_int) -> *mut c_char;
+    fn tb_pin_memory(t: *const c_void, out: *mut *mut c_void) -> *mut c_char;
+    fn tb_cuda_device_uuid(index: c_int, uuid16: *mut u8) -> *mut c_char;
 }
 
 /// The shim's error convention (NULL = success, else an owned message): the message, if any,
@@ -44,6 +46,31 @@ pub(crate) fn check(op: &str, err: *mut c_char) -> Result<()> {
 /// naming `op`.
 pub(crate) fn check_kernel(op: &str, err: *mut c_char) -> Result<()> {
     take_message(err).map_or(Ok(()), |message| Err(Error::Kernel { op: op.to_string(), message }))
+}
+
+/// CUDA device `index`'s UUID (`torch.cuda.get_device_properties(index).uuid`): the same
+/// physical GPU has the same UUID in every process, whatever `CUDA_VISIBLE_DEVICES` each sees.
+/// Errors ([`Error::Dist`]) in a build without the `cuda` feature or without that device.
+pub(crate) fn cuda_device_uuid(index: usize) -> Result<[u8; 16]> {
+    let index = c_int::try_from(index)
+        .map_err(|_| Error::InvalidArgument(format!("CUDA device index {index}")))?;
+    let mut uuid = [0u8; 16];
+    // SAFETY: `uuid` has the 16 bytes the shim writes.
+    check(&format!("read the UUID of Cuda({index})"), unsafe {
+        tb_cuda_device_uuid(index, uuid.as_mut_ptr())
+    })?;
+    Ok(uuid)
+}
+
+/// `tensor.pin_memory()`: a copy of the CPU tensor `t` in page-locked host memory, from which a
+/// non-blocking copy to a GPU overlaps with compute. tch's `pin_memory(device)` passes the
+/// device argument that torch 2.11 deprecates (a warning on every batch); this call passes
+/// none. Errors ([`Error::Kernel`]) where there is no CUDA host allocator (no GPU).
+pub(crate) fn pin_memory(t: &Tensor) -> Result<Tensor> {
+    let mut out: *mut c_void = std::ptr::null_mut();
+    // SAFETY: `t` is a live tensor; on success `out` is an owned at::Tensor* from the shim.
+    check_kernel("pin_memory", unsafe { tb_pin_memory(t.as_ptr() as *const c_void, &mut out) })?;
+    Ok(unsafe { Tensor::from_ptr(out as *mut torch_sys::C_tensor) })
 }
 
 /// The `at::Tensor*` behind each tensor, for a C API taking a list of tensors.

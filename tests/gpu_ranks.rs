@@ -1,6 +1,9 @@
 //! The GPU suite's two-rank checks on one GPU. One GPU holds one NCCL rank, so two ranks share
-//! it over Gloo with CUDA tensors (`SpawnOptions::share_gpus`), which runs the Reducer's CUDA
-//! path (gradient buckets and their views on the GPU, the copy to the host and back):
+//! it over Gloo with CUDA tensors, which runs the Reducer's CUDA path (gradient buckets and
+//! their views on the GPU, the copy to the host and back). The ranks are processes under
+//! torchrun: thread ranks sharing a GPU cannot train with DDP (libtorch runs every backward
+//! pass of a GPU on one autograd thread, where DDP's wait for the other rank blocks it; seen
+//! on an H100), and `Ddp::wrap` refuses them with an error, checked here.
 //! - by construction: `Ddp` on 2 ranks x batch 8 ends with exactly the weights of one process
 //!   that runs the two half-batches one after the other and accumulates half of each gradient
 //!   (same kernels on the same shapes in the deterministic mode; Gloo adds two values, which is
@@ -8,8 +11,8 @@
 //! - within float32 rounding: the same against one process with batch 16, the bound derived
 //!   as tests/ddp.rs derives it on the CPU (the float64 run measures float32's rounding error
 //!   on this computation: allowed 4x it plus 8 ulps of the largest weight);
-//! - `spawn`: 2 thread ranks sharing the GPU (dropout on the GPU, so each rank's turns on the
-//!   GPU's generator matter) end bitwise equal to 2 processes under torchrun sharing it.
+//! - 2 processes sharing the GPU (dropout on the GPU, a shuffled sharded loader) train to the
+//!   same bits twice in the deterministic mode, and DDP keeps their weights equal.
 //!
 //! Without a CUDA GPU every test prints SKIPPED. Run with `make gpu-test` or from the GPU
 //! bundle (scripts/gpu-bundle.sh).
@@ -127,7 +130,8 @@ fn one_process(device: Device, kind: Kind, init: &Path, halves: bool) -> Weights
     weights(&vs)
 }
 
-/// `Ddp` on 2 thread ranks sharing `device`, each with its half of the samples every step.
+/// `Ddp` on 2 ranks sharing `device` (run under torchrun: 2 processes; `spawn_with` hands
+/// each process's result to every rank), each with its half of the samples every step.
 fn two_ranks(device: Device, init: &Path) -> Vec<Weights> {
     let s = samples();
     let opts = SpawnOptions { device: Some(device), share_gpus: true, ..Default::default() };
@@ -148,6 +152,35 @@ fn two_ranks(device: Device, init: &Path) -> Vec<Weights> {
     .unwrap()
 }
 
+/// Runs the ignored test `child` of this binary as 2 torchrun processes with `envs`.
+fn run_torchrun(child: &str, envs: &[(&str, &Path)]) {
+    let exe = std::env::current_exe().unwrap();
+    let mut cmd: Command = torchrun(2, 0, &exe, &["--ignored", "--exact", child, "--nocapture"]);
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let output = cmd.output().expect("torchrun starts");
+    assert!(
+        output.status.success(),
+        "torchrun {child} failed:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// The process side of the DDP check: rank 0 writes both ranks' weights to TB_GPU_OUT.
+#[test]
+#[ignore = "run by ddp_on_one_gpu_equals_the_accumulated_half_batches_and_batch_16 under torchrun"]
+fn ddp_child() {
+    use_deterministic_algorithms(true).unwrap();
+    let init = PathBuf::from(std::env::var("TB_GPU_INIT").unwrap());
+    let ranks = two_ranks(Device::Cuda(0), &init);
+    if std::env::var("RANK").as_deref() == Ok("0") {
+        let out = std::env::var("TB_GPU_OUT").unwrap();
+        std::fs::write(out, serde_json::to_vec(&ranks).unwrap()).unwrap();
+    }
+}
+
 #[test]
 fn ddp_on_one_gpu_equals_the_accumulated_half_batches_and_batch_16() {
     let Some(device) = gpu("ddp_on_one_gpu_equals_the_accumulated_half_batches_and_batch_16")
@@ -157,7 +190,10 @@ fn ddp_on_one_gpu_equals_the_accumulated_half_batches_and_batch_16() {
     use_deterministic_algorithms(true).unwrap();
     let dir = common::WorkDir::new("gpu-ddp");
     let init = initial_weights(&dir);
-    let ranks = two_ranks(device, &init);
+    let out = dir.join("ranks.json");
+    let envs = [("TB_GPU_INIT", init.as_path()), ("TB_GPU_OUT", out.as_path())];
+    run_torchrun("ddp_child", &envs);
+    let ranks: Vec<Weights> = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
     assert_eq!(max_diff(&ranks[0], &ranks[1]), 0.0, "DDP keeps the ranks' weights equal");
 
     let halves = one_process(device, Kind::Float, &init, true);
@@ -177,8 +213,11 @@ fn ddp_on_one_gpu_equals_the_accumulated_half_batches_and_batch_16() {
         "2 ranks x 8 vs batch 16: {rounding:e} (allowed {tol:e}; the weights moved {moved:e})"
     );
     assert!(rounding <= tol, "2 ranks x 8 differ from batch 16 by {rounding:e} > {tol:e}");
-    // A gradient off by the world size doubles SGD's steps: the bound must be far below that.
-    assert!(tol < 0.01 * moved, "the bound {tol:e} would hide a wrong average ({moved:e})");
+    // A gradient summed instead of averaged doubles every SGD step, which puts the weights
+    // about `moved` away from batch 16's: the bound must stay well below that (10x). On an H100
+    // the bound was 2.5e-4 for a movement of 2.2e-2: cuDNN's float32 convolutions use TF32 by
+    // default (as PyTorch's), which widens float32's rounding to about 1e-3.
+    assert!(tol < 0.1 * moved, "the bound {tol:e} would hide a wrong average ({moved:e})");
 }
 
 /// One rank of the `spawn` comparison: data from the CPU generator (the same on every rank),
@@ -210,46 +249,45 @@ fn dropout_rank(dist: &Dist) -> trainbook::Result<Vec<f32>> {
     Ok(Vec::try_from(Tensor::cat(&parts, 0))?)
 }
 
-fn shared_gpu_job() -> Vec<Vec<f32>> {
+fn shared_gpu_job() -> trainbook::Result<Vec<Vec<f32>>> {
     use_deterministic_algorithms(true).unwrap();
     tch::manual_seed(3);
     let opts =
         SpawnOptions { device: Some(Device::Cuda(0)), share_gpus: true, ..Default::default() };
-    spawn_with(2, opts, dropout_rank).unwrap()
+    spawn_with(2, opts, dropout_rank)
 }
 
 /// The process side: this binary under torchrun (2 processes on the one GPU); rank 0 writes
-/// what `spawn` returned to TB_GPU_SPAWN_OUT.
+/// what `spawn` returned to TB_GPU_OUT.
 #[test]
-#[ignore = "run by thread_ranks_sharing_the_gpu_equal_torchrun_processes under torchrun"]
+#[ignore = "run by ranks_sharing_the_gpu_train_as_processes_not_threads under torchrun"]
 fn shared_gpu_child() {
-    let ranks = shared_gpu_job();
+    let ranks = shared_gpu_job().unwrap();
     if std::env::var("RANK").as_deref() == Ok("0") {
-        let out = std::env::var("TB_GPU_SPAWN_OUT").unwrap();
+        let out = std::env::var("TB_GPU_OUT").unwrap();
         std::fs::write(out, serde_json::to_vec(&ranks).unwrap()).unwrap();
     }
 }
 
 #[test]
-fn thread_ranks_sharing_the_gpu_equal_torchrun_processes() {
-    let test = "thread_ranks_sharing_the_gpu_equal_torchrun_processes";
+fn ranks_sharing_the_gpu_train_as_processes_not_threads() {
+    let test = "ranks_sharing_the_gpu_train_as_processes_not_threads";
     let Some(_) = gpu(test) else { return };
-    let threads = shared_gpu_job();
-    assert_eq!(threads.len(), 2);
+    // Thread ranks: Ddp::wrap refuses, with the reason, instead of hanging.
+    let err = shared_gpu_job().unwrap_err().to_string();
+    assert!(err.contains("thread ranks sharing a GPU cannot train with DDP"), "{err}");
+    // Processes: twice the same bits, and the same weights on both ranks.
     let dir = common::WorkDir::new("gpu-spawn");
-    let out = dir.join("ranks.json");
-    let exe = std::env::current_exe().unwrap();
-    let mut cmd: Command =
-        torchrun(2, 0, &exe, &["--ignored", "--exact", "shared_gpu_child", "--nocapture"]);
-    let output = cmd.env("TB_GPU_SPAWN_OUT", &out).output().expect("torchrun starts");
-    assert!(
-        output.status.success(),
-        "torchrun failed:\n{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let processes: Vec<Vec<f32>> = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
-    assert_eq!(threads[0].len(), processes[0].len());
-    assert!(threads == processes, "2 thread ranks on one GPU differ from 2 torchrun processes");
-    println!("{test}: {} numbers per rank equal bit for bit", threads[0].len());
+    let runs: Vec<Vec<Vec<f32>>> = (0..2)
+        .map(|k| {
+            let out = dir.join(format!("ranks-{k}.json"));
+            run_torchrun("shared_gpu_child", &[("TB_GPU_OUT", out.as_path())]);
+            serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap()
+        })
+        .collect();
+    assert_eq!(runs[0].len(), 2);
+    assert!(runs[0] == runs[1], "2 processes sharing the GPU trained to different bits twice");
+    let n = runs[0][0].len() - 3; // the weights, then 3 draws of each rank's GPU generator
+    assert!(runs[0][0][..n] == runs[0][1][..n], "DDP left the ranks' weights apart");
+    println!("{test}: {n} weights equal on both ranks and in both runs");
 }

@@ -133,6 +133,19 @@ fn every_notebook_runs_headless() {
             && !resumed.contains("checkpoints/step-000000000"),
         "{resumed}"
     );
+    // The crashed torchrun job keeps its last two checkpoints (the example's --keep-last 2): the
+    // listing shows exactly two step folders, the newest after all 58 steps.
+    let kept: Vec<&str> = resumed
+        .lines()
+        .filter(|l| {
+            l.contains("04-designsafe-torchrun/checkpoints/step-") && l.contains(": after ")
+        })
+        .collect();
+    assert_eq!(kept.len(), 2, "{kept:?}");
+    assert!(
+        kept[0].contains("step-000000058: after 58 optimizer steps: 2 whole epoch(s)"),
+        "{kept:?}"
+    );
     // The best checkpoint, reloaded and evaluated again, gives the accuracy recorded for it.
     let designsafe = text("03-designsafe.ipynb");
     let percent = |prefix: &str| {

@@ -195,28 +195,28 @@ impl Batches {
         }
     }
 
-    fn to_batch(&self, b: usize, cpu: CpuBatch) -> Batch {
+    fn to_batch(&self, b: usize, cpu: CpuBatch) -> Result<Batch> {
         let plan = &self.plans[b];
         let mut images = cpu.images;
         let mut labels = Tensor::from_slice(&cpu.labels);
         let mut targets =
             cpu.targets.map(|(v, width)| Tensor::from_slice(&v).view([-1, width as i64]));
         if self.device != Device::Cpu {
-            let to = |t: Tensor, kind| {
-                t.pin_memory(self.device).to_device_(self.device, kind, true, false)
+            let to = |t: Tensor, kind| -> Result<Tensor> {
+                Ok(crate::shim::pin_memory(&t)?.to_device_(self.device, kind, true, false))
             };
-            images = to(images, Kind::Float);
-            labels = to(labels, Kind::Int64);
-            targets = targets.map(|t| to(t, Kind::Float));
+            images = to(images, Kind::Float)?;
+            labels = to(labels, Kind::Int64)?;
+            targets = targets.map(|t| to(t, Kind::Float)).transpose()?;
         }
-        Batch {
+        Ok(Batch {
             images,
             labels,
             targets,
             indices: plan.iter().map(|p| p.0).collect(),
             is_padding: plan.iter().map(|p| p.1).collect(),
             position: b,
-        }
+        })
     }
 }
 
@@ -248,8 +248,8 @@ impl Iterator for Batches {
         self.next += 1;
         *self.shared.consumed.lock().unwrap_or_else(|e| e.into_inner()) = self.next;
         self.shared.wake.notify_all();
-        match result {
-            Ok(cpu) => Some(Ok(self.to_batch(b, cpu))),
+        match result.and_then(|cpu| self.to_batch(b, cpu)) {
+            Ok(batch) => Some(Ok(batch)),
             Err(e) => {
                 self.failed = true;
                 Some(Err(e))

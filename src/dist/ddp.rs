@@ -134,7 +134,8 @@ impl<'a> Ddp<'a> {
     ///
     /// Errors: [`Error::Dist`] when the ranks hold different parameter lists (count, shapes)
     /// or a collective fails; [`Error::InvalidArgument`] when the model has no trainable
-    /// parameter (in a group).
+    /// parameter (in a group), or for `spawn`ed thread ranks sharing a GPU
+    /// ([`Dist::gpu_shared_by_threads`]: DDP would deadlock in libtorch's autograd engine).
     pub fn wrap(vs: &VarStore, dist: &'a Dist) -> Result<Ddp<'a>> {
         Ddp::wrap_with(vs, dist, DdpOptions::default())
     }
@@ -145,6 +146,17 @@ impl<'a> Ddp<'a> {
         if let Some(mb) = opts.bucket_cap_mb.filter(|mb| !(*mb > 0.0 && mb.is_finite())) {
             return Err(Error::InvalidArgument(format!(
                 "DdpOptions::bucket_cap_mb must be a positive number of MiB, not {mb}"
+            )));
+        }
+        if dist.gpu_shared_by_threads() && dist.world_size() > 1 {
+            return Err(Error::InvalidArgument(format!(
+                "Ddp::wrap: thread ranks sharing a GPU cannot train with DDP (rank {} shares {:?} \
+                 with other threads of this process): libtorch runs every backward pass of a GPU \
+                 on one autograd thread, where DDP's wait for the other ranks' gradients would \
+                 block theirs forever. Run ranks sharing a GPU as processes (torchrun \
+                 --nproc-per-node=N, which Dist::init puts on Gloo), or give each rank its own GPU",
+                dist.rank(),
+                dist.device()
             )));
         }
         let all_params = named_parameters(vs);

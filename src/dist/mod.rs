@@ -3,6 +3,7 @@
 //! TCPStore and Gloo/NCCL process groups reached through the C++ shim in `csrc/`. The
 //! generators' state ([`rng_state`], ...) and [`torch_version`] come from the crate's ground
 //! floor and are re-exported here, where the course meets them.
+mod backend_choice;
 mod ddp;
 mod ffi;
 mod free_port;

@@ -33,6 +33,14 @@ pub fn connect_on_device(
     timeout: Duration,
     device: Device,
 ) -> Result<ProcessGroup> {
+    let base = launch_store(env, timeout)?;
+    let store = default_group_store(&base, backend)?;
+    ProcessGroup::on_device(store, backend, env.rank, env.world_size, timeout, device)
+}
+
+/// The job's launch store: the TCPStore at `MASTER_ADDR:MASTER_PORT` (hosted by rank 0 unless
+/// the launcher's agent hosts it), scoped to the launcher's restart when it restarts ranks.
+pub(crate) fn launch_store(env: &LaunchEnv, timeout: Duration) -> Result<Store> {
     let mut base = Store::tcp(
         &env.master_addr,
         env.master_port,
@@ -43,8 +51,7 @@ pub fn connect_on_device(
     if let Some(scope) = env.restart_scope() {
         base = base.with_prefix(&scope)?;
     }
-    let store = default_group_store(&base, backend)?;
-    ProcessGroup::on_device(store, backend, env.rank, env.world_size, timeout, device)
+    Ok(base)
 }
 
 /// The view of the launch store that torch's default group uses: `init_process_group` scopes
@@ -210,7 +217,13 @@ impl ProcessGroup {
                 store.description()
             ),
             err,
-        )?;
+        )
+        .map_err(|e| match e {
+            Error::Dist { op, message } => {
+                Error::Dist { op, message: super::backend_choice::explain_nccl_error(message) }
+            }
+            other => other,
+        })?;
         Ok(ProcessGroup { raw, rank, size, backend, timeout, bound_device, _store: store })
     }
 

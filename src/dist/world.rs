@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use tch::{Device, Kind, Tensor};
 
-use super::{connect_on_device, Backend, LaunchEnv, Launcher, ProcessGroup};
+use super::backend_choice::choose_backend;
+use super::process_group::launch_store;
+use super::{connect_on_device, default_group_store, Backend, LaunchEnv, Launcher, ProcessGroup};
 use crate::train::RunningMetrics;
 use crate::{Error, Result};
 
@@ -79,6 +81,8 @@ pub struct Dist {
     env: Option<LaunchEnv>,
     pg: Option<ProcessGroup>,
     device: Device,
+    /// A `spawn`ed thread rank whose GPU other thread ranks of this process also use.
+    gpu_shared_by_threads: bool,
 }
 
 impl Dist {
@@ -96,7 +100,10 @@ impl Dist {
     /// (or the CPU). A CUDA device becomes the thread's current device at once, before any
     /// CUDA work (`torch.cuda.set_device(local_rank)`), and the group is bound to it
     /// (`init_process_group(device_id=...)`: NCCL connects on it, barriers run on it), so no
-    /// rank opens a context on GPU 0 by accident. Launcher warnings (e.g. a Slurm batch script run without `srun`) are printed
+    /// rank opens a context on GPU 0 by accident. Unless `opts.backend` names one, the group
+    /// uses Gloo on the CPU and, on CUDA, NCCL when every rank has a GPU of its own, else Gloo
+    /// (ranks sharing a GPU, which NCCL refuses; decided by all ranks from their GPUs' UUIDs,
+    /// with a note on rank 0's stderr). Launcher warnings (e.g. a Slurm batch script run without `srun`) are printed
     /// on stderr.
     ///
     /// Errors: [`Error::DistEnv`] when the launcher's variables are missing or inconsistent,
@@ -136,17 +143,22 @@ impl Dist {
         };
         make_current(device)?;
         let Some(env) = env.filter(|e| e.world_size > 1) else {
-            return Ok(Dist { env: None, pg: None, device });
+            return Ok(Dist { env: None, pg: None, device, gpu_shared_by_threads: false });
         };
-        let backend =
-            opts.backend.unwrap_or(if device.is_cuda() { Backend::Nccl } else { Backend::Gloo });
+        let base = launch_store(&env, opts.timeout)?;
+        let backend = match opts.backend {
+            Some(b) => b,
+            None => choose_backend(&base, &env, device)?,
+        };
         if !backend.is_available() {
             return Err(Error::DistEnv(format!(
                 "the {backend} backend needs trainbook built with the `cuda` feature"
             )));
         }
-        let pg = connect_on_device(&env, backend, opts.timeout, device)?;
-        Ok(Dist { env: Some(env), pg: Some(pg), device })
+        let store = default_group_store(&base, backend)?;
+        let (rank, world) = (env.rank, env.world_size);
+        let pg = ProcessGroup::on_device(store, backend, rank, world, opts.timeout, device)?;
+        Ok(Dist { env: Some(env), pg: Some(pg), device, gpu_shared_by_threads: false })
     }
 
     /// Rank `rank` of `world` ranks that are threads of this process ([`spawn`]): joins the
@@ -168,7 +180,7 @@ impl Dist {
         env.launcher = Launcher::Threads;
         make_current(device)?;
         if world == 1 {
-            return Ok(Dist { env: None, pg: None, device });
+            return Ok(Dist { env: None, pg: None, device, gpu_shared_by_threads: false });
         }
         if !backend.is_available() {
             return Err(Error::DistEnv(format!(
@@ -176,13 +188,15 @@ impl Dist {
             )));
         }
         let pg = connect_on_device(&env, backend, timeout, device)?;
-        Ok(Dist { env: Some(env), pg: Some(pg), device })
+        // spawn's layout gives thread ranks Gloo on CUDA only when they share GPUs.
+        let gpu_shared_by_threads = device.is_cuda() && backend == Backend::Gloo;
+        Ok(Dist { env: Some(env), pg: Some(pg), device, gpu_shared_by_threads })
     }
 
     /// A world of one on `device` (no launcher, no store, no group), whatever the environment
     /// says: for notebooks and tests that must not join a job.
     pub fn single(device: Device) -> Dist {
-        Dist { env: None, pg: None, device }
+        Dist { env: None, pg: None, device, gpu_shared_by_threads: false }
     }
 
     /// This process's global rank, 0-based (`torch.distributed.get_rank()`; 0 in a world of
@@ -193,6 +207,14 @@ impl Dist {
     /// Number of ranks in the job (`torch.distributed.get_world_size()`; 1 in a world of one).
     pub fn world_size(&self) -> usize {
         self.pg.as_ref().map_or(1, |p| p.size())
+    }
+    /// Whether this is a `spawn`ed thread rank sharing its GPU with other thread ranks of the
+    /// process ([`SpawnOptions::share_gpus`](crate::launch::SpawnOptions::share_gpus)). Such
+    /// ranks can run collectives, but not [`Ddp`](crate::dist::Ddp), which refuses them:
+    /// libtorch runs every backward pass of one GPU on a single thread of its autograd engine,
+    /// and DDP's wait for the other ranks' gradients on that thread would block theirs forever.
+    pub fn gpu_shared_by_threads(&self) -> bool {
+        self.gpu_shared_by_threads
     }
     /// This process's rank among those on its node (`LOCAL_RANK`), which picks its GPU; 0 in a
     /// world of one.

@@ -42,17 +42,25 @@ pub(crate) fn write_outputs(
     if !dist.is_main() || history.is_empty() {
         return Ok(());
     }
-    loss_accuracy_curves(history)?.save(cfg.out.join("curves.png"))?;
-    if let Some(cm) = confusion.filter(|cm| cm.classes() > 0) {
-        save_confusion_plot(dist, cm, class_names, &cfg.out)?;
-    }
+    // The weights first: a figure that cannot be drawn (no font on a cluster node) must not
+    // cost the run its model, so the figures only warn.
     if let Some(ema) = ema {
         crate::models::save_tensors_file(
             &ema.state_dict(),
             &cfg.out.join("model_ema.safetensors"),
         )?;
     }
-    save_safetensors(vs, &cfg.out.join("model.safetensors"))
+    save_safetensors(vs, &cfg.out.join("model.safetensors"))?;
+    let figures = loss_accuracy_curves(history)
+        .and_then(|f| f.save(cfg.out.join("curves.png")))
+        .and_then(|()| match confusion.filter(|cm| cm.classes() > 0) {
+            Some(cm) => save_confusion_plot(dist, cm, class_names, &cfg.out),
+            None => Ok(()),
+        });
+    if let Err(e) = figures {
+        eprintln!("trainbook: warning: the run's figures were not drawn ({e}); its weights and metrics.jsonl are saved");
+    }
+    Ok(())
 }
 
 /// The metric `best/` is kept by (`None` without `best/`): [`FitConfig::monitor`] when one is

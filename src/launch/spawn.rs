@@ -44,7 +44,11 @@ pub struct SpawnOptions {
     /// Let ranks share GPUs when there are fewer GPUs than ranks (default `false`): rank `k`
     /// then runs on CUDA `k % gpus`, the group uses Gloo with CUDA tensors (NCCL needs a GPU
     /// per rank), and ranks sharing a GPU take turns on its random generator as CPU ranks take
-    /// turns on the CPU's. Under a launcher, processes sharing a GPU likewise use Gloo.
+    /// turns on the CPU's. Such thread ranks can run collectives but not
+    /// [`Ddp`](crate::dist::Ddp), which refuses them (libtorch runs every backward pass of a GPU
+    /// on one thread, where DDP would deadlock: seen on an H100); for DDP on shared GPUs, run
+    /// the ranks as processes. Under a launcher, processes sharing a GPU use Gloo and train
+    /// with DDP.
     pub share_gpus: bool,
 }
 

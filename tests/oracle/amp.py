@@ -1,7 +1,9 @@
 """Oracle for tests/amp.rs: mixed precision in PyTorch itself (the venv's torch), one thread.
 
-  amp.py bf16 DIR [DEVICE] [DTYPE]
-                      (DEVICE cpu or cuda, default cpu; DTYPE bfloat16 or float32, default bfloat16)
+  amp.py bf16 DIR [DEVICE] [DTYPE] [deterministic]
+                      (DEVICE cpu or cuda, default cpu; DTYPE bfloat16 or float32, default bfloat16;
+                      deterministic: torch.use_deterministic_algorithms(True) with cuDNN
+                      deterministic and not benchmarking, as the GPU suite's Rust side)
                       The MNIST CNN (eval-mode forward, as tests/oracle/models.py's Net) and the
                       course ResNet34 (train mode, 32x32 inputs) trained 3 SGD(momentum) steps each
                       with the forward pass and the loss under torch.autocast("cpu", bfloat16):
@@ -23,6 +25,9 @@ cmd, d = sys.argv[1], sys.argv[2]
 device = sys.argv[3] if len(sys.argv) > 3 else "cpu"
 dtype = getattr(torch, sys.argv[4]) if len(sys.argv) > 4 else torch.bfloat16
 loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=0.1)
+if "deterministic" in sys.argv[5:]:
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
 
 if cmd == "bf16":
     out = {}
