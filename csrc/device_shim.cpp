@@ -69,6 +69,10 @@ char* tb_cuda_reset_peak_memory(int index) {
   return guarded([&] { cuda_allocator(index)->resetPeakStats(static_cast<c10::DeviceIndex>(index)); });
 }
 
+char* tb_cuda_empty_cache(int index) {
+  return guarded([&] { cuda_allocator(index)->emptyCache(); });
+}
+
 char* tb_set_deterministic(int on) {
   return guarded([&] {
     auto& context = at::globalContext();

@@ -27,6 +27,8 @@ char* tb_cuda_current_device(int* index);
 char* tb_cuda_memory_peaks(int index, int64_t* allocated, int64_t* reserved);
 // torch.cuda.reset_peak_memory_stats(index).
 char* tb_cuda_reset_peak_memory(int index);
+// torch.cuda.empty_cache(): the caching allocator's unused cached blocks go back to the driver.
+char* tb_cuda_empty_cache(int index);
 
 // on != 0: torch.use_deterministic_algorithms(True) + torch.backends.cudnn.deterministic = True
 // + torch.backends.cudnn.benchmark = False. on == 0: both deterministic switches off (benchmark

@@ -1,6 +1,7 @@
 //! CUDA's caching allocator as `torch.cuda` reports it: the peak of allocated and reserved
 //! bytes on a GPU, and resetting them (`torch.cuda.max_memory_allocated`,
-//! `torch.cuda.max_memory_reserved`, `torch.cuda.reset_peak_memory_stats`). The GPU benchmark
+//! `torch.cuda.max_memory_reserved`, `torch.cuda.reset_peak_memory_stats`), and giving the
+//! cache back (`torch.cuda.empty_cache`). The GPU benchmark
 //! (benches/gpu.rs) compares these with PyTorch's on the same GPU. Every call dispatches at
 //! run time to the allocator libtorch_cuda registers, so it compiles in every build and is an
 //! error naming CUDA where there is none.
@@ -14,6 +15,7 @@ use crate::{Error, Result};
 extern "C" {
     fn tb_cuda_memory_peaks(index: c_int, allocated: *mut i64, reserved: *mut i64) -> *mut c_char;
     fn tb_cuda_reset_peak_memory(index: c_int) -> *mut c_char;
+    fn tb_cuda_empty_cache(index: c_int) -> *mut c_char;
 }
 
 fn cuda_index(device: Device) -> Result<c_int> {
@@ -57,6 +59,18 @@ pub fn reset_peak_memory_stats(device: Device) -> Result<()> {
     })
 }
 
+/// `torch.cuda.empty_cache()` on `device`: the caching allocator hands its unused cached blocks
+/// back to the driver, so the memory reserved afterwards is what live tensors hold (a
+/// benchmark that measures several configurations in one process calls it between them, as a
+/// new process would start).
+pub fn empty_cache(device: Device) -> Result<()> {
+    let index = cuda_index(device)?;
+    // SAFETY: a plain call; errors come back as an owned message.
+    check_kernel(&format!("empty the CUDA cache of {device:?}"), unsafe {
+        tb_cuda_empty_cache(index)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -64,11 +78,13 @@ mod tests {
     #[test]
     fn without_a_gpu_the_statistics_are_errors_naming_the_device() {
         let cpu = max_memory(Device::Cpu).unwrap_err().to_string();
+        assert!(empty_cache(Device::Cpu).unwrap_err().to_string().contains("Cpu"));
         assert!(cpu.contains("Cpu") && cpu.contains("caching allocator"), "{cpu}");
         if !tch::Cuda::is_available() {
             let gpu = max_memory(Device::Cuda(0)).unwrap_err().to_string();
             assert!(gpu.contains("Cuda(0)"), "{gpu}");
             assert!(reset_peak_memory_stats(Device::Cuda(0)).is_err());
+            assert!(empty_cache(Device::Cuda(0)).is_err());
         }
     }
 }

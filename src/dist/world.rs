@@ -20,7 +20,8 @@ use crate::{Error, Result};
 pub struct DistOptions {
     /// `None`: CUDA device `LOCAL_RANK` when CUDA is available, else the CPU.
     pub device: Option<Device>,
-    /// `None`: NCCL for CUDA, Gloo for the CPU.
+    /// `None`: Gloo for the CPU; for CUDA, NCCL when every rank has a GPU of its own, else
+    /// Gloo (ranks sharing a GPU, which NCCL refuses).
     pub backend: Option<Backend>,
     /// Bound on every wait (joining the group, each collective), like `init_process_group`'s
     /// `timeout`. Default 120 s, or `TRAINBOOK_DIST_TIMEOUT` seconds when that is set.
