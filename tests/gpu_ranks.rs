@@ -19,14 +19,14 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use common::gpu::gpu;
+use common::ranks::torchrun_child;
 use tch::nn::{ModuleT, VarStore};
 use tch::{Device, Kind, Tensor};
 use trainbook::data::{DataLoader, TensorDataset};
 use trainbook::dist::{Ddp, Dist};
-use trainbook::launch::{spawn_with, torchrun, SpawnOptions};
+use trainbook::launch::{spawn_with, SpawnOptions};
 use trainbook::models::MnistNet;
 use trainbook::train::{
     train_epoch, use_deterministic_algorithms, CrossEntropyLoss, EpochOptions, Optimizer,
@@ -152,22 +152,6 @@ fn two_ranks(device: Device, init: &Path) -> Vec<Weights> {
     .unwrap()
 }
 
-/// Runs the ignored test `child` of this binary as 2 torchrun processes with `envs`.
-fn run_torchrun(child: &str, envs: &[(&str, &Path)]) {
-    let exe = std::env::current_exe().unwrap();
-    let mut cmd: Command = torchrun(2, 0, &exe, &["--ignored", "--exact", child, "--nocapture"]);
-    for (k, v) in envs {
-        cmd.env(k, v);
-    }
-    let output = cmd.output().expect("torchrun starts");
-    assert!(
-        output.status.success(),
-        "torchrun {child} failed:\n{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
-
 /// The process side of the DDP check: rank 0 writes both ranks' weights to TB_GPU_OUT.
 #[test]
 #[ignore = "run by ddp_on_one_gpu_equals_the_accumulated_half_batches_and_batch_16 under torchrun"]
@@ -191,8 +175,8 @@ fn ddp_on_one_gpu_equals_the_accumulated_half_batches_and_batch_16() {
     let dir = common::WorkDir::new("gpu-ddp");
     let init = initial_weights(&dir);
     let out = dir.join("ranks.json");
-    let envs = [("TB_GPU_INIT", init.as_path()), ("TB_GPU_OUT", out.as_path())];
-    run_torchrun("ddp_child", &envs);
+    let envs = [("TB_GPU_INIT", init.clone().into()), ("TB_GPU_OUT", out.clone().into())];
+    torchrun_child("ddp_child", &envs);
     let ranks: Vec<Weights> = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
     assert_eq!(max_diff(&ranks[0], &ranks[1]), 0.0, "DDP keeps the ranks' weights equal");
 
@@ -281,7 +265,7 @@ fn ranks_sharing_the_gpu_train_as_processes_not_threads() {
     let runs: Vec<Vec<Vec<f32>>> = (0..2)
         .map(|k| {
             let out = dir.join(format!("ranks-{k}.json"));
-            run_torchrun("shared_gpu_child", &[("TB_GPU_OUT", out.as_path())]);
+            torchrun_child("shared_gpu_child", &[("TB_GPU_OUT", out.clone().into())]);
             serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap()
         })
         .collect();

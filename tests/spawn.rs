@@ -7,12 +7,12 @@
 //! thread per rank (torchrun's OMP_NUM_THREADS=1, spawn's default), Gloo sums two values
 //! (commutative, so exact), and each thread rank draws from its own CPU generator stream
 //! (spawn's turns), which starts where the caller's was, as each process's does.
+mod common;
+
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use trainbook::launch::torchrun;
 use trainbook::prelude::*;
 use trainbook::train::{train_epoch, EpochOptions, Optimizer, OptimizerKind};
 
@@ -77,17 +77,8 @@ fn spawn_child() {
 fn under_torchrun(lr: f64) -> (Vec<Vec<f32>>, Vec<f32>) {
     let dir = tempfile::tempdir().unwrap();
     let out: PathBuf = dir.path().join("ranks.json");
-    let exe = std::env::current_exe().unwrap();
-    let mut cmd: Command =
-        torchrun(2, 0, &exe, &["--ignored", "--exact", "spawn_child", "--nocapture"]);
-    cmd.env("TB_SPAWN_LR", lr.to_string()).env("TB_SPAWN_OUT", &out);
-    let output = cmd.output().expect("torchrun starts");
-    assert!(
-        output.status.success(),
-        "torchrun failed:\n{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let envs = [("TB_SPAWN_LR", lr.to_string().into()), ("TB_SPAWN_OUT", out.clone().into())];
+    common::ranks::torchrun_child("spawn_child", &envs);
     serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap()
 }
 

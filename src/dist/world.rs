@@ -82,8 +82,6 @@ pub struct Dist {
     env: Option<LaunchEnv>,
     pg: Option<ProcessGroup>,
     device: Device,
-    /// A `spawn`ed thread rank whose GPU other thread ranks of this process also use.
-    gpu_shared_by_threads: bool,
 }
 
 impl Dist {
@@ -144,7 +142,7 @@ impl Dist {
         };
         make_current(device)?;
         let Some(env) = env.filter(|e| e.world_size > 1) else {
-            return Ok(Dist { env: None, pg: None, device, gpu_shared_by_threads: false });
+            return Ok(Dist { env: None, pg: None, device });
         };
         let base = launch_store(&env, opts.timeout)?;
         let backend = match opts.backend {
@@ -159,7 +157,7 @@ impl Dist {
         let store = default_group_store(&base, backend)?;
         let (rank, world) = (env.rank, env.world_size);
         let pg = ProcessGroup::on_device(store, backend, rank, world, opts.timeout, device)?;
-        Ok(Dist { env: Some(env), pg: Some(pg), device, gpu_shared_by_threads: false })
+        Ok(Dist { env: Some(env), pg: Some(pg), device })
     }
 
     /// Rank `rank` of `world` ranks that are threads of this process ([`spawn`]): joins the
@@ -181,7 +179,7 @@ impl Dist {
         env.launcher = Launcher::Threads;
         make_current(device)?;
         if world == 1 {
-            return Ok(Dist { env: None, pg: None, device, gpu_shared_by_threads: false });
+            return Ok(Dist { env: None, pg: None, device });
         }
         if !backend.is_available() {
             return Err(Error::DistEnv(format!(
@@ -189,15 +187,13 @@ impl Dist {
             )));
         }
         let pg = connect_on_device(&env, backend, timeout, device)?;
-        // spawn's layout gives thread ranks Gloo on CUDA only when they share GPUs.
-        let gpu_shared_by_threads = device.is_cuda() && backend == Backend::Gloo;
-        Ok(Dist { env: Some(env), pg: Some(pg), device, gpu_shared_by_threads })
+        Ok(Dist { env: Some(env), pg: Some(pg), device })
     }
 
     /// A world of one on `device` (no launcher, no store, no group), whatever the environment
     /// says: for notebooks and tests that must not join a job.
     pub fn single(device: Device) -> Dist {
-        Dist { env: None, pg: None, device, gpu_shared_by_threads: false }
+        Dist { env: None, pg: None, device }
     }
 
     /// This process's global rank, 0-based (`torch.distributed.get_rank()`; 0 in a world of
@@ -215,7 +211,10 @@ impl Dist {
     /// libtorch runs every backward pass of one GPU on a single thread of its autograd engine,
     /// and DDP's wait for the other ranks' gradients on that thread would block theirs forever.
     pub fn gpu_shared_by_threads(&self) -> bool {
-        self.gpu_shared_by_threads
+        // spawn's layout gives thread ranks Gloo on CUDA only when they share GPUs.
+        self.device.is_cuda()
+            && self.env.as_ref().is_some_and(|e| e.launcher == Launcher::Threads)
+            && self.pg.as_ref().is_some_and(|p| p.backend() == Backend::Gloo)
     }
     /// This process's rank among those on its node (`LOCAL_RANK`), which picks its GPU; 0 in a
     /// world of one.

@@ -69,3 +69,20 @@ pub fn wait_for_line(reader: &mut impl std::io::BufRead, needle: &str, limit: Du
     }
     panic!("no line with {needle:?} within {limit:?}; output so far:\n{seen}");
 }
+
+/// Runs the ignored test `child` of the calling test binary as 2 processes under torchrun
+/// (`trainbook::launch::torchrun`), with `envs` set, and fails with both outputs unless the job
+/// succeeds.
+pub fn torchrun_child(child: &str, envs: &[(&str, std::ffi::OsString)]) {
+    let exe = std::env::current_exe().unwrap();
+    let mut cmd =
+        trainbook::launch::torchrun(2, 0, &exe, &["--ignored", "--exact", child, "--nocapture"]);
+    cmd.envs(envs.iter().map(|(k, v)| (k, v)));
+    let output = cmd.output().expect("torchrun starts");
+    assert!(
+        output.status.success(),
+        "torchrun {child} failed:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
