@@ -47,8 +47,8 @@ lint: setup
 
 # On CI (a clean clone, built once) incremental-compilation caches only cost disk (~1.4 GB).
 test: setup lint
-	set -o pipefail; mkdir -p target; if [ -n "$$CI" ]; then export CARGO_INCREMENTAL=0; fi; cargo test --no-fail-fast 2>&1 | tee target/test.log
-	@awk '/^test result:/ { p += $$4; f += $$6 } END { printf "all tests: %d passed, %d failed\n", p, f }' target/test.log
+	set -o pipefail; mkdir -p target; if [ -n "$$CI" ]; then export CARGO_INCREMENTAL=0; fi; bash scripts/run-tests.sh 2>&1 | tee target/test.log
+	@awk '/^test result:/ { p += $$4; f += $$6 } /^ *Summary \[/ { for (i = 1; i <= NF; i++) { if ($$i ~ /^passed/) p += $$(i-1); if ($$i ~ /^failed/) f += $$(i-1) } } END { printf "all tests: %d passed, %d failed\n", p, f }' target/test.log
 
 # Runs every notebook headless and writes the executed notebooks, outputs included, back into
 # notebooks/ (committed, so the plots show on a code host; tests/notebook_outputs.rs fails when a

@@ -44,7 +44,11 @@ fn main() -> trainbook::Result<()> {
 fn a_project_outside_the_checkout_prepares_data_trains_and_plots() {
     let venv = common::venv();
     let python = venv.join("bin/python");
-    let libtorch = std::fs::canonicalize(venv.join("libtorch")).unwrap();
+    // The venv's torch package (what the README's `LIBTORCH=$(python3 -c ...)` line names: setup.sh
+    // links .venv/libtorch to it), spelled as .cargo/config.toml spells it for this checkout: the
+    // project builds into this checkout's target directory, and another spelling of LIBTORCH
+    // would make cargo rebuild torch-sys and tch here and again at the checkout's next build.
+    let libtorch = venv.join("libtorch");
     let project = tempfile::Builder::new().prefix("trainbook-outside-").tempdir().unwrap();
     let dir = project.path();
     assert!(!dir.starts_with(ROOT), "{} must be outside the checkout", dir.display());
