@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs every Rust test of the checkout (what `make test` runs after the set-up and the lint) and
-# ends with one line: "all tests: P passed, F failed".
+# Runs every Rust test of the checkout: what `make test` runs after the set-up and the lint (the
+# Makefile then sums its output into one line, "all tests: P passed, F failed").
 #
 # With cargo-nextest on the machine (the CI machines have it; `cargo install cargo-nextest`
 # elsewhere) the test binaries run side by side as .config/nextest.toml says, then the
@@ -11,15 +11,18 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 status=0
-if [ "${TRAINBOOK_TESTS:-}" != cargo ] && cargo nextest --version >/dev/null 2>&1; then
-  echo "run-tests: cargo nextest ($(cargo nextest --version 2>/dev/null | head -1)), then the doctests"
+nextest=$(cargo nextest --version 2>/dev/null | head -1)
+if [ "${TRAINBOOK_TESTS:-}" != cargo ] && [ -n "$nextest" ]; then
+  echo "run-tests: $nextest, then the doctests"
   # Tests side by side share the 2 cores: libtorch's OpenMP threads sleep while they wait (two
   # test processes pairing up ran in 37 s instead of 43 s here; spinning, no faster than one
-  # after the other).
+  # after the other). It costs a test running alone: notebook 03 took 148 s instead of 123 s.
   OMP_WAIT_POLICY=PASSIVE cargo nextest run --no-fail-fast 2>&1 || status=1
   cargo test --doc --no-fail-fast 2>&1 || status=1
 else
-  echo "run-tests: cargo test (cargo-nextest not found: the binaries run one after another)"
+  why="cargo-nextest not found"
+  [ -n "$nextest" ] && why="TRAINBOOK_TESTS=cargo"
+  echo "run-tests: cargo test, one binary after another ($why)"
   cargo test --no-fail-fast 2>&1 || status=1
 fi
 exit $status
