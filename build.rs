@@ -17,13 +17,7 @@ fn main() {
     println!("cargo:rerun-if-changed=csrc/device_shim.h");
     println!("cargo:rerun-if-changed=csrc/sync_bn_shim.cpp");
     println!("cargo:rerun-if-changed=csrc/sync_bn_shim.h");
-    for var in [
-        "LIBTORCH_USE_PYTORCH",
-        "LIBTORCH_CXX11_ABI",
-        "GLOO_INCLUDE_DIR",
-        "TRAINBOOK_VENV",
-        "VIRTUAL_ENV",
-    ] {
+    for var in ["LIBTORCH_USE_PYTORCH", "LIBTORCH_CXX11_ABI", "GLOO_INCLUDE_DIR"] {
         println!("cargo:rerun-if-env-changed={var}");
     }
 
@@ -106,9 +100,21 @@ fn gloo_include_dir() -> PathBuf {
         }
         return dir;
     }
-    let venv = env::var_os("TRAINBOOK_VENV").map(PathBuf::from).unwrap_or_else(|| {
-        Path::new(&env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default()).join(".venv")
-    });
+    let checkout_venv =
+        Path::new(&env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default()).join(".venv");
+    let venv = match env::var_os("TRAINBOOK_VENV").map(PathBuf::from) {
+        // Another venv: its headers may differ, so changing the variable reruns this script.
+        Some(named) if !same_dir(&named, &checkout_venv) => {
+            println!("cargo:rerun-if-env-changed=TRAINBOOK_VENV");
+            named
+        }
+        // Unset, or the checkout's own venv (what .cargo/config.toml sets): the same headers, so
+        // a build with the variable and one without (a project outside the checkout that depends
+        // on it by path, sharing its target directory) share this script's output instead of
+        // each running it and recompiling the crate again. Not watched: a build that later names
+        // another venv without changing LIBTORCH keeps these headers until the script reruns.
+        _ => checkout_venv,
+    };
     let fetched = venv.join("debs/usr/include");
     let system = PathBuf::from("/usr/include");
     for dir in [&fetched, &system] {
@@ -132,6 +138,11 @@ fn gloo_include_dir() -> PathBuf {
     ))
 }
 
+/// Whether `a` and `b` name the same directory (through links), or are spelled the same.
+fn same_dir(a: &Path, b: &Path) -> bool {
+    a == b || matches!((a.canonicalize(), b.canonicalize()), (Ok(x), Ok(y)) if x == y)
+}
+
 fn fail(msg: &str) -> ! {
     eprintln!("error: {msg}");
     panic!("{msg}");
@@ -144,6 +155,7 @@ fn cxx11_abi() -> String {
         return abi;
     }
     if env::var_os("LIBTORCH_USE_PYTORCH").is_some() {
+        println!("cargo:rerun-if-env-changed=VIRTUAL_ENV");
         let python = if env::var_os("VIRTUAL_ENV").is_some() { "python" } else { "python3" };
         let out = Command::new(python)
             .args(["-c", "import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))"])

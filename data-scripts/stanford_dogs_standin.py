@@ -21,8 +21,8 @@ stand-in is --breeds 12 --per-breed 150 --min-size 200 --max-size 500.
 """
 import argparse
 import pathlib
-import shutil
 import sys
+import tempfile
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
@@ -135,8 +135,10 @@ def main():
         sys.exit(f"{out} exists and is not empty, but has no Images/: not overwriting it")
     if not 1 <= a.breeds <= len(BREEDS) or a.per_breed < 1 or not 16 <= a.min_size <= a.max_size:
         sys.exit(f"--breeds must be 1-{len(BREEDS)}, --per-breed at least 1, 16 <= --min-size <= --max-size")
-    tmp = out.parent / f".{out.name}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
+    # A private folder for this run (two runs at once must not share one), renamed into place
+    # whole at the end.
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     lines = []
     for b, breed in enumerate(BREEDS[: a.breeds]):
         folder = f"{breed[0]}-{breed[1]}"

@@ -20,8 +20,8 @@ Output is deterministic for a given --seed. The default is small (10 classes, 20
 import argparse
 import colorsys
 import pathlib
-import shutil
 import sys
+import tempfile
 
 import numpy as np
 from PIL import Image, ImageDraw
@@ -142,8 +142,10 @@ def main():
     wnids = [f"n0{x:07d}" for x in ids[: a.classes]]  # class c = wnids[c], in file order
     extra = [f"n0{x:07d}" for x in ids[a.classes:]]
 
-    tmp = out.parent / f".{out.name}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
+    # A private folder for this run (two runs at once must not share one), renamed into place
+    # whole at the end.
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     (tmp / "val/images").mkdir(parents=True)
     (tmp / "test/images").mkdir(parents=True)
     (tmp / "wnids.txt").write_text("".join(w + "\n" for w in wnids))

