@@ -42,15 +42,29 @@ fn run_script(script: &str, args: &[&std::ffi::OsStr], what: &str) -> Result<()>
     run(Command::new(&python).arg(&path).args(args), &hint)
 }
 
-/// Runs `generate` on a fresh path in a private folder beside `dir` and renames the result to
-/// `dir` once it is complete. When the rename fails because another process put a complete set
-/// there first (`complete(dir)`), that set is kept and this one dropped; any other failure is an
-/// error naming `dir`. The private folder goes away in every case.
+/// Makes sure `dir` holds a complete `what` set, one with every entry of `markers`: when it does
+/// not, runs `generate` on a fresh path in a private folder beside `dir` and renames the result
+/// to `dir` once it is complete. A non-empty `dir` without the markers is refused (never written
+/// over). When the rename fails because another process put a complete set there first, that
+/// set is kept and this one dropped; any other failure is an error naming `dir`. The private
+/// folder goes away in every case.
 fn generate_in_place(
     dir: &Path,
-    complete: impl Fn(&Path) -> bool,
+    markers: &[&str],
+    what: &str,
     generate: impl FnOnce(&Path) -> Result<()>,
 ) -> Result<()> {
+    let complete = || markers.iter().all(|m| dir.join(m).exists());
+    if complete() {
+        return Ok(());
+    }
+    if dir.read_dir().is_ok_and(|mut entries| entries.next().is_some()) {
+        return Err(crate::Error::Dataset(format!(
+            "{}: exists and is not empty, but has no {}: not a {what} folder; not writing over it",
+            dir.display(),
+            markers.join(" or ")
+        )));
+    }
     let parent = match dir.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
@@ -68,7 +82,7 @@ fn generate_in_place(
             println!("{}: in place", dir.display());
             Ok(())
         }
-        Err(_) if complete(dir) => Ok(()),
+        Err(_) if complete() => Ok(()),
         Err(e) => Err(e).with_path(dir),
     }
 }
@@ -86,11 +100,7 @@ pub fn ensure_mnist(dir: &Path) -> Result<()> {
 /// A DesignSafe-layout data set in `dir` (`Train/`, `Validation/`): the generated stand-in,
 /// full size (1,322/363 at ~640x480) or `small` (450/90 at ~160x120).
 pub fn ensure_designsafe(dir: &Path, small: bool) -> Result<()> {
-    let complete = |dir: &Path| dir.join("Train").is_dir() && dir.join("Validation").is_dir();
-    if complete(dir) {
-        return Ok(());
-    }
-    generate_in_place(dir, complete, |out| {
+    generate_in_place(dir, &["Train", "Validation"], "DesignSafe", |out| {
         let mut args: Vec<&std::ffi::OsStr> = vec![out.as_os_str()];
         if small {
             args.extend(
@@ -138,18 +148,7 @@ pub fn ensure_tiny_imagenet_standin(
     train_per_class: usize,
     val_per_class: usize,
 ) -> Result<()> {
-    let complete = |root: &Path| root.join("wnids.txt").exists();
-    if complete(root) {
-        return Ok(());
-    }
-    if root.read_dir().is_ok_and(|mut entries| entries.next().is_some()) {
-        return Err(crate::Error::Dataset(format!(
-            "{}: exists and is not empty, but has no wnids.txt: not a Tiny ImageNet folder; \
-             not writing over it",
-            root.display()
-        )));
-    }
-    generate_in_place(root, complete, |out| {
+    generate_in_place(root, &["wnids.txt"], "Tiny ImageNet", |out| {
         let counts = [classes, train_per_class, val_per_class].map(|n| n.to_string());
         let mut args: Vec<&std::ffi::OsStr> = vec![out.as_os_str()];
         for (flag, n) in ["--classes", "--train-per-class", "--val-per-class"].iter().zip(&counts) {
@@ -172,18 +171,7 @@ pub fn ensure_tiny_imagenet_standin(
 /// An existing folder, real or generated, is left alone; data-scripts/stanford_dogs.py fetches
 /// the real set.
 pub fn ensure_stanford_dogs(root: &Path, small: bool) -> Result<()> {
-    let complete = |root: &Path| root.join("Images").is_dir();
-    if complete(root) {
-        return Ok(());
-    }
-    if root.read_dir().is_ok_and(|mut entries| entries.next().is_some()) {
-        return Err(crate::Error::Dataset(format!(
-            "{}: exists and is not empty, but has no Images/: not a Stanford Dogs folder; not \
-             writing over it",
-            root.display()
-        )));
-    }
-    generate_in_place(root, complete, |out| {
+    generate_in_place(root, &["Images"], "Stanford Dogs", |out| {
         let mut args: Vec<&std::ffi::OsStr> = vec![out.as_os_str()];
         if !small {
             args.extend(
