@@ -5,6 +5,13 @@
 # No root (and no apt-get) needed: without it, scripts/setup.sh unpacks the Debian packages the
 # build needs into .venv/debs (scripts/fetch-debs.sh, or scripts/fetch_debs.py without apt) and
 # says what it had to skip.
+# On CI (a clean clone, built once) incremental-compilation caches only cost time and disk (~1.4
+# GB): off for the lint's and the tests' builds. (The notebook kernels' builds keep evcxr's own
+# setting: scripts/kernel-slots.sh.)
+ifdef CI
+export CARGO_INCREMENTAL = 0
+endif
+
 .PHONY: kernel-times setup setup-demo setup-notebook setup-repl repl test-repl demo lint test notebooks gpu-test torch-2.11-check gpu-bundle
 SHELL := /bin/bash
 
@@ -45,9 +52,8 @@ lint: setup
 	cargo clippy --all-targets -- -D warnings
 	RUSTDOCFLAGS="-D warnings" cargo doc --no-deps
 
-# On CI (a clean clone, built once) incremental-compilation caches only cost disk (~1.4 GB).
 test: setup lint
-	set -o pipefail; mkdir -p target; if [ -n "$$CI" ]; then export CARGO_INCREMENTAL=0; fi; bash scripts/run-tests.sh 2>&1 | tee target/test.log
+	set -o pipefail; mkdir -p target; bash scripts/run-tests.sh 2>&1 | tee target/test.log
 	@awk '/^test result:/ { p += $$4; f += $$6 } /^ *Summary \[/ { for (i = 1; i <= NF; i++) { if ($$i ~ /^passed/) p += $$(i-1); if ($$i ~ /^failed/) f += $$(i-1) } } END { printf "all tests: %d passed, %d failed\n", p, f }' target/test.log
 
 # Runs every notebook headless and writes the executed notebooks, outputs included, back into

@@ -44,7 +44,11 @@ fn main() {
         .cpp(true)
         .pic(true)
         .warnings(false)
+        // Fixed, not the profile's: the dev build, clippy, the exported notebooks (opt-level 2)
+        // and the kernel cache then compile the shim with the same flags, so the compiler cache
+        // (.cargo/config.toml's CXX, scripts/c++-via-sccache) compiles it once for all of them.
         .opt_level(2)
+        .debug(false)
         .std("c++20")
         .define("USE_C10D_GLOO", None)
         .define("_GLIBCXX_USE_CXX11_ABI", cxx11_abi().as_str())

@@ -9,9 +9,14 @@
 #                         feature (as `make torch-2.11-check` builds), stripped, into
 #                         target/gpu-bundle/ (at most 64 MiB). TORCH/TCH/CUDA_TOOLKIT pick
 #                         another PyTorch (scripts/torch-version-copy.sh).
-#   --dev OUT             the checkout's own build (the set-up's torch, dev profile, `cuda`
-#                         where its libtorch has libtorch_cuda) into OUT, unstripped: what
-#                         tests/gpu_bundle.rs builds in `make test` to run run.sh on the CPU.
+#   --dev OUT             the checkout's own build (the set-up's torch, dev profile) into OUT,
+#                         unstripped: what tests/gpu_bundle.rs builds in `make test` to run
+#                         run.sh on the CPU. The GPU suite is built with `cuda` where the
+#                         libtorch has libtorch_cuda (the build tests/cuda_feature.rs makes), the
+#                         other binaries without (the test build's own examples and gpu_ranks),
+#                         so the dev bundle reuses what `make test` compiles anyway;
+#                         tests/cuda_feature.rs checks that every bundle target compiles with
+#                         `cuda`.
 #
 # The bundle: run.sh; bin/ (the GPU suites tests/gpu.rs and tests/gpu_ranks.rs, benches/gpu.rs
 # as gpu-bench, the examples mnist, designsafe, tiny_imagenet and dogs); tests/oracle/ and
@@ -46,16 +51,26 @@ else
   PY=$ROOT/.venv/bin/python
   [ -x "$PY" ] || { echo "no .venv: run make setup first" >&2; exit 1; }
   LIB=$("$PY" -c "import os, torch; print(os.path.join(os.path.dirname(torch.__file__), 'lib'))")
-  FEATURES=$([ -e "$LIB/libtorch_cuda.so" ] && echo cuda || echo "")
+  GPU_SUITE_FEATURES=$([ -e "$LIB/libtorch_cuda.so" ] && echo cuda || echo "")
+  FEATURES=""
   PROFILE_ARGS=()
   TORCH_BUILT=$("$PY" -c "import torch; print(torch.__version__.split('+')[0])")
   TCH_BUILT=$(sed -n -E 's/^tch = "([0-9.]+)"/\1/p' Cargo.toml)
 fi
 
-bundle_say "cargo build ${PROFILE_ARGS[*]} --features '$FEATURES' ${TARGETS[*]} (torch $TORCH_BUILT, tch $TCH_BUILT)"
 messages=$(mktemp)
 trap 'rm -f "$messages"' EXIT
-cargo build "${PROFILE_ARGS[@]}" --features "$FEATURES" "${TARGETS[@]}" --message-format json-render-diagnostics >"$messages"
+build() { # FEATURES TARGETS...
+  bundle_say "cargo build ${PROFILE_ARGS[*]} --features '$1' ${*:2} (torch $TORCH_BUILT, tch $TCH_BUILT)"
+  cargo build "${PROFILE_ARGS[@]}" --features "$1" "${@:2}" --message-format json-render-diagnostics >>"$messages"
+}
+if [ "$MODE" = release ]; then
+  build "$FEATURES" "${TARGETS[@]}"
+else
+  build "$GPU_SUITE_FEATURES" --test gpu
+  build "" --examples --test gpu_ranks --bench gpu
+  FEATURES="gpu suite: ${GPU_SUITE_FEATURES:-none}, others: none"
+fi
 
 rm -rf "$OUT"
 mkdir -p "$OUT/bin" "$OUT/tests" "$OUT/benches" "$OUT/data/mnist"

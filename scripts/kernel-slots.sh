@@ -15,9 +15,19 @@ kernel_cache_dir() {
 # compiles (CARGO_INCREMENTAL, which `make test` sets on CI, and CARGO_PROFILE_*): they are part
 # of each compiled unit's identity, so a kernel started with them would compile trainbook again
 # instead of using the cache, which is built without them.
+#
+# It also sets CXX to the checkout's compiler-cache wrapper, as .cargo/config.toml does for builds
+# in the checkout: cc reruns a build script when CXX changes, so the cache and every kernel must
+# agree. A CXX of the caller's own (a cluster's compiler module) becomes the compiler the wrapper
+# runs (TRAINBOOK_CXX).
 same_build_settings() {
-  local name
+  local name wrapper
   unset CARGO_INCREMENTAL
+  wrapper=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/c++-via-sccache
+  if [ -n "${CXX:-}" ] && [ "$CXX" != "$wrapper" ]; then
+    export TRAINBOOK_CXX=${TRAINBOOK_CXX:-$CXX}
+  fi
+  export CXX=$wrapper
   for name in $(compgen -e | grep '^CARGO_PROFILE_' || true); do
     unset "$name"
   done

@@ -25,4 +25,9 @@ else
   echo "run-tests: cargo test, one binary after another ($why)"
   cargo test --no-fail-fast 2>&1 || status=1
 fi
+# What the build scripts' compiler cache saved (scripts/c++-via-sccache), when it is in use.
+if [ "${TRAINBOOK_SCCACHE:-1}" != 0 ] && [ -x .venv/bin/sccache ] && [ -z "${CXX:-}" ]; then
+  scripts/c++-via-sccache --sccache --show-stats 2>&1 | grep -E '^(Compile requests|Cache (hits|misses)) ' |
+    sed 's/^/compiler cache (sccache, since its server started): /'
+fi
 exit $status

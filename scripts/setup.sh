@@ -316,7 +316,10 @@ spec = {
     "language": "rust",
     "interrupt_mode": "signal",
     "env": {
-        "LIBTORCH": torch_dir,
+        # Spelled as .cargo/config.toml spells it for the checkout's own builds (the link, not
+        # its target): tch's C++ wrapper then compiles with the same include paths in the kernel
+        # cache and in the checkout, so the compiler cache (scripts/c++-via-sccache) serves both.
+        "LIBTORCH": os.path.join(venv, "libtorch"),
         "LIBTORCH_CXX11_ABI": "1",
         "LD_LIBRARY_PATH": lib,
         "PATH": path,

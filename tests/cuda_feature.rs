@@ -1,5 +1,7 @@
 //! The `cuda` feature (NCCL process group, libtorch_cuda): it compiles on a machine without a
-//! GPU, the GPU suite (`tests/gpu.rs`) included; and where the libtorch in use has its CUDA
+//! GPU, with every target of the GPU bundle (the GPU suites `tests/gpu.rs` and
+//! `tests/gpu_ranks.rs`, `benches/gpu.rs`, the examples; `make test`'s dev bundle builds only the
+//! GPU suite with it, see tests/gpu_bundle.rs); and where the libtorch in use has its CUDA
 //! libraries (a CUDA wheel, as `make setup` installs), a binary built with it links against
 //! libtorch_cuda, starts, and has CUDA registered with libtorch. Elsewhere (a CPU build of
 //! libtorch) the link check says SKIPPED with the reason.
@@ -25,7 +27,12 @@ fn cuda_feature_compiles() {
                 "cuda",
                 "--lib",
                 "--bins",
+                "--examples",
                 "--test",
+                "gpu",
+                "--test",
+                "gpu_ranks",
+                "--bench",
                 "gpu",
                 "--message-format",
                 "short",

@@ -1,5 +1,7 @@
 //! The GPU bundle never rots: `scripts/gpu-bundle.sh --dev` builds it from this checkout (the
-//! set-up's torch, the dev profile, the `cuda` feature where that libtorch has CUDA), and its
+//! set-up's torch, the dev profile; the GPU suite with the `cuda` feature where that libtorch
+//! has CUDA, as tests/cuda_feature.rs builds it, the other binaries as the test build makes
+//! them, so nothing is compiled twice), and its
 //! `run.sh` runs to the end here with the project's Python: every binary starts with
 //! `LD_LIBRARY_PATH` as run.sh sets it; without a GPU every check is SKIPPED, the exit status
 //! is 0 and report.json says so check by check. On a machine with a GPU no check may fail.

@@ -53,11 +53,22 @@ fn a_project_outside_the_checkout_prepares_data_trains_and_plots() {
     let dir = project.path();
     assert!(!dir.starts_with(ROOT), "{} must be outside the checkout", dir.display());
     std::fs::create_dir_all(dir.join("src")).unwrap();
+    // The README's dependency line ("In your own project"), pointed at this checkout. Without
+    // default features, as the exported notebooks' projects depend on trainbook, with the same
+    // profile: this build and theirs (tests/export.rs, the notebooks' spawn check) share one
+    // compiled trainbook in the checkout's target directory.
+    let readme = std::fs::read_to_string(Path::new(ROOT).join("README.md")).unwrap();
+    let line = readme
+        .lines()
+        .find(|l| l.starts_with("trainbook = { path = \"../trainbook\""))
+        .expect("the README's dependency line for a project of your own");
+    let dependency =
+        line.split('#').next().unwrap().trim().replace("\"../trainbook\"", &format!("{ROOT:?}"));
     std::fs::write(
         dir.join("Cargo.toml"),
         format!(
             "[package]\nname = \"outside\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
-             [dependencies]\ntrainbook = {{ path = {ROOT:?} }}\n\n\
+             [dependencies]\n{dependency}\n\n\
              [profile.dev]\nopt-level = 1\ndebug = \"line-tables-only\"\n\n\
              [profile.dev.package.\"*\"]\nopt-level = 2\ndebug = false\n\n[workspace]\n"
         ),
