@@ -67,26 +67,10 @@ fn mnist_example_reaches_97_percent_with_defaults() {
     let records = read_records(&work.join(out_dir).join("metrics.jsonl")).unwrap();
     assert_eq!(records.len(), 8, "{line}");
     assert!(records.iter().all(|r| r.world_size == 2), "{records:?}");
-}
-
-#[test]
-fn mnist_example_runs_as_two_ranks_under_torchrun() {
-    let work = common::WorkDir::new("example-mnist-ddp");
-    let exe = common::target_exe("examples/mnist");
-    let out = common::run_with_deadline(
-        Command::new(common::venv_bin("torchrun"))
-            .args(["--standalone", "--nproc-per-node=2", "--no-python"])
-            .arg(&exe)
-            .args(["--epochs", "1", "--workers", "1"])
-            .current_dir(&work),
-        Duration::from_secs(600),
-        "torchrun examples/mnist",
-    );
-    assert!(out.status.success(), "{}", common::text(&out));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(stdout.matches("epoch 1/1").count(), 1, "only rank 0 prints:\n{stdout}");
-    let records = read_records(&work.join("runs/mnist/metrics.jsonl")).unwrap();
-    assert_eq!(records.len(), 1);
-    assert_eq!(records[0].world_size, 2);
-    assert!(records[0].val_acc.unwrap() > 0.85, "{:?}", records[0]);
+    // Two ranks, one voice: each epoch's line comes from rank 0 only.
+    for epoch in 1..=8 {
+        let said = format!("epoch {epoch}/8:");
+        assert_eq!(stdout.matches(&said).count(), 1, "{said:?} once, from rank 0:\n{stdout}");
+    }
+    assert!(records[0].val_acc.unwrap() > 0.85, "after one epoch on two ranks: {:?}", records[0]);
 }
