@@ -52,7 +52,6 @@ else
   [ -x "$PY" ] || { echo "no .venv: run make setup first" >&2; exit 1; }
   LIB=$("$PY" -c "import os, torch; print(os.path.join(os.path.dirname(torch.__file__), 'lib'))")
   GPU_SUITE_FEATURES=$([ -e "$LIB/libtorch_cuda.so" ] && echo cuda || echo "")
-  FEATURES=""
   PROFILE_ARGS=()
   TORCH_BUILT=$("$PY" -c "import torch; print(torch.__version__.split('+')[0])")
   TCH_BUILT=$(sed -n -E 's/^tch = "([0-9.]+)"/\1/p' Cargo.toml)

@@ -26,8 +26,9 @@ else
   cargo test --no-fail-fast 2>&1 || status=1
 fi
 # What the build scripts' compiler cache saved (scripts/c++-via-sccache), when it is in use.
-if [ "${TRAINBOOK_SCCACHE:-1}" != 0 ] && [ -x .venv/bin/sccache ] && [ -z "${CXX:-}" ]; then
-  scripts/c++-via-sccache --sccache --show-stats 2>&1 | grep -E '^(Compile requests|Cache (hits|misses)) ' |
+# (A CXX of the caller's own replaces the wrapper: nothing to report then.)
+if [ -z "${CXX:-}" ] && stats=$(scripts/c++-via-sccache --sccache --show-stats 2>/dev/null); then
+  grep -E '^(Compile requests|Cache (hits|misses)) ' <<<"$stats" |
     sed 's/^/compiler cache (sccache, since its server started): /'
 fi
 exit $status
