@@ -1,7 +1,8 @@
 //! The iteration behind [`DataLoader::iter`](super::DataLoader::iter): worker threads that
-//! decode, augment and stack whole batches ahead of the consumer (bounded prefetch), and the
-//! iterator that hands them out in order, moving them to the device; a worker's error (or
-//! panic) ends the iteration as an `Err` item.
+//! load, augment and stack the epoch's samples ahead of the consumer (bounded prefetch), sharing
+//! out each batch's samples (see [`batch_assembly`](super::batch_assembly)), and the iterator
+//! that hands the batches out in order, moving them to the device; a worker's error (or a
+//! panic in the data set) ends the iteration as an `Err` item.
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
@@ -10,115 +11,57 @@ use std::thread::JoinHandle;
 
 use tch::{Device, Kind, Tensor};
 
+use super::batch_assembly::{load_batch, load_sample, Assembly, CpuBatch};
 use super::{Batch, Dataset};
-use crate::transforms::aug_rng;
 use crate::{Error, Result};
 
 /// Each batch of an epoch as its (sample index, is padding) pairs, in order.
 pub(crate) type Plans = Vec<Vec<(usize, bool)>>;
 
+/// What the workers share: the next sample to claim (its position in the epoch's plans,
+/// flattened), how far the consumer has got, and the batches under construction.
 struct Shared {
     next: AtomicUsize,
+    /// The position of each batch's first sample, and the epoch's sample count at the end.
+    starts: Vec<usize>,
     consumed: Mutex<usize>,
     wake: Condvar,
     stop: AtomicBool,
+    building: Vec<Mutex<Option<Assembly>>>,
 }
 
-/// Decoded, augmented and stacked samples of one batch, built by a worker thread (so the
-/// allocation and copy of the batch tensor happen in parallel, not in the consumer).
-struct CpuBatch {
-    images: Tensor,
-    labels: Vec<i64>,
-    /// The float targets, row-major `[B, T]`, and `T` (data sets with [`Dataset::target`]).
-    targets: Option<(Vec<f32>, usize)>,
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn load_batch(
-    dataset: &dyn Dataset,
-    plan: &[(usize, bool)],
-    seed: u64,
-    epoch: u64,
-) -> Result<CpuBatch> {
-    let mut images: Option<(Tensor, [usize; 3])> = None;
-    let mut labels = Vec::with_capacity(plan.len());
-    let mut targets: Option<(Vec<f32>, usize)> = None;
-    for (k, &(index, _)) in plan.iter().enumerate() {
-        let (img, label) = dataset.get(index, &mut aug_rng(seed, epoch, index as u64))?;
-        let shape = img.shape();
-        let (batch, batch_shape) = images.get_or_insert_with(|| {
-            let [c, h, w] = shape;
-            (
-                Tensor::empty(
-                    [plan.len() as i64, c as i64, h as i64, w as i64],
-                    (Kind::Float, Device::Cpu),
-                ),
-                shape,
-            )
-        });
-        if shape != *batch_shape {
-            return Err(Error::Dataset(format!(
-                "sample {index} has shape {shape:?} but the batch has {batch_shape:?}: add a Resize/CenterCrop so all samples match"
-            )));
-        }
-        let n = img.data.len();
-        // SAFETY: `batch` is a contiguous float tensor of plan.len() * n elements that only this
-        // thread holds; slot k is in bounds.
-        let slot =
-            unsafe { std::slice::from_raw_parts_mut((batch.data_ptr() as *mut f32).add(k * n), n) };
-        slot.copy_from_slice(&img.data);
-        labels.push(label);
-        add_target(dataset, index, k, &mut targets)?;
-    }
-    let images =
-        images.map(|(t, _)| t).unwrap_or_else(|| Tensor::empty([0], (Kind::Float, Device::Cpu)));
-    Ok(CpuBatch { images, labels, targets })
-}
-
-/// Appends sample `index`'s float target (the `k`-th of its batch) to the batch's, checking
-/// that every sample has one of the same length.
-fn add_target(
-    dataset: &dyn Dataset,
-    index: usize,
-    k: usize,
-    targets: &mut Option<(Vec<f32>, usize)>,
-) -> Result<()> {
-    let target = dataset.target(index);
-    match (target, targets.as_mut()) {
-        (None, None) => Ok(()),
-        (Some(t), None) if k == 0 => {
-            let width = t.len();
-            *targets = Some((t, width));
-            Ok(())
-        }
-        (Some(t), Some((values, width))) if t.len() == *width => {
-            values.extend_from_slice(&t);
-            Ok(())
-        }
-        (t, have) => Err(Error::Dataset(format!(
-            "sample {index} has a target of {} values, but the batch's first sample has {}: \
-             every sample of a data set with float targets needs one of the same length",
-            t.map_or("no".to_string(), |t| t.len().to_string()),
-            have.map_or("none".to_string(), |(_, w)| w.to_string()),
-        ))),
-    }
-}
-
+/// A worker: claims the epoch's samples in order, at most `ahead` batches past the consumer,
+/// and sends each batch once its last sample is in. With a CUDA `device` it makes that device
+/// current (as torch's pin-memory thread does) and pins the batches it finishes.
 fn worker(
     dataset: &dyn Dataset,
     plans: &[Vec<(usize, bool)>],
     shared: &Shared,
     tx: &mpsc::Sender<(usize, Result<CpuBatch>)>,
-    seed: u64,
-    epoch: u64,
+    stream: (u64, u64),
     ahead: usize,
+    device: Device,
 ) {
+    let pin = device.is_cuda();
+    if let Device::Cuda(i) = device {
+        // Pinning works without it (the host allocator picks a GPU with a context); this only
+        // keeps the thread off GPU 0 where another GPU is the loader's.
+        let _ = crate::shim::set_cuda_device(i);
+    }
+    let total = *shared.starts.last().unwrap_or(&0);
     loop {
-        let b = shared.next.fetch_add(1, Ordering::SeqCst);
-        if b >= plans.len() || shared.stop.load(Ordering::SeqCst) {
+        let pos = shared.next.fetch_add(1, Ordering::SeqCst);
+        if pos >= total || shared.stop.load(Ordering::SeqCst) {
             return;
         }
+        let b = shared.starts.partition_point(|&s| s <= pos) - 1;
+        let k = pos - shared.starts[b];
         {
-            let mut consumed = shared.consumed.lock().unwrap_or_else(|e| e.into_inner());
+            let mut consumed = lock(&shared.consumed);
             while b >= *consumed + ahead && !shared.stop.load(Ordering::SeqCst) {
                 consumed = shared.wake.wait(consumed).unwrap_or_else(|e| e.into_inner());
             }
@@ -126,14 +69,24 @@ fn worker(
         if shared.stop.load(Ordering::SeqCst) {
             return;
         }
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            load_batch(dataset, &plans[b], seed, epoch)
-        }))
-        .unwrap_or_else(|_| {
-            Err(Error::Loader(format!("a worker thread panicked while loading batch {b}")))
-        });
-        if tx.send((b, result)).is_err() {
-            return;
+        let sample = load_sample(dataset, plans[b][k].0, stream);
+        let slot = lock(&shared.building[b])
+            .get_or_insert_with(|| Assembly::new(plans[b].len()))
+            .slot(k, sample);
+        if let Some((slot, img)) = slot {
+            slot.fill(&img);
+        }
+        let finished = {
+            let mut building = lock(&shared.building[b]);
+            match building.as_mut().map(Assembly::done) {
+                Some(true) => building.take(),
+                _ => None,
+            }
+        };
+        if let Some(batch) = finished {
+            if tx.send((b, batch.finish(dataset, &plans[b], pin))).is_err() {
+                return;
+            }
         }
     }
 }
@@ -165,11 +118,19 @@ impl Batches {
     ) -> Batches {
         let skip = skip.min(plans.len());
         let plans = Arc::new(plans);
+        let starts: Vec<usize> = std::iter::once(0)
+            .chain(plans.iter().scan(0, |n, p| {
+                *n += p.len();
+                Some(*n)
+            }))
+            .collect();
         let shared = Arc::new(Shared {
-            next: AtomicUsize::new(skip),
+            next: AtomicUsize::new(starts[skip]),
+            starts,
             consumed: Mutex::new(skip),
             wake: Condvar::new(),
             stop: AtomicBool::new(false),
+            building: plans.iter().map(|_| Mutex::new(None)).collect(),
         });
         let (tx, rx) = mpsc::channel();
         let mut workers = Vec::new();
@@ -178,7 +139,7 @@ impl Batches {
             let (dataset, plans, shared, tx) =
                 (dataset.clone(), plans.clone(), shared.clone(), tx.clone());
             workers.push(std::thread::spawn(move || {
-                worker(&*dataset, &plans, &shared, &tx, seed, epoch, ahead)
+                worker(&*dataset, &plans, &shared, &tx, (seed, epoch), ahead, device)
             }));
         }
         let inline = (num_workers == 0).then_some((dataset, seed, epoch));
@@ -205,7 +166,11 @@ impl Batches {
             let to = |t: Tensor, kind| -> Result<Tensor> {
                 Ok(crate::shim::pin_memory(&t)?.to_device_(self.device, kind, true, false))
             };
-            images = to(images, Kind::Float)?;
+            images = if cpu.pinned {
+                images.to_device_(self.device, Kind::Float, true, false)
+            } else {
+                to(images, Kind::Float)?
+            };
             labels = to(labels, Kind::Int64)?;
             targets = targets.map(|t| to(t, Kind::Float)).transpose()?;
         }
@@ -229,7 +194,7 @@ impl Iterator for Batches {
         }
         let b = self.next;
         let result = if let Some((dataset, seed, epoch)) = &self.inline {
-            load_batch(&**dataset, &self.plans[b], *seed, *epoch)
+            load_batch(&**dataset, &self.plans[b], (*seed, *epoch))
         } else {
             loop {
                 if let Some(r) = self.pending.remove(&b) {
@@ -246,7 +211,7 @@ impl Iterator for Batches {
             }
         };
         self.next += 1;
-        *self.shared.consumed.lock().unwrap_or_else(|e| e.into_inner()) = self.next;
+        *lock(&self.shared.consumed) = self.next;
         self.shared.wake.notify_all();
         match result.and_then(|cpu| self.to_batch(b, cpu)) {
             Ok(batch) => Some(Ok(batch)),

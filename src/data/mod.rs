@@ -2,6 +2,7 @@
 //! Tiny ImageNet, Stanford Dogs' folders, `Subset`/`random_split`, relabelling by class name,
 //! float targets from labels (`TargetTransform`), the `DataLoader`, the `DistributedSampler`
 //! and the `SubsetRandomSampler`.
+mod batch_assembly;
 mod batches;
 mod dataset;
 mod decode;
