@@ -1,6 +1,6 @@
 //! The ResNet34 train step by phase, trainbook against PyTorch, rounds interleaved so that
-//! both sides meet the same machine state: `zero_grad` (trainbook zeroes the gradients in
-//! place, torch's default sets them to `None`, so its backward allocates them again), forward
+//! both sides meet the same machine state: `zero_grad` (both set the gradients to `None`, so
+//! that backward allocates them again), forward
 //! and loss under bf16 autocast (trainbook's `Precision::Bf16` region,
 //! `torch.autocast("cpu", dtype=torch.bfloat16)`), backward, and the fused Adam step; batch 16, 224px, label smoothing 0.1, one fixed batch, libtorch's default
 //! threads on both sides. Each round times 10 steps after 2 warm-up steps on each side; the

@@ -59,6 +59,14 @@ char* tb_fused_adam(const tb_tensor* const* params, const tb_tensor* const* grad
   });
 }
 
+char* tb_set_grads_to_none(const tb_tensor* const* params, size_t n) {
+  if (n == 0) return nullptr;
+  if (!params) return null_arg("params");
+  return guarded([&] {
+    for (auto& p : tensor_list(params, n)) p.mutable_grad().reset();
+  });
+}
+
 char* tb_foreach_sgd(const tb_tensor* const* params, const tb_tensor* const* grads,
                      tb_tensor** bufs, const tb_tensor* const* steps, size_t n, double lr,
                      double momentum, double dampening, int nesterov, double weight_decay,

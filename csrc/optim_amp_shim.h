@@ -37,6 +37,11 @@ char* tb_foreach_sgd(const tb_tensor* const* params, const tb_tensor* const* gra
                      double momentum, double dampening, int nesterov, double weight_decay,
                      const tb_tensor* found_inf);
 
+// Optimizer.zero_grad(set_to_none=True): each of the n parameters' .grad becomes None (an
+// undefined tensor), so that the next backward pass hands every parameter its new gradient
+// instead of adding it into zeros.
+char* tb_set_grads_to_none(const tb_tensor* const* params, size_t n);
+
 // GradScaler.unscale_: multiplies every gradient by inv_scale in place and sets found_inf to
 // 1.0 if any of them holds an inf or nan (`_amp_foreach_non_finite_check_and_unscale_`).
 char* tb_amp_unscale(const tb_tensor* const* grads, size_t n, const tb_tensor* found_inf,

@@ -1,6 +1,7 @@
 //! libtorch's multi-tensor optimizer kernels, which tch-rs does not bind, called through
 //! trainbook's C++ shim (`csrc/optim_amp_shim.cpp`): `_fused_adam_` / `_fused_adamw_` and the
-//! `_foreach_*` ops of torch.optim's multi-tensor SGD.
+//! `_foreach_*` ops of torch.optim's multi-tensor SGD; and setting gradients to None, which
+//! tch-rs cannot do either.
 use std::os::raw::{c_char, c_int, c_void};
 
 use tch::Tensor;
@@ -38,6 +39,14 @@ extern "C" {
         weight_decay: f64,
         found_inf: *const c_void,
     ) -> *mut c_char;
+    fn tb_set_grads_to_none(params: *const *const c_void, n: usize) -> *mut c_char;
+}
+
+/// `p.grad = None` for every parameter (`zero_grad(set_to_none=True)`).
+pub(crate) fn set_grads_to_none(params: &[&Tensor]) -> Result<()> {
+    let p = ptrs(params);
+    // SAFETY: `p` holds one live at::Tensor* per entry of `params`.
+    check("zero_grad", unsafe { tb_set_grads_to_none(p.as_ptr(), p.len()) })
 }
 
 fn optional_ptr(t: Option<&Tensor>) -> *const c_void {

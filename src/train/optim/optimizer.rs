@@ -128,10 +128,22 @@ impl Optimizer {
         &self.params
     }
 
-    /// Zeroes every parameter's gradient in place (before the next backward pass), as torch's
-    /// `zero_grad(set_to_none=False)`: a gradient that is part of a graph is detached first;
-    /// one that is a view (DDP's `gradient_as_bucket_view`) is zeroed where it lives.
+    /// Drops every parameter's gradient before the next backward pass, as torch's
+    /// `zero_grad()` (`set_to_none=True`, its default): the backward pass then hands each
+    /// parameter its new gradient where zeroed gradients would take one more kernel per
+    /// parameter to add it in, and the old gradients' memory is free in between. Parameters
+    /// left out of the next backward keep no gradient and are skipped by [`step`](Self::step).
     pub fn zero_grad(&mut self) {
+        let params: Vec<&Tensor> = self.params.iter().map(|(_, p)| p).collect();
+        // The shim's only errors are null pointers, which a `&Tensor` never is.
+        super::kernels::set_grads_to_none(&params)
+            .expect("setting gradients to None takes live tensors");
+    }
+
+    /// Zeroes every parameter's gradient in place, as torch's `zero_grad(set_to_none=False)`:
+    /// a gradient that is part of a graph is detached first; one that is a view (DDP's
+    /// `gradient_as_bucket_view`) is zeroed where it lives.
+    pub fn zero_grad_in_place(&mut self) {
         for (_, p) in &self.params {
             let mut grad = p.grad();
             if grad.defined() {
