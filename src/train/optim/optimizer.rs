@@ -359,3 +359,32 @@ impl Optimizer {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use tch::nn::{Module, VarStore};
+    use tch::{Device, Kind, Tensor};
+
+    use super::Optimizer;
+
+    fn backward(lin: &tch::nn::Linear) {
+        lin.forward(&Tensor::ones([2, 3], (Kind::Float, Device::Cpu))).sum(Kind::Float).backward();
+    }
+
+    #[test]
+    fn zero_grad_sets_to_none_and_zero_grad_in_place_zeroes() {
+        let vs = VarStore::new(Device::Cpu);
+        let lin = tch::nn::linear(vs.root() / "fc", 3, 2, Default::default());
+        let mut opt = Optimizer::sgd(&vs, 0.1, 0.0);
+        backward(&lin);
+        assert!(lin.ws.grad().defined());
+        opt.zero_grad();
+        assert!(!lin.ws.grad().defined(), "as torch's p.grad is None after zero_grad()");
+        // The next backward's gradient is the gradient itself, not a sum with the old one.
+        backward(&lin);
+        assert_eq!(Vec::<f32>::try_from(lin.ws.grad().flatten(0, -1)).unwrap(), [2.0; 6]);
+        opt.zero_grad_in_place();
+        assert!(lin.ws.grad().defined());
+        assert_eq!(lin.ws.grad().abs().sum(Kind::Float).double_value(&[]), 0.0);
+    }
+}
