@@ -137,10 +137,19 @@ impl Assembly {
                 }
             }
         }
-        let mut targets = None;
-        for (k, &(index, _)) in plan.iter().enumerate() {
-            add_target(dataset, index, k, &mut targets)?;
-        }
+        let targets = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut targets = None;
+            for (k, &(index, _)) in plan.iter().enumerate() {
+                add_target(dataset, index, k, &mut targets)?;
+            }
+            Ok(targets)
+        }))
+        .unwrap_or_else(|_| {
+            let indices: Vec<usize> = plan.iter().map(|p| p.0).collect();
+            Err(Error::Loader(format!(
+                "the data set panicked reading the targets of samples {indices:?}"
+            )))
+        })?;
         let mut images = self
             .images
             .map(|(t, _)| t)
@@ -215,13 +224,14 @@ mod tests {
     use crate::transforms::AugRng;
 
     /// A data set of `len` 1x2x2 images whose `get` can fail, panic, change shape, sleep, or
-    /// wait until `rendezvous` threads are inside `get` at once; it records which thread
-    /// loaded each sample.
+    /// wait until `rendezvous` threads are inside `get` at once (and whose `target` can panic);
+    /// it records which thread loaded each sample.
     #[derive(Default)]
     struct Probe {
         len: usize,
         fail: Vec<usize>,
         panic: Vec<usize>,
+        panic_target: Vec<usize>,
         wide: Vec<usize>,
         slow: Vec<usize>,
         rendezvous: usize,
@@ -263,6 +273,10 @@ mod tests {
         }
         fn classes(&self) -> Vec<String> {
             vec!["a".into(), "b".into(), "c".into()]
+        }
+        fn target(&self, index: usize) -> Option<Vec<f32>> {
+            assert!(!self.panic_target.contains(&index), "the probe's target panics at {index}");
+            None
         }
     }
 
@@ -324,6 +338,9 @@ mod tests {
         for workers in [0, 3] {
             let err = first_error(Probe { len: 8, panic: vec![6], ..Probe::default() }, workers);
             assert!(err.contains("panicked loading sample 6"), "{workers} workers: {err}");
+            let probe = Probe { len: 8, panic_target: vec![5], ..Probe::default() };
+            let err = first_error(probe, workers);
+            assert!(err.contains("targets of samples [4, 5, 6, 7]"), "{workers} workers: {err}");
         }
     }
 }
