@@ -31,6 +31,7 @@ import collections
 import json
 import os
 import queue
+import signal
 import sys
 import threading
 
@@ -208,13 +209,62 @@ def supervise(args, actors, envs, collector):
     return failures
 
 
+# Ray gives a local node 30 s to start its raylet (ray/_private/node.py), then gives up with
+# this message; on a machine busy with other work (a shared login node, 2 cores running tests)
+# the start can take longer, so a local start is tried this many times.
+LOCAL_START_TRIES = 3
+LOCAL_START_TIMEOUT = "timed out during startup"
+
+
+def descendants():
+    """The PIDs of this process's children and theirs (from Linux's /proc; empty elsewhere)."""
+    parent_of = {}
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    # pid (comm) state ppid ...; comm may hold spaces and parentheses.
+                    parent_of[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                pass  # gone meanwhile
+    found, frontier = set(), {os.getpid()}
+    while frontier:
+        frontier = {pid for pid, ppid in parent_of.items() if ppid in frontier} - found
+        found |= frontier
+    return found
+
+
+def start_local_ray(init, tries=LOCAL_START_TRIES):
+    """ray.init(**init) for a node of our own, again after Ray's start-up timeout: the processes
+    the failed try started (its GCS and raylet, children of this process) are killed first."""
+    for attempt in range(1, tries + 1):
+        before = descendants()
+        try:
+            ray.init(**init)
+            return
+        except Exception as e:  # Ray raises a bare Exception for this
+            if LOCAL_START_TIMEOUT not in str(e) or attempt == tries:
+                raise
+            for pid in descendants() - before:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass  # gone meanwhile
+            ray.shutdown()
+            print(f"ray_launch: the local Ray node did not start in time ({e}); starting it again "
+                  f"(try {attempt + 1} of {tries})", file=sys.stderr, flush=True)
+
+
 def run(args, on_report=None):
     """Runs the parsed job to its end; returns its Result."""
     init = {"address": args.address, "include_dashboard": False, "log_to_driver": False}
-    if args.address is None and not os.environ.get("RAY_ADDRESS") and args.num_cpus is not None:
+    local = args.address is None and not os.environ.get("RAY_ADDRESS")
+    if local and args.num_cpus is not None:
         init["num_cpus"] = args.num_cpus
     started_ray = not ray.is_initialized()
-    if started_ray:
+    if started_ray and local:
+        start_local_ray(init)
+    elif started_ray:
         ray.init(**init)
     collector = Collector(on_report)
     try:
