@@ -22,8 +22,9 @@ import zlib
 
 import nbformat
 from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
-from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+
+from kernel_output import KernelSession, NotebookRunner
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -55,7 +56,7 @@ def run_one(path, out_dir, cell_timeout):
         KernelSpecManager().get_kernel_spec(kernel)
     except NoSuchKernel:
         return f"kernel {kernel!r} is not installed: run `make setup` (scripts/setup.sh) first"
-    client = NotebookClient(
+    client = NotebookRunner(
         nb,
         kernel_name=kernel,
         timeout=cell_timeout,
@@ -116,31 +117,18 @@ def check_interrupt(timeout=900):
 
     km, kc = start_new_kernel(kernel_name="trainbook", startup_timeout=120, cwd=str(ROOT / "notebooks"))
     try:
-        def run(code, interrupt_on=None):
-            msg_id = kc.execute(code)
-            text, deadline, sent = "", time.monotonic() + timeout, False
-            while time.monotonic() < deadline:
-                try:
-                    msg = kc.get_iopub_msg(timeout=5)
-                except Exception:
-                    continue
-                if msg["parent_header"].get("msg_id") != msg_id:
-                    continue
-                kind, content = msg["msg_type"], msg["content"]
-                if kind == "stream":
-                    text += content["text"]
-                elif kind in ("error",):
-                    text += f"ERROR {content.get('ename')}: {content.get('evalue')}\n"
-                elif kind == "status" and content["execution_state"] == "idle":
-                    return text
-                if interrupt_on and not sent and interrupt_on in text:
-                    km.interrupt_kernel()
-                    sent = True
-            raise TimeoutError(f"no answer within {timeout} s; output so far:\n{text}")
+        session, sent = KernelSession(kc), []
 
-        outputs = [run(INTERRUPT_CELLS[0]), run(INTERRUPT_CELLS[1])]
-        outputs.append(run(INTERRUPT_CELLS[2], interrupt_on="train "))
-        outputs.append(run(INTERRUPT_CELLS[3]))
+        def interrupt_at_training(text):
+            if not sent and "train " in text:
+                km.interrupt_kernel()
+                sent.append(True)
+
+        ids = [session.run(INTERRUPT_CELLS[0], timeout)[0], session.run(INTERRUPT_CELLS[1], timeout)[0]]
+        ids.append(session.run(INTERRUPT_CELLS[2], timeout, on_text=interrupt_at_training)[0])
+        ids.append(session.run(INTERRUPT_CELLS[3], timeout)[0])
+        session.settle()
+        outputs = [session.texts[i] for i in ids]
         text = "".join(outputs)
         if 'interrupted by Some("SIGINT")' not in outputs[2]:
             return f"the interrupted run did not report SIGINT:\n{text[-3000:]}"
@@ -203,24 +191,25 @@ def check_spawn(timeout=900):
     for old in out.glob("*.txt"):
         old.unlink()
     # As jupyter_server does, tell the kernel which notebook it runs.
-    session = out / "spawn-check.ipynb"
-    session.write_text("{}")
-    env = dict(os.environ, JPY_SESSION_NAME=str(session))
+    session_file = out / "spawn-check.ipynb"
+    session_file.write_text("{}")
+    env = dict(os.environ, JPY_SESSION_NAME=str(session_file))
     km, kc = start_new_kernel(kernel_name="trainbook", startup_timeout=120, cwd=str(ROOT / "notebooks"), env=env)
     try:
-        texts = []
+        session = KernelSession(kc)
         where = 'println!("notebook: {:?}", trainbook::export::current_notebook());'
         for code in spawn_cells(0.05, "..") + ["let lr = 0.1;", SPAWN_LAUNCH, where]:
-            reply = kc.execute_interactive(code, timeout=timeout, output_hook=lambda m: texts.append(m))
-            if reply["content"]["status"] != "ok":
-                printed = "".join(m["content"].get("text", "") for m in texts)
-                return f"cell failed: {code[:80]!r}: {reply['content'].get('evalue', '')}\n{printed[-2000:]}"
+            _, error = session.run(code, timeout)
+            if error:
+                printed = "".join(session.texts.values())
+                return f"cell failed: {code[:80]!r}: {error}\n{printed[-2000:]}"
+        session.settle()
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
-    printed = "".join(m["content"].get("text", "") for m in texts)
-    if f'notebook: Some("{session}")' not in printed:
-        return f"current_notebook() did not find {session}:\n{printed[-2000:]}"
+    printed = "".join(session.texts.values())
+    if f'notebook: Some("{session_file}")' not in printed:
+        return f"current_notebook() did not find {session_file}:\n{printed[-2000:]}"
     a, b = (out / "threads-0.05.txt"), (out / "threads-0.1.txt")
     if not (a.exists() and b.exists()):
         return f"the launch cells did not write {a} and {b}"

@@ -1,0 +1,168 @@
+"""Collects everything a cell prints in the evcxr kernel, including lines that arrive late.
+
+Why it is needed: evcxr_jupyter 0.22 forwards the user code's stdout from a thread of its own.
+Before it answers a cell, evcxr waits until that thread has *taken* every line off its channel
+(evcxr/src/eval_context.rs: "Block until stdout_sender is empty"), not until the thread has
+*sent* them; so on a busy machine a cell's last line can reach Jupyter after the cell's `idle`
+status. nbclient stops reading a cell at `idle` and drops messages for an earlier cell, so the
+line was lost (a notebook test once missed a cell's only `println!` this way on CI).
+
+What this module guarantees: that thread sends lines in the order the kernel printed them. A
+stream message that comes after its cell ended is filed under the cell it belongs to (by its
+parent request id), and `settle` prints a marker line in a request of its own and reads until
+that marker arrives: every line printed before it has then arrived too. stderr has no such
+order (evcxr sends it without a completion mark), so only stdout is guaranteed.
+"""
+import time
+from collections import defaultdict
+from queue import Empty
+
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionComplete
+from nbclient.util import ensure_async
+
+MARKER = "trainbook-notebook-runner: every earlier line has arrived"
+MARKER_CELL = f'println!("{MARKER}");'
+
+
+class LateOutput:
+    """Routes stream messages to the cell whose request sent them, whenever they arrive."""
+
+    def __init__(self):
+        self.sinks = {}
+
+    def expect(self, msg_id, sink):
+        """Stream messages whose parent is `msg_id` go to `sink(msg)` from now on."""
+        self.sinks[msg_id] = sink
+
+    def file(self, msg):
+        """Hands a stream message of a known request to its sink; True if it did."""
+        parent = msg.get("parent_header", {}).get("msg_id")
+        if msg.get("msg_type") == "stream" and parent in self.sinks:
+            self.sinks[parent](msg)
+            return True
+        return False
+
+
+def is_marker(msg, msg_id):
+    """Whether `msg` is the marker line printed by the settle request `msg_id`."""
+    return (
+        msg.get("msg_type") == "stream"
+        and msg.get("parent_header", {}).get("msg_id") == msg_id
+        and MARKER in msg.get("content", {}).get("text", "")
+    )
+
+
+class NotebookRunner(NotebookClient):
+    """nbclient's client that keeps late stdout lines with their cells and settles after the
+    notebook's last code cell (see the module's header)."""
+
+    def __init__(self, nb, settle_timeout=300, **kwargs):
+        super().__init__(nb, **kwargs)
+        self.late = LateOutput()
+        self.settle_timeout = settle_timeout
+        code = [i for i, cell in enumerate(nb.cells) if cell.cell_type == "code"]
+        self.last_code_index = code[-1] if code else None
+
+    async def _async_poll_output_msg(self, parent_msg_id, cell, cell_index):
+        def sink(msg):
+            self.process_message(msg, cell, cell_index)
+
+        self.late.expect(parent_msg_id, sink)
+        while True:
+            msg = await ensure_async(self.kc.iopub_channel.get_msg(timeout=None))
+            if msg["parent_header"].get("msg_id") == parent_msg_id:
+                try:
+                    self.process_message(msg, cell, cell_index)
+                except CellExecutionComplete:
+                    return
+            else:
+                self.late.file(msg)
+
+    async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
+        done = await super().async_execute_cell(cell, cell_index, execution_count, store_history)
+        if cell_index == self.last_code_index:
+            await self.async_settle()
+        return done
+
+    async def async_settle(self):
+        """Runs the marker cell and files every message until its marker arrives."""
+        msg_id = await ensure_async(self.kc.execute(MARKER_CELL, store_history=False))
+        deadline = time.monotonic() + self.settle_timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"the kernel did not print the runner's marker line within {self.settle_timeout} s")
+            try:
+                msg = await ensure_async(self.kc.iopub_channel.get_msg(timeout=left))
+            except Empty:
+                continue
+            if is_marker(msg, msg_id):
+                return
+            self.late.file(msg)
+
+
+class KernelSession:
+    """Runs cells one by one in a started kernel (`jupyter_client`'s blocking client) and keeps
+    what each printed, late lines included; used by the runner's kernel checks."""
+
+    def __init__(self, kc):
+        self.kc = kc
+        self.texts = defaultdict(str)
+        self.late = LateOutput()
+
+    def _keep(self, msg):
+        self.texts[msg["parent_header"]["msg_id"]] += msg["content"].get("text", "")
+
+    def run(self, code, timeout, on_text=None):
+        """Executes `code` until its `idle`; returns (request id, None or the error of a reply
+        that is not "ok", else of an error message). `on_text`
+        gets the cell's text so far after each message of the cell (it may interrupt it)."""
+        msg_id = self.kc.execute(code)
+        self.late.expect(msg_id, self._keep)
+        error, deadline = None, time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                msg = self.kc.get_iopub_msg(timeout=5)
+            except Empty:
+                continue
+            self.late.file(msg)
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            kind, content = msg["msg_type"], msg["content"]
+            if kind == "error":
+                error = f"{content.get('ename')}: {content.get('evalue')}"
+                self.texts[msg_id] += f"ERROR {error}\n"
+            elif kind == "status" and content["execution_state"] == "idle":
+                return msg_id, self._reply_error(msg_id, deadline) or error
+            if on_text:
+                on_text(self.texts[msg_id])
+        raise TimeoutError(f"no answer within {timeout} s; output so far:\n{self.texts[msg_id]}")
+
+    def _reply_error(self, msg_id, deadline):
+        """The error an `execute_reply` that is not "ok" names (evcxr sends it before `idle`)."""
+        while time.monotonic() < deadline:
+            try:
+                reply = self.kc.get_shell_msg(timeout=5)
+            except Empty:
+                continue
+            if reply["parent_header"].get("msg_id") == msg_id:
+                content = reply["content"]
+                if content.get("status") == "ok":
+                    return None
+                return f"{content.get('ename', 'error')}: {content.get('evalue', '')}"
+        return "no execute_reply before the deadline"
+
+    def settle(self, timeout=300):
+        """Runs the marker cell and reads until its marker arrives (see the module's header)."""
+        msg_id = self.kc.execute(MARKER_CELL)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                msg = self.kc.get_iopub_msg(timeout=min(5, max(0.1, deadline - time.monotonic())))
+            except Empty:
+                continue
+            if is_marker(msg, msg_id):
+                return
+            self.late.file(msg)
+        raise TimeoutError(f"the kernel did not print the runner's marker line within {timeout} s")

@@ -1,0 +1,118 @@
+"""Tests of kernel_output.py against scripted kernel messages in the order evcxr can send them
+(a cell's last stdout line after its `idle`). Run by tests/notebooks.rs:
+    .venv/bin/python -m unittest discover -s scripts -p 'test_kernel_output.py'
+"""
+import asyncio
+import unittest
+from queue import Empty
+
+import nbformat
+
+from kernel_output import MARKER, MARKER_CELL, KernelSession, NotebookRunner
+
+
+def stream(parent, text):
+    return {"msg_type": "stream", "header": {"msg_type": "stream"}, "parent_header": {"msg_id": parent}, "content": {"name": "stdout", "text": text}}
+
+
+def idle(parent):
+    return {"msg_type": "status", "header": {"msg_type": "status"}, "parent_header": {"msg_id": parent}, "content": {"execution_state": "idle"}}
+
+
+def reply(parent, status="ok"):
+    return {"msg_type": "execute_reply", "parent_header": {"msg_id": parent}, "content": {"status": status}}
+
+
+class ScriptedKernel:
+    """A kernel client whose requests get ids cell-0, cell-1, ...; `script[i]` are the iopub
+    messages that follow request i (sent when it is made)."""
+
+    def __init__(self, script):
+        self.script, self.requests, self.iopub, self.shell = script, [], [], []
+
+    def execute(self, code, **_):
+        msg_id = f"cell-{len(self.requests)}"
+        self.requests.append(code)
+        self.iopub.extend(self.script[len(self.requests) - 1](msg_id))
+        self.shell.append(reply(msg_id))
+        return msg_id
+
+    def get_iopub_msg(self, timeout=None):
+        if not self.iopub:
+            raise Empty
+        return self.iopub.pop(0)
+
+    def get_shell_msg(self, timeout=None):
+        if not self.shell:
+            raise Empty
+        return self.shell.pop(0)
+
+
+class AsyncChannel:
+    def __init__(self, kernel):
+        self.kernel = kernel
+
+    async def get_msg(self, timeout=None):
+        return self.kernel.get_iopub_msg(timeout)
+
+
+class LateLines(unittest.TestCase):
+    # Cell 0's last line comes after its idle, in the middle of cell 1; cell 1's last line comes
+    # after its idle too and only shows up before the settle request's marker.
+    SCRIPT = [
+        lambda me: [stream(me, "epoch 1\n"), idle(me)],
+        lambda me: [stream("cell-0", "world size 2\n"), stream(me, "second\n"), idle(me)],
+        lambda me: [idle(me), stream("cell-1", "last of cell 1\n"), stream(me, MARKER + "\n"), idle(me)],
+    ]
+
+    def test_the_session_keeps_late_lines_with_their_cells(self):
+        kernel = ScriptedKernel(self.SCRIPT)
+        session = KernelSession(kernel)
+        first, error = session.run("cell 0", timeout=5)
+        self.assertIsNone(error)
+        second, _ = session.run("cell 1", timeout=5)
+        self.assertEqual(session.texts[first], "epoch 1\nworld size 2\n")
+        self.assertEqual(session.texts[second], "second\n")
+        session.settle(timeout=5)
+        self.assertEqual(kernel.requests[-1], MARKER_CELL)
+        self.assertEqual(session.texts[first], "epoch 1\nworld size 2\n")
+        self.assertEqual(session.texts[second], "second\nlast of cell 1\n")
+
+    def test_a_settle_without_its_marker_times_out_naming_it(self):
+        kernel = ScriptedKernel([lambda me: [idle(me)]])
+        with self.assertRaisesRegex(TimeoutError, "marker line"):
+            KernelSession(kernel).settle(timeout=0.3)
+
+    def test_a_failed_reply_is_the_cells_error(self):
+        kernel = ScriptedKernel([lambda me: [idle(me)]])
+        kernel.execute = lambda code, **_: (kernel.iopub.append(idle("cell-0")),
+                                            kernel.shell.append(reply("cell-0", "error")), "cell-0")[-1]
+        self.assertEqual(KernelSession(kernel).run("x", timeout=5)[1], "error: ")
+
+    def test_the_notebook_runner_files_late_lines_and_settles_after_the_last_cell(self):
+        nb = nbformat.v4.new_notebook()
+        nb.cells = [nbformat.v4.new_code_cell("cell 0"), nbformat.v4.new_markdown_cell("text"),
+                    nbformat.v4.new_code_cell("cell 1")]
+        kernel = ScriptedKernel(self.SCRIPT)
+        kernel.iopub_channel = AsyncChannel(kernel)
+        runner = NotebookRunner(nb, kernel_name="trainbook", settle_timeout=5, record_timing=False)
+        runner.kc = kernel
+        runner.reset_execution_trackers()
+
+        async def run_cells():
+            # What nbclient's async_execute_cell does for each code cell, then the runner's own
+            # step after the notebook's last code cell.
+            for index in (0, 2):
+                runner.clear_before_next_output = False
+                msg_id = kernel.execute(nb.cells[index].source)
+                await runner._async_poll_output_msg(msg_id, nb.cells[index], index)
+            await runner.async_settle()
+
+        asyncio.run(run_cells())
+        self.assertEqual(runner.last_code_index, 2)
+        text = ["".join(out["text"] for out in nb.cells[i].outputs) for i in (0, 2)]
+        self.assertEqual(text, ["epoch 1\nworld size 2\n", "second\nlast of cell 1\n"])
+
+
+if __name__ == "__main__":
+    unittest.main()
