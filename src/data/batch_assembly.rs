@@ -28,10 +28,16 @@ pub(crate) fn load_sample(
     index: usize,
     (seed, epoch): (u64, u64),
 ) -> Result<(TensorImage, i64)> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        dataset.get(index, &mut aug_rng(seed, epoch, index as u64))
-    }))
-    .unwrap_or_else(|_| Err(Error::Loader(format!("the data set panicked loading sample {index}"))))
+    unless_panicked(
+        || format!("loading sample {index}"),
+        || dataset.get(index, &mut aug_rng(seed, epoch, index as u64)),
+    )
+}
+
+/// Runs the data set's code `f`; a panic in it becomes an error saying what it was `doing`.
+fn unless_panicked<T>(doing: impl FnOnce() -> String, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+        .unwrap_or_else(|_| Err(Error::Loader(format!("the data set panicked {}", doing()))))
 }
 
 /// Where a sample's image goes: its slot in the batch tensor (see [`Assembly::slot`]).
@@ -137,19 +143,7 @@ impl Assembly {
                 }
             }
         }
-        let targets = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let mut targets = None;
-            for (k, &(index, _)) in plan.iter().enumerate() {
-                add_target(dataset, index, k, &mut targets)?;
-            }
-            Ok(targets)
-        }))
-        .unwrap_or_else(|_| {
-            let indices: Vec<usize> = plan.iter().map(|p| p.0).collect();
-            Err(Error::Loader(format!(
-                "the data set panicked reading the targets of samples {indices:?}"
-            )))
-        })?;
+        let targets = batch_targets(dataset, plan)?;
         let mut images = self
             .images
             .map(|(t, _)| t)
@@ -181,6 +175,24 @@ pub(crate) fn load_batch(
         batch.done();
     }
     batch.finish(dataset, plan, false)
+}
+
+/// The batch's float targets (values, width per sample), if its data set has them.
+fn batch_targets(
+    dataset: &dyn Dataset,
+    plan: &[(usize, bool)],
+) -> Result<Option<(Vec<f32>, usize)>> {
+    let indices = || plan.iter().map(|p| p.0).collect::<Vec<usize>>();
+    unless_panicked(
+        || format!("reading the targets of samples {:?}", indices()),
+        || {
+            let mut targets = None;
+            for (k, &(index, _)) in plan.iter().enumerate() {
+                add_target(dataset, index, k, &mut targets)?;
+            }
+            Ok(targets)
+        },
+    )
 }
 
 /// Appends sample `index`'s float target (the `k`-th of its batch) to the batch's, checking
