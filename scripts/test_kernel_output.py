@@ -25,16 +25,16 @@ def reply(parent, status="ok"):
 
 class ScriptedKernel:
     """A kernel client whose requests get ids cell-0, cell-1, ...; `script[i]` are the iopub
-    messages that follow request i (sent when it is made)."""
+    messages that follow request i (sent when it is made); every reply has `status`."""
 
-    def __init__(self, script):
-        self.script, self.requests, self.iopub, self.shell = script, [], [], []
+    def __init__(self, script, status="ok"):
+        self.script, self.status, self.requests, self.iopub, self.shell = script, status, [], [], []
 
     def execute(self, code, **_):
         msg_id = f"cell-{len(self.requests)}"
         self.requests.append(code)
         self.iopub.extend(self.script[len(self.requests) - 1](msg_id))
-        self.shell.append(reply(msg_id))
+        self.shell.append(reply(msg_id, self.status))
         return msg_id
 
     def get_iopub_msg(self, timeout=None):
@@ -84,9 +84,7 @@ class LateLines(unittest.TestCase):
             KernelSession(kernel).settle(timeout=0.3)
 
     def test_a_failed_reply_is_the_cells_error(self):
-        kernel = ScriptedKernel([lambda me: [idle(me)]])
-        kernel.execute = lambda code, **_: (kernel.iopub.append(idle("cell-0")),
-                                            kernel.shell.append(reply("cell-0", "error")), "cell-0")[-1]
+        kernel = ScriptedKernel([lambda me: [idle(me)]], status="error")
         self.assertEqual(KernelSession(kernel).run("x", timeout=5)[1], "error: ")
 
     def test_the_notebook_runner_files_late_lines_and_settles_after_the_last_cell(self):
