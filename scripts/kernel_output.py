@@ -12,17 +12,25 @@ stream message that comes after its cell ended is filed under the cell it belong
 parent request id), and `settle` prints a marker line in a request of its own and reads until
 that marker arrives: every line printed before it has then arrived too. stderr has no such
 order (evcxr sends it without a completion mark), so only stdout is guaranteed.
+
+When a cell fails, nbclient's error names the cell's source only: evcxr sends the error itself
+as an `error` output of the cell and a reply without it. The runner therefore gives a failed
+cell's late lines a short settle and `failed_cell_report` says what the cell showed.
 """
+import re
 import time
 from collections import defaultdict
 from queue import Empty
 
 from nbclient import NotebookClient
-from nbclient.exceptions import CellExecutionComplete
+from nbclient.exceptions import CellExecutionComplete, CellExecutionError
 from nbclient.util import ensure_async
 
 MARKER = "trainbook-notebook-runner: every earlier line has arrived"
 MARKER_CELL = f'println!("{MARKER}");'
+# How long a failed cell's late lines get to arrive before the failure is reported.
+FAILED_CELL_SETTLE = 30
+ANSI_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
 
 
 class LateOutput:
@@ -53,6 +61,24 @@ def is_marker(msg, msg_id):
     )
 
 
+def cell_report(cell, tail_lines=40):
+    """What a code cell showed, as plain text for a failure message: each error output (its name,
+    value and traceback, colours removed) and the last `tail_lines` lines of its stdout and
+    stderr."""
+    errors, streams = [], {"stdout": [], "stderr": []}
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "error":
+            lines = [f"{out.get('ename', '')}: {out.get('evalue', '')}", *out.get("traceback", [])]
+            errors.extend(ANSI_COLOUR.sub("", line) for line in lines)
+        elif out.get("output_type") == "stream":
+            streams.setdefault(out.get("name", "stdout"), []).extend(out.get("text", "").splitlines())
+    parts = [f"error output:\n" + "\n".join(errors)] if errors else ["no error output"]
+    for name, lines in streams.items():
+        if lines:
+            parts.append(f"{name}, last {min(len(lines), tail_lines)} of {len(lines)} lines:\n" + "\n".join(lines[-tail_lines:]))
+    return "\n".join(parts)
+
+
 class NotebookRunner(NotebookClient):
     """nbclient's client that keeps late stdout lines with their cells and settles after the
     notebook's last code cell (see the module's header)."""
@@ -61,6 +87,7 @@ class NotebookRunner(NotebookClient):
         super().__init__(nb, **kwargs)
         self.late = LateOutput()
         self.settle_timeout = settle_timeout
+        self.failed_index = None
         code = [i for i, cell in enumerate(nb.cells) if cell.cell_type == "code"]
         self.last_code_index = code[-1] if code else None
 
@@ -80,19 +107,38 @@ class NotebookRunner(NotebookClient):
                 self.late.file(msg)
 
     async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
-        done = await super().async_execute_cell(cell, cell_index, execution_count, store_history)
+        self.failed_index = cell_index
+        try:
+            done = await super().async_execute_cell(cell, cell_index, execution_count, store_history)
+        except CellExecutionError:
+            # The reply of a failed cell carries no message (evcxr sends it as an `error` output
+            # before the reply): give the cell's late lines a moment to join that output.
+            try:
+                await self.async_settle(timeout=FAILED_CELL_SETTLE)
+            except Exception:  # a dead or stuck kernel: report what arrived
+                pass
+            raise
+        self.failed_index = None
         if cell_index == self.last_code_index:
             await self.async_settle()
         return done
 
-    async def async_settle(self):
-        """Runs the marker cell and files every message until its marker arrives."""
+    def failed_cell_report(self):
+        """What the cell that failed showed (see `cell_report`); "" when none failed."""
+        if self.failed_index is None:
+            return ""
+        return cell_report(self.nb.cells[self.failed_index])
+
+    async def async_settle(self, timeout=None):
+        """Runs the marker cell and files every message until its marker arrives (within
+        `timeout` seconds, default the runner's `settle_timeout`)."""
+        timeout = self.settle_timeout if timeout is None else timeout
         msg_id = await ensure_async(self.kc.execute(MARKER_CELL, store_history=False))
-        deadline = time.monotonic() + self.settle_timeout
+        deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise TimeoutError(f"the kernel did not print the runner's marker line within {self.settle_timeout} s")
+                raise TimeoutError(f"the kernel did not print the runner's marker line within {timeout} s")
             try:
                 msg = await ensure_async(self.kc.iopub_channel.get_msg(timeout=left))
             except Empty:

@@ -73,7 +73,12 @@ def run_one(path, out_dir, cell_timeout):
         failure = f"the kernel died: {e}"
     except CellExecutionError as e:
         failure = str(e)[-3000:]
+    except TimeoutError as e:  # the marker line after the last cell never came
+        failure = str(e)
     finally:
+        report = client.failed_cell_report() if failure is not None else ""
+        if report:  # nbclient's message has the cell's source only: evcxr puts the error in an output
+            failure += f"\nwhat the cell showed:\n{report[-6000:]}"
         stamp(nb)
         out_dir.mkdir(parents=True, exist_ok=True)
         if failure is None or out_dir.resolve() != path.parent.resolve():

@@ -8,11 +8,19 @@ from queue import Empty
 
 import nbformat
 
+from nbclient.exceptions import CellExecutionError
+
 from kernel_output import MARKER, MARKER_CELL, KernelSession, NotebookRunner
 
 
-def stream(parent, text):
-    return {"msg_type": "stream", "header": {"msg_type": "stream"}, "parent_header": {"msg_id": parent}, "content": {"name": "stdout", "text": text}}
+def stream(parent, text, name="stdout"):
+    return {"msg_type": "stream", "header": {"msg_type": "stream"}, "parent_header": {"msg_id": parent}, "content": {"name": name, "text": text}}
+
+
+def error(parent, evalue, traceback):
+    """An `error` output as evcxr sends it for a cell whose evaluation failed."""
+    content = {"ename": "Error", "evalue": evalue, "traceback": traceback}
+    return {"msg_type": "error", "header": {"msg_type": "error"}, "parent_header": {"msg_id": parent}, "content": content}
 
 
 def idle(parent):
@@ -25,7 +33,8 @@ def reply(parent, status="ok"):
 
 class ScriptedKernel:
     """A kernel client whose requests get ids cell-0, cell-1, ...; `script[i]` are the iopub
-    messages that follow request i (sent when it is made); every reply has `status`."""
+    messages that follow request i (sent when it is made); every reply has `status` (or, given
+    a list, reply i has `status[i]`)."""
 
     def __init__(self, script, status="ok"):
         self.script, self.status, self.requests, self.iopub, self.shell = script, status, [], [], []
@@ -34,8 +43,12 @@ class ScriptedKernel:
         msg_id = f"cell-{len(self.requests)}"
         self.requests.append(code)
         self.iopub.extend(self.script[len(self.requests) - 1](msg_id))
-        self.shell.append(reply(msg_id, self.status))
+        status = self.status if isinstance(self.status, str) else self.status[len(self.requests) - 1]
+        self.shell.append(reply(msg_id, status))
         return msg_id
+
+    async def is_alive(self):
+        return True
 
     def get_iopub_msg(self, timeout=None):
         if not self.iopub:
@@ -49,11 +62,21 @@ class ScriptedKernel:
 
 
 class AsyncChannel:
-    def __init__(self, kernel):
-        self.kernel = kernel
+    def __init__(self, kernel, shell=False):
+        self.kernel, self.shell = kernel, shell
 
     async def get_msg(self, timeout=None):
-        return self.kernel.get_iopub_msg(timeout)
+        return self.kernel.get_shell_msg(timeout) if self.shell else self.kernel.get_iopub_msg(timeout)
+
+
+def runner_for(nb, kernel):
+    """A NotebookRunner talking to the scripted `kernel`."""
+    kernel.iopub_channel = AsyncChannel(kernel)
+    kernel.shell_channel = AsyncChannel(kernel, shell=True)
+    runner = NotebookRunner(nb, kernel_name="trainbook", settle_timeout=5, record_timing=False)
+    runner.kc = kernel
+    runner.reset_execution_trackers()
+    return runner
 
 
 class LateLines(unittest.TestCase):
@@ -92,10 +115,7 @@ class LateLines(unittest.TestCase):
         nb.cells = [nbformat.v4.new_code_cell("cell 0"), nbformat.v4.new_markdown_cell("text"),
                     nbformat.v4.new_code_cell("cell 1")]
         kernel = ScriptedKernel(self.SCRIPT)
-        kernel.iopub_channel = AsyncChannel(kernel)
-        runner = NotebookRunner(nb, kernel_name="trainbook", settle_timeout=5, record_timing=False)
-        runner.kc = kernel
-        runner.reset_execution_trackers()
+        runner = runner_for(nb, kernel)
 
         async def run_cells():
             # What nbclient's async_execute_cell does for each code cell, then the runner's own
@@ -110,6 +130,42 @@ class LateLines(unittest.TestCase):
         self.assertEqual(runner.last_code_index, 2)
         text = ["".join(out["text"] for out in nb.cells[i].outputs) for i in (0, 2)]
         self.assertEqual(text, ["epoch 1\nworld size 2\n", "second\nlast of cell 1\n"])
+
+
+class FailedCell(unittest.TestCase):
+    # Cell 1 fails: evcxr sends the error as an output, a reply without it, and a stderr line
+    # of the cell after its idle (it only arrives before the settle's marker).
+    SCRIPT = [
+        lambda me: [stream(me, "loaded\n"), idle(me)],
+        lambda me: [stream(me, "reading the result\n"), error(me, "Subprocess terminated with status: signal: 9 (SIGKILL)",
+                    ["\x1b[31mSubprocess terminated with status: signal: 9 (SIGKILL)\x1b[0m"]), idle(me)],
+        lambda me: [stream("cell-1", "a late stderr line\n", name="stderr"), stream(me, MARKER + "\n"), idle(me)],
+    ]
+
+    def test_a_failed_cell_reports_its_error_output_and_late_lines(self):
+        nb = nbformat.v4.new_notebook()
+        nb.cells = [nbformat.v4.new_code_cell("cell 0"), nbformat.v4.new_code_cell("cell 1"), nbformat.v4.new_code_cell("cell 2")]
+        kernel = ScriptedKernel(self.SCRIPT, status=["ok", "error", "ok"])
+        runner = runner_for(nb, kernel)
+        self.assertEqual(runner.failed_cell_report(), "")
+
+        async def run_cells():
+            for index, cell in enumerate(nb.cells):
+                await runner.async_execute_cell(cell, index)
+
+        with self.assertRaises(CellExecutionError) as failed:
+            asyncio.run(run_cells())
+        self.assertNotIn("SIGKILL", str(failed.exception))  # why the runner adds its report
+        self.assertEqual(kernel.requests, ["cell 0", "cell 1", MARKER_CELL])
+        self.assertEqual(runner.failed_cell_report(), "\n".join([
+            "error output:",
+            "Error: Subprocess terminated with status: signal: 9 (SIGKILL)",
+            "Subprocess terminated with status: signal: 9 (SIGKILL)",
+            "stdout, last 1 of 1 lines:",
+            "reading the result",
+            "stderr, last 1 of 1 lines:",
+            "a late stderr line",
+        ]))
 
 
 if __name__ == "__main__":
