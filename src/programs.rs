@@ -46,15 +46,31 @@ pub(crate) fn failed(program: impl AsRef<Path>, message: impl ToString) -> Error
     Error::Process { program: program.as_ref().display().to_string(), message: message.to_string() }
 }
 
-/// Runs `cmd` to completion with its output going to this process's stdout/stderr; an error
+/// Runs `cmd` to completion with its output going to this process's stdout/stderr and its
+/// stdin empty (in a notebook this process's stdin is the kernel's command channel); an error
 /// names the program and its exit status.
 pub(crate) fn run(cmd: &mut std::process::Command, hint: &str) -> Result<()> {
     let program = PathBuf::from(cmd.get_program());
-    let status =
-        cmd.status().map_err(|e| failed(&program, format!("could not be started: {e}. {hint}")))?;
+    let status = cmd
+        .stdin(std::process::Stdio::null())
+        .status()
+        .map_err(|e| failed(&program, format!("could not be started: {e}. {hint}")))?;
     if status.success() {
         Ok(())
     } else {
         Err(failed(&program, format!("{status}. {hint}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::launch::tests::with_stdin_a_pipe;
+
+    #[test]
+    fn a_helper_program_never_reads_the_kernels_stdin() {
+        let mut probe = std::process::Command::new("sh");
+        probe.args(["-c", r#"test "$(readlink /proc/self/fd/0)" = /dev/null"#]);
+        with_stdin_a_pipe(|| run(&mut probe, "the probe")).expect("its stdin is /dev/null");
     }
 }

@@ -120,9 +120,12 @@ fn echo<R: Read + Send + 'static>(stream: R) -> JoinHandle<String> {
 }
 
 impl Job {
-    /// Starts `cmd` with its stdout and stderr echoed line by line.
+    /// Starts `cmd` with its stdout and stderr echoed line by line and its stdin empty
+    /// (`/dev/null`): in a notebook this process's stdin is the kernel's command channel
+    /// (evcxr sends the cells' run requests on it), which the job must never read.
     pub fn spawn(mut cmd: Command) -> Result<Job> {
         let mut child = cmd
+            .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -208,11 +211,52 @@ pub fn run_captured(mut cmd: Command) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// Runs `cmd` to completion with its output streamed; an error if it fails.
+/// Runs `cmd` to completion with its output streamed (and its stdin empty, see
+/// [`Job::spawn`]); an error if it fails.
 pub fn run_streaming(cmd: Command) -> Result<String> {
     let (status, text) = Job::spawn(cmd)?.wait()?;
     if !status.success() {
         return Err(failed("the job", format!("failed ({status})")));
     }
     Ok(text)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// Makes this process's stdin a pipe (as a notebook cell's is: evcxr's command channel)
+    /// while `f` runs, then puts the old one back; one caller at a time.
+    pub(crate) fn with_stdin_a_pipe<T>(f: impl FnOnce() -> T) -> T {
+        static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        let mut ends = [0; 2];
+        // SAFETY: plain descriptor calls on descriptors this function owns; fd 0 is restored.
+        unsafe {
+            assert_eq!(libc::pipe(ends.as_mut_ptr()), 0);
+            let saved = libc::dup(0);
+            assert!(saved >= 0 && libc::dup2(ends[0], 0) == 0);
+            libc::close(ends[1]); // a reader would see the end of the input, never block
+            let out = f();
+            libc::dup2(saved, 0);
+            libc::close(saved);
+            libc::close(ends[0]);
+            out
+        }
+    }
+
+    #[test]
+    fn a_launched_job_never_reads_the_kernels_stdin() {
+        let (status, text) = with_stdin_a_pipe(|| {
+            let mut probe = Command::new("readlink");
+            probe.arg("/proc/self/fd/0");
+            Job::spawn(probe).and_then(Job::wait)
+        })
+        .unwrap();
+        assert!(status.success());
+        assert_eq!(text.trim(), "/dev/null", "the job's stdin");
+        // The probe itself sees the pipe, so the check above can fail.
+        let here = with_stdin_a_pipe(|| std::fs::read_link("/proc/self/fd/0").unwrap());
+        assert!(here.to_string_lossy().starts_with("pipe:"), "{here:?}");
+    }
 }
