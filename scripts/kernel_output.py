@@ -72,7 +72,7 @@ def cell_report(cell, tail_lines=40):
             errors.extend(ANSI_COLOUR.sub("", line) for line in lines)
         elif out.get("output_type") == "stream":
             streams.setdefault(out.get("name", "stdout"), []).extend(out.get("text", "").splitlines())
-    parts = [f"error output:\n" + "\n".join(errors)] if errors else ["no error output"]
+    parts = ["error output:\n" + "\n".join(errors)] if errors else ["no error output"]
     for name, lines in streams.items():
         if lines:
             parts.append(f"{name}, last {min(len(lines), tail_lines)} of {len(lines)} lines:\n" + "\n".join(lines[-tail_lines:]))
@@ -162,8 +162,8 @@ class KernelSession:
 
     def run(self, code, timeout, on_text=None):
         """Executes `code` until its `idle`; returns (request id, None or the error of a reply
-        that is not "ok", else of an error message). `on_text`
-        gets the cell's text so far after each message of the cell (it may interrupt it)."""
+        that is not "ok", else of an error message). `on_text` gets the cell's text so far after
+        each message of the cell (it may interrupt it)."""
         msg_id = self.kc.execute(code)
         self.late.expect(msg_id, self._keep)
         error, deadline = None, time.monotonic() + timeout

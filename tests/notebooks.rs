@@ -115,7 +115,8 @@ fn every_notebook_has_a_test() {
 }
 
 /// The runner keeps a cell's stdout lines that evcxr sends after the cell's end (a line lost so
-/// failed notebook 02's test on CI): scripts/test_kernel_output.py against scripted messages.
+/// failed notebook 02's test on CI) and reports what a failed cell showed:
+/// scripts/test_kernel_output.py against scripted messages.
 #[test]
 fn the_runner_keeps_lines_the_kernel_sends_after_a_cell_ended() {
     let out = Command::new(venv_bin("python"))
