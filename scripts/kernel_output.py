@@ -161,8 +161,9 @@ class KernelSession:
         self.texts[msg["parent_header"]["msg_id"]] += msg["content"].get("text", "")
 
     def run(self, code, timeout, on_text=None):
-        """Executes `code` until its `idle`; returns (request id, None or the error of a reply
-        that is not "ok", else of an error message). `on_text` gets the cell's text so far after
+        """Executes `code` until its `idle`; returns (request id, None if the cell succeeded,
+        else its error: the cell's error output, or without one what a reply that is not "ok"
+        names; evcxr's failed replies name nothing). `on_text` gets the cell's text so far after
         each message of the cell (it may interrupt it)."""
         msg_id = self.kc.execute(code)
         self.late.expect(msg_id, self._keep)
@@ -180,7 +181,9 @@ class KernelSession:
                 error = f"{content.get('ename')}: {content.get('evalue')}"
                 self.texts[msg_id] += f"ERROR {error}\n"
             elif kind == "status" and content["execution_state"] == "idle":
-                return msg_id, self._reply_error(msg_id, deadline) or error
+                # The reply is read in any case, so the next cell's reply is the next one read.
+                reply_error = self._reply_error(msg_id, deadline)
+                return msg_id, error or reply_error
             if on_text:
                 on_text(self.texts[msg_id])
         raise TimeoutError(f"no answer within {timeout} s; output so far:\n{self.texts[msg_id]}")

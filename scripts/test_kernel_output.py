@@ -110,6 +110,10 @@ class LateLines(unittest.TestCase):
         kernel = ScriptedKernel([lambda me: [idle(me)]], status="error")
         self.assertEqual(KernelSession(kernel).run("x", timeout=5)[1], "error: ")
 
+    def test_a_failed_cells_error_output_wins_over_its_empty_reply(self):
+        kernel = ScriptedKernel([lambda me: [error(me, "mismatched types", []), idle(me)]], status="error")
+        self.assertEqual(KernelSession(kernel).run("x", timeout=5)[1], "Error: mismatched types")
+
     def test_the_notebook_runner_files_late_lines_and_settles_after_the_last_cell(self):
         nb = nbformat.v4.new_notebook()
         nb.cells = [nbformat.v4.new_code_cell("cell 0"), nbformat.v4.new_markdown_cell("text"),
