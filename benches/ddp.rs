@@ -12,8 +12,9 @@ use std::time::Instant;
 
 use tch::nn::{ModuleT, VarStore};
 use tch::{Device, Kind, Tensor};
-use trainbook::dist::{Ddp, Dist};
+use trainbook::dist::Dist;
 use trainbook::models::{resnet34, HeadKind};
+use trainbook::train::Ddp;
 use trainbook::train::{CrossEntropyLoss, Optimizer};
 
 const STEPS: usize = 6;

@@ -23,7 +23,7 @@ pub use crate::data::{
     DistributedSampler, ImageFolder, Mnist, Relabel, Subset, SubsetRandomSampler, TargetTransform,
     TensorDataset, TinyImageNet, MNIST_CLASSES,
 };
-pub use crate::dist::{Backend, Ddp, DdpOptions, Dist, DistOptions};
+pub use crate::dist::{Backend, Dist, DistOptions};
 pub use crate::fit::{EarlyStopping, FitConfig, FitReport, LiveCurves, Trainer};
 pub use crate::launch::{spawn, spawn_with, SpawnOptions};
 pub use crate::models::{
@@ -42,6 +42,7 @@ pub use crate::train::{
     SequentialLR, SmoothL1Loss, StepLR, Task,
 };
 pub use crate::train::{predict, predictions};
+pub use crate::train::{Ddp, DdpOptions};
 pub use crate::transforms::{
     aug_rng, AutoAugment, CenterCrop, Compose, Normalize, RandomHorizontalFlip, RandomResizedCrop,
     Resize, ToTensor,

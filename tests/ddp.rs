@@ -18,11 +18,12 @@ use common::ranks::run_ranks;
 use tch::nn::{ModuleT, VarStore};
 use tch::{Device, Kind, Tensor};
 use trainbook::data::{DataLoader, DistributedSampler, TensorDataset};
-use trainbook::dist::{CommHook, Ddp, DdpOptions, Dist};
+use trainbook::dist::Dist;
 use trainbook::models::{resnet34_classifier, state_dict, to_safetensors_bytes, MnistNet};
 use trainbook::train::{
     evaluate, train_epoch, CrossEntropyLoss, EpochOptions, Optimizer, OptimizerKind,
 };
+use trainbook::train::{CommHook, Ddp, DdpOptions};
 
 const STEPS: u64 = 3;
 

@@ -14,9 +14,10 @@ use std::time::{Duration, Instant};
 use common::ranks::{run_ranks, spawn_ranks, wait_for_line, worker_args};
 use tch::nn::{self, Module, ModuleT, VarStore};
 use tch::{Device, Kind, Tensor};
-use trainbook::dist::{Ddp, DdpOptions, Dist};
+use trainbook::dist::Dist;
 use trainbook::models::MnistNet;
 use trainbook::train::{CrossEntropyLoss, Optimizer};
+use trainbook::train::{Ddp, DdpOptions};
 
 /// A trunk and two heads; `head_b` only contributes on even steps.
 fn two_headed(find_unused: bool) {

@@ -25,9 +25,10 @@ use common::ranks::torchrun_child;
 use tch::nn::{ModuleT, VarStore};
 use tch::{Device, Kind, Tensor};
 use trainbook::data::{DataLoader, TensorDataset};
-use trainbook::dist::{Ddp, Dist};
+use trainbook::dist::Dist;
 use trainbook::launch::{spawn_with, SpawnOptions};
 use trainbook::models::MnistNet;
+use trainbook::train::Ddp;
 use trainbook::train::{
     train_epoch, use_deterministic_algorithms, CrossEntropyLoss, EpochOptions, Optimizer,
     OptimizerKind,

@@ -12,8 +12,9 @@ use std::sync::Arc;
 use tch::nn::{ModuleT, VarStore};
 use tch::{Device, Kind, Tensor};
 use trainbook::data::{DataLoader, TensorDataset};
-use trainbook::dist::{Ddp, Dist};
+use trainbook::dist::Dist;
 use trainbook::launch::spawn;
+use trainbook::train::Ddp;
 use trainbook::train::{
     evaluate, train_epoch, BCEWithLogitsLoss, CrossEntropyLoss, EpochOptions, HuberLoss, L1Loss,
     Loss, MSELoss, Optimizer, RunningMetrics, SmoothL1Loss, Task,

@@ -13,8 +13,9 @@ use common::ranks::worker_args;
 use common::{free_port, text, venv_bin, wait_with_deadline};
 use tch::nn::{ModuleT, VarStore};
 use tch::{Device, Kind, Tensor};
-use trainbook::dist::{Ddp, Dist};
+use trainbook::dist::Dist;
 use trainbook::models::{resnet34_classifier, to_safetensors_bytes};
+use trainbook::train::Ddp;
 use trainbook::train::{named_parameters, CrossEntropyLoss, Optimizer};
 
 const CHECK: &str = env!("CARGO_BIN_EXE_c10d-check");

@@ -23,7 +23,7 @@
 #![allow(dead_code)]
 
 use clap::Args;
-use trainbook::fit::interrupt::PREEMPTED_EXIT_CODE;
+use trainbook::fit::PREEMPTED_EXIT_CODE;
 use trainbook::prelude::*;
 
 /// The flags every example has.

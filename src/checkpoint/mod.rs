@@ -318,7 +318,7 @@ impl Checkpointer {
                 }));
             }
         }
-        let global_metrics = dist.sum_metrics(state.epoch_metrics.clone())?;
+        let global_metrics = state.epoch_metrics.clone().sum_over(dist)?;
         let (states, device_states) = snapshot::gather_rng_states(dist)?;
         let dir = self.root.join(name);
         if !dist.is_main() {

@@ -1,7 +1,7 @@
 //! `Reducer`: a safe handle on c10d's `Reducer`, the engine inside torch's
 //! `DistributedDataParallel`. It hooks every parameter's gradient accumulator, so that each
 //! bucket of gradients is all-reduced as soon as it is complete, while the backward pass goes
-//! on; [`Ddp`](super::Ddp) drives it around each step.
+//! on; [`Ddp`](crate::train::Ddp) drives it around each step.
 use std::ffi::CString;
 use std::os::raw::c_int;
 
@@ -25,7 +25,7 @@ pub enum CommHook {
 }
 
 /// Construction settings of a [`Reducer`], with torch DDP's meanings.
-pub(super) struct ReducerConfig {
+pub(crate) struct ReducerConfig {
     pub bucket_bytes: usize,
     pub first_bucket_bytes: usize,
     pub find_unused_parameters: bool,
@@ -35,7 +35,7 @@ pub(super) struct ReducerConfig {
 }
 
 /// c10d's gradient reducer over a fixed list of parameters.
-pub(super) struct Reducer {
+pub(crate) struct Reducer {
     raw: *mut ffi::TbReducer,
     names: Vec<String>,
     // The Reducer keeps its own references to the parameters; these keep the names' order.

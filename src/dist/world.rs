@@ -12,7 +12,6 @@ use tch::{Device, Kind, Tensor};
 use super::backend_choice::choose_backend;
 use super::process_group::launch_store;
 use super::{connect_on_device, default_group_store, Backend, LaunchEnv, Launcher, ProcessGroup};
-use crate::train::RunningMetrics;
 use crate::{Error, Result};
 
 /// Options of [`Dist::init_with`].
@@ -207,7 +206,7 @@ impl Dist {
     }
     /// Whether this is a `spawn`ed thread rank sharing its GPU with other thread ranks of the
     /// process ([`SpawnOptions::share_gpus`](crate::launch::SpawnOptions::share_gpus)). Such
-    /// ranks can run collectives, but not [`Ddp`](crate::dist::Ddp), which refuses them:
+    /// ranks can run collectives, but not [`Ddp`](crate::train::Ddp), which refuses them:
     /// libtorch runs every backward pass of one GPU on a single thread of its autograd engine,
     /// and DDP's wait for the other ranks' gradients on that thread would block theirs forever.
     pub fn gpu_shared_by_threads(&self) -> bool {
@@ -320,12 +319,6 @@ impl Dist {
         let t = Tensor::from_slice(values).to_kind(Kind::Double).to_device(self.device);
         self.all_reduce_sum(&t)?;
         Ok(Vec::try_from(t.to_device(Device::Cpu))?)
-    }
-
-    /// Sums running metrics over all ranks (the one place they are reduced: `Ddp`'s epoch
-    /// metrics and the checkpoint's both come here); a world of one returns them unchanged.
-    pub fn sum_metrics(&self, metrics: RunningMetrics) -> Result<RunningMetrics> {
-        Ok(RunningMetrics::from_sums(&self.sum_f64(&metrics.to_sums())?))
     }
 
     /// Seeds this rank's random generators: the CPU generator and, on a CUDA device, that

@@ -1,21 +1,15 @@
-//! What a training run does besides training ([`FitConfig`]) and what it reports
-//! ([`FitReport`]).
+//! What a training run does besides training: the settings [`FitConfig`] (settings only; the
+//! run's outcome is [`FitReport`](crate::fit::FitReport), in outcome.rs).
 use std::path::PathBuf;
 
-use std::sync::{Arc, Mutex};
-
-use super::callback::Callbacks;
-use super::early_stopping::EarlyStopping;
-use super::interrupt::Interruption;
 use crate::checkpoint::Policy;
-use crate::dist::DdpOptions;
-use crate::train::{
-    ConfusionMatrix, CrossEntropyLoss, EpochRecord, GradClip, LrSchedule, Monitor, Precision,
-    SharedLoss,
-};
+use crate::fit::callbacks::Callbacks;
+use crate::fit::parts::early_stopping::EarlyStopping;
+use crate::train::DdpOptions;
+use crate::train::{CrossEntropyLoss, GradClip, LrSchedule, Monitor, Precision, SharedLoss};
 
-/// Every setting of a [`Trainer`](super::Trainer) run; the builder's methods set these fields
-/// one by one, and [`Trainer::with_config`](super::Trainer::with_config) takes them at once.
+/// Every setting of a [`Trainer`](crate::fit::Trainer) run; the builder's methods set these fields
+/// one by one, and [`Trainer::with_config`](crate::fit::Trainer::with_config) takes them at once.
 #[derive(Clone, Debug)]
 pub struct FitConfig {
     /// Epochs to train in all (a resumed run trains only the ones still missing).
@@ -29,7 +23,7 @@ pub struct FitConfig {
     pub resume: bool,
     /// After a stop by SIGUSR1 (Slurm's `--signal=USR1@N`) under Slurm (`SLURM_JOB_ID` set),
     /// rank 0 runs `scontrol requeue $SLURM_JOB_ID` once the checkpoint is written, as
-    /// Lightning's SLURM environment does ([`requeue`](super::requeue)). Default `false`.
+    /// Lightning's SLURM environment does ([`requeue`](crate::fit::stop::requeue)). Default `false`.
     pub requeue: bool,
     /// The learning-rate schedule, stepped per epoch after validation or after every optimizer
     /// step (per its [`cadence`](LrSchedule::cadence)); its state goes into the checkpoints.
@@ -98,19 +92,6 @@ pub struct FitConfig {
     pub callbacks: Callbacks,
 }
 
-impl FitConfig {
-    /// The callbacks of one run: new step logs (when `step_log` is on), then `callbacks`.
-    pub(crate) fn run_callbacks(&self) -> Callbacks {
-        let mut all = Callbacks::default();
-        if self.step_log {
-            all.push(Arc::new(Mutex::new(super::step_csv::StepCsv::default())));
-            all.push(Arc::new(Mutex::new(super::tensorboard::TensorBoardLog::default())));
-        }
-        self.callbacks.each_shared(|c| all.push(c));
-        all
-    }
-}
-
 impl Default for FitConfig {
     /// One epoch into `runs/fit`, resuming if a checkpoint is there, checkpoints per
     /// [`Policy::default`], no schedule, progress shown, float32, no accumulation, default
@@ -143,39 +124,5 @@ impl Default for FitConfig {
             step_log: true,
             callbacks: Callbacks::default(),
         }
-    }
-}
-
-/// The outcome of [`Trainer::fit`](super::Trainer::fit), the same on every rank. It is
-/// `Serialize`, so a [`spawn`](crate::launch::spawn)ed rank can return it.
-#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
-pub struct FitReport {
-    /// One record per epoch trained so far (a resumed run includes the earlier epochs).
-    pub history: Vec<EpochRecord>,
-    /// The last validation epoch's confusion matrix (`None` if no epoch ran).
-    pub confusion: Option<ConfusionMatrix>,
-    /// The best validation accuracy seen: `best/`'s when `best/` is kept by accuracy (the
-    /// default for classification), else the highest in `history`; `None` without `best/` or
-    /// without an accuracy (regression).
-    pub best_val_acc: Option<f64>,
-    /// The metric `best/` is kept by and its best value so far (`None` without `best/`, or
-    /// before a validation).
-    #[serde(default)]
-    pub best: Option<(Monitor, f64)>,
-    /// Set when training continued from a checkpoint: (directory, epoch, batches done).
-    pub resumed_from: Option<(PathBuf, u64, u64)>,
-    /// Set when the run was interrupted (Ctrl-C, SIGTERM, SIGUSR1, `OUT/STOP`,
-    /// `request_stop`): where, why, and the checkpoint to resume from.
-    pub interrupted: Option<Interruption>,
-    /// Set when early stopping ended the run: the last epoch trained (0-based). A resumed
-    /// run that had stopped early says so and trains nothing.
-    #[serde(default)]
-    pub early_stopped: Option<u64>,
-}
-
-impl FitReport {
-    /// The last epoch's record, if any epoch ran.
-    pub fn last(&self) -> Option<&EpochRecord> {
-        self.history.last()
     }
 }

@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 
 use tch::nn::VarStore;
 
-use super::early_stopping::EarlyStopping;
-use super::run_schedule::RunSchedule;
 use crate::checkpoint::{read_tensors_file, Checkpointer, EMA_FILE};
 use crate::dist::Dist;
+use crate::fit::parts::early_stopping::EarlyStopping;
+use crate::fit::parts::run_schedule::RunSchedule;
 use crate::train::{read_records, EpochRecord, GradScaler, ModelEma, Optimizer, RunningMetrics};
 use crate::Result;
 

@@ -1,30 +1,31 @@
-//! The training run behind [`Trainer::fit`](super::Trainer::fit), as a loop over parts that
-//! each live in their own module: the resume ([`resume`](super::resume)), the LR schedule
-//! ([`run_schedule`](super::run_schedule)), checkpoints ([`Checkpointer`]), interruption
-//! ([`interrupt`](super::interrupt)), early stopping, the callbacks with the step logs
-//! ([`callback`](super::callback), `steps.csv`, TensorBoard), launcher reports
-//! ([`report`](super::report)) and the run's end ([`finish`](super::finish)). The loop itself
+//! The training run behind [`Trainer::fit`](crate::fit::Trainer::fit), as a loop over parts that
+//! each live in their own module: the resume ([`resume`](crate::fit::resume)), the LR schedule
+//! ([`run_schedule`](crate::fit::parts::run_schedule)), checkpoints ([`Checkpointer`]), interruption
+//! ([`interrupt`](crate::fit::stop::interrupt)), early stopping, the callbacks with the step logs
+//! ([`callback`](crate::fit::callbacks), `steps.csv`, TensorBoard), launcher reports
+//! ([`report`](crate::fit::callbacks::launcher_report)) and the run's end ([`finish`](crate::fit::finish)). The loop itself
 //! only trains, validates, and tells the parts.
 use std::cell::RefCell;
 use std::path::PathBuf;
 
 use tch::nn::{ModuleT, VarStore};
 
-use super::callback::{Callbacks, FitStart};
-use super::config::{FitConfig, FitReport};
-use super::early_stopping::EarlyStopping;
-use super::epoch_line::epoch_line;
-use super::finish::{best_monitor, best_policy, best_val_acc, restore_best, write_outputs};
-use super::interrupt::{Interruption, StopWatch};
-use super::report;
-use super::resume::{parts_state, resume, Parts, Start};
-use super::run_schedule::RunSchedule;
 use crate::checkpoint::{Checkpointer, TrainState};
 use crate::data::{DataLoader, Dataset};
-use crate::dist::{Ddp, Dist};
+use crate::dist::Dist;
+use crate::fit::callbacks::epoch_line::epoch_line;
+use crate::fit::callbacks::launcher_report as report;
+use crate::fit::callbacks::{Callbacks, FitStart};
+use crate::fit::config::FitConfig;
+use crate::fit::finish::{best_monitor, best_policy, best_val_acc, restore_best, write_outputs};
+use crate::fit::outcome::FitReport;
+use crate::fit::parts::early_stopping::EarlyStopping;
+use crate::fit::parts::run_schedule::RunSchedule;
+use crate::fit::resume::{parts_state, resume, Parts, Start};
+use crate::fit::stop::interrupt::{Interruption, StopWatch};
 use crate::models::to_channels_last;
 use crate::train::{
-    append_record, evaluate, task_of, train_epoch, ConfusionMatrix, EpochOptions, EpochRecord,
+    append_record, evaluate, task_of, train_epoch, ConfusionMatrix, Ddp, EpochOptions, EpochRecord,
     GradScaler, ModelEma, Monitor, Optimizer, Precision, RunningMetrics, StepInfo, StepLogging,
     StepRecord, Task, Validation,
 };
@@ -122,7 +123,7 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
         ckpt: RefCell::new(ckpt),
         watch: RefCell::new(StopWatch::start(dist, &cfg.out)),
         stopped: RefCell::new(None),
-        callbacks: cfg.run_callbacks(),
+        callbacks: Callbacks::for_run(cfg),
         log,
         history,
         confusion: None,
@@ -167,7 +168,11 @@ impl Run<'_> {
         if self.resumed_from.is_none() || (first_epoch < self.cfg.epochs && !stopped_early) {
             return None;
         }
-        self.dist.println(super::finish::nothing_to_train(self.cfg, first_epoch, stopped_early));
+        self.dist.println(crate::fit::finish::nothing_to_train(
+            self.cfg,
+            first_epoch,
+            stopped_early,
+        ));
         let early_stopped = stopped_early.then(|| first_epoch.saturating_sub(1));
         let outcome = self.report(None, early_stopped);
         report::run_done(self.dist.rank(), &self.cfg.out, &outcome, &self.ckpt.borrow());
@@ -387,7 +392,13 @@ impl Run<'_> {
     /// wrapped again, so that the reducer covers exactly the parameters that now train.
     fn freeze_for(&mut self, epoch: u64, vs: &VarStore) -> Result<()> {
         let n = self.cfg.freeze_backbone_epochs;
-        if super::freeze::freeze_for_epoch(n, epoch, vs, self.dist, &mut self.backbone_frozen)? {
+        if crate::fit::parts::freeze::freeze_for_epoch(
+            n,
+            epoch,
+            vs,
+            self.dist,
+            &mut self.backbone_frozen,
+        )? {
             self.ddp = Ddp::wrap_with(vs, self.dist, self.cfg.ddp.clone())?;
         }
         Ok(())

@@ -1,7 +1,7 @@
 //! The launcher wire format, writer and reader in one place: when [`REPORT_ENV`] is set
 //! (trainbook's Ray and Dask launchers set it), every rank of a
 //! [`Trainer`](crate::fit::Trainer) run prints one line per finished epoch and one when the run
-//! ends ([`crate::fit::report`] writes them); the launchers (launchers/launch_common.py's
+//! ends (fit's launcher report writes them); the launchers (launchers/launch_common.py's
 //! `REPORT_PREFIXES`) turn them into per-epoch reports and a result, which
 //! [`LaunchResult`](super::LaunchResult) reads back as [`EpochReport`]s and [`RunReport`]s.
 //!

@@ -45,7 +45,7 @@ pub struct SpawnOptions {
     /// then runs on CUDA `k % gpus`, the group uses Gloo with CUDA tensors (NCCL needs a GPU
     /// per rank), and ranks sharing a GPU take turns on its random generator as CPU ranks take
     /// turns on the CPU's. Such thread ranks can run collectives but not
-    /// [`Ddp`](crate::dist::Ddp), which refuses them (libtorch runs every backward pass of a GPU
+    /// [`Ddp`](crate::train::Ddp), which refuses them (libtorch runs every backward pass of a GPU
     /// on one thread, where DDP would deadlock: seen on an H100); for DDP on shared GPUs, run
     /// the ranks as processes. Under a launcher, processes sharing a GPU use Gloo and train
     /// with DDP.

@@ -21,6 +21,7 @@ mod summary;
 mod task_sums;
 mod timing;
 
+pub use crate::dist::CommHook;
 pub use amp::{GradScaler, GradScalerConfig, GradScalerState, Precision};
 pub use clip::{clip_grad_norm, clip_grad_value, total_norm, GradClip};
 pub use determinism::{
@@ -44,7 +45,7 @@ pub use schedule::{
     ReduceLROnPlateau, SequentialLR, StepLR, Validation,
 };
 pub use step_record::{OnStepsRead, StepLogging, StepRecord};
-pub use strategy::{SingleProcess, Strategy};
+pub use strategy::{Ddp, DdpOptions, SingleProcess, Strategy};
 pub use timing::{data_wait_note, LOADER_BOUND_FRACTION};
 
 pub use crate::models::named_parameters;

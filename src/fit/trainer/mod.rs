@@ -7,13 +7,15 @@ use std::sync::{Arc, Mutex};
 use tch::nn::{ModuleT, VarStore};
 use tch::Device;
 
-use super::callback::{Callback, SharedCallback};
-use super::config::{FitConfig, FitReport};
-use super::early_stopping::EarlyStopping;
-use super::run::{run, Model};
 use crate::checkpoint::Policy;
 use crate::data::{DataLoader, Dataset};
-use crate::dist::{DdpOptions, Dist};
+use crate::dist::Dist;
+use crate::fit::callbacks::{Callback, SharedCallback};
+use crate::fit::config::FitConfig;
+use crate::fit::outcome::FitReport;
+use crate::fit::parts::early_stopping::EarlyStopping;
+use crate::fit::run::{run, Model};
+use crate::train::DdpOptions;
 use crate::train::{GradClip, LrSchedule, Mode, Monitor, Optimizer, Precision, ReduceLROnPlateau};
 use crate::Result;
 

@@ -138,6 +138,12 @@ impl RunningMetrics {
                 .collect(),
         }
     }
+    /// These metrics summed over all ranks of `dist` (the one place they are reduced: `Ddp`'s
+    /// epoch metrics and the checkpoint's both come here); a world of one returns them
+    /// unchanged.
+    pub fn sum_over(self, dist: &crate::dist::Dist) -> crate::Result<RunningMetrics> {
+        Ok(RunningMetrics::from_sums(&dist.sum_f64(&self.to_sums())?))
+    }
     /// Mean per-sample loss, `loss_sum / count`; NaN when no sample was added.
     pub fn loss(&self) -> f64 {
         ratio(self.loss_sum, self.count)

@@ -6,7 +6,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use super::callback::{Callback, FitStart};
+use crate::fit::callbacks::{Callback, FitStart};
 use crate::train::StepRecord;
 use crate::{Result, WithPath};
 
@@ -77,7 +77,7 @@ impl Callback for StepCsv {
         Ok(())
     }
 
-    fn on_fit_end(&mut self, _report: &super::FitReport) -> Result<()> {
+    fn on_fit_end(&mut self, _report: &crate::fit::FitReport) -> Result<()> {
         if let Some((path, mut out)) = self.file.take() {
             out.flush().with_path(&path)?;
         }

@@ -7,7 +7,7 @@ use crate::train::{data_wait_note, EpochRecord};
 /// img/s | data wait ..`, from the epoch's record; `train_seconds` is the training part of it
 /// (what the data wait is a share of). A regression shows `mae .. rmse ..` and a multi-label
 /// run `f1 ..` in place of the accuracy; a top-k accuracy follows the accuracy.
-pub(super) fn epoch_line(epochs: u64, r: &EpochRecord, train_seconds: f64) -> String {
+pub(crate) fn epoch_line(epochs: u64, r: &EpochRecord, train_seconds: f64) -> String {
     let ema_note = match (r.ema_val_loss, r.ema_val_acc) {
         (Some(loss), Some(acc)) => format!("ema val loss {loss:.4} acc {:.2}% | ", acc * 100.0),
         (Some(loss), None) => format!("ema val loss {loss:.4} | "),

@@ -1,14 +1,18 @@
 //! The strategy of a training step: the [`Strategy`] trait that [`train_epoch`](super::train_epoch)
 //! and [`evaluate`](super::evaluate) call around each step, and [`SingleProcess`], the strategy
-//! of one process (distributed training's is [`Ddp`](crate::dist::Ddp)).
+//! of one process (distributed training's is [`Ddp`], in `ddp.rs`).
+mod ddp;
+
 use tch::Tensor;
+
+pub use ddp::{Ddp, DdpOptions};
 
 use super::metrics::RunningMetrics;
 use crate::Result;
 
 /// How a training step runs across processes (Lightning's "strategy"): what happens around
 /// forward and backward, how metrics and labels are combined over ranks, and which rank
-/// speaks. Distributed training ([`Ddp`](crate::dist::Ddp)) broadcasts buffers before the
+/// speaks. Distributed training ([`Ddp`]) broadcasts buffers before the
 /// forward pass and averages gradients during the backward pass; [`SingleProcess`] does
 /// nothing. `sync` is false for the micro-batches of an accumulation window that do not end
 /// it (no gradient exchange, as inside torch's `no_sync`).

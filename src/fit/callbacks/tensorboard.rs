@@ -12,8 +12,8 @@
 //! its last checkpoint, or an older run in the same folder), so the curves read as one run.
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::callback::{Callback, FitStart};
-use super::event_file::{Event, EventFile, SessionLog, What, SESSION_START};
+use crate::fit::callbacks::event_file::{Event, EventFile, SessionLog, What, SESSION_START};
+use crate::fit::callbacks::{Callback, FitStart};
 use crate::train::{EpochRecord, StepRecord};
 use crate::Result;
 
@@ -74,7 +74,7 @@ impl Callback for TensorBoardLog {
         file.flush()
     }
 
-    fn on_fit_end(&mut self, _report: &super::FitReport) -> Result<()> {
+    fn on_fit_end(&mut self, _report: &crate::fit::FitReport) -> Result<()> {
         match self.file.take() {
             Some(mut f) => f.flush(),
             None => Ok(()),

@@ -1,15 +1,15 @@
-//! Stopping a run cleanly. While [`Trainer::fit`](super::Trainer::fit) runs, an interrupt
+//! Stopping a run cleanly. While [`Trainer::fit`](crate::fit::Trainer::fit) runs, an interrupt
 //! (Ctrl-C in a terminal, SIGINT from a launcher or a Jupyter kernel interrupt sent as a
 //! signal), a call to [`request_stop`] or a file named `STOP` in the run's output folder ends
 //! the run after the current optimizer step: a checkpoint is written and `fit` returns `Ok`
-//! with [`FitReport::interrupted`](super::FitReport::interrupted) set. A second Ctrl-C while
+//! with [`FitReport::interrupted`](crate::fit::FitReport::interrupted) set. A second Ctrl-C while
 //! the first is being honoured ends the process the usual way.
 //!
 //! SIGTERM (a Slurm time limit, `scancel`, torchrun passing its own SIGTERM on) and SIGUSR1
 //! (Slurm's `--signal=USR1@N` notice) stop the run the same way, and a second SIGTERM or
 //! SIGUSR1 while the stop is under way is ignored, so the checkpoint is finished before the
 //! process ends (the examples then exit with status 99, or requeue the Slurm job first:
-//! [`FitConfig::requeue`](super::FitConfig::requeue)).
+//! [`FitConfig::requeue`](crate::fit::FitConfig::requeue)).
 //!
 //! In a multi-rank job every rank must stop at the same step: a request seen by any rank at
 //! step k stops every rank after step k+1, through a tiny all-reduce on the CPU that runs while
@@ -19,13 +19,13 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Mutex, PoisonError};
 
-use super::agreement::StopAgreement;
 use crate::dist::Dist;
+use crate::fit::stop::agreement::StopAgreement;
 use crate::Result;
 
 static REQUESTED: AtomicBool = AtomicBool::new(false);
 
-/// Asks the running [`Trainer::fit`](super::Trainer::fit) of this process to stop after its
+/// Asks the running [`Trainer::fit`](crate::fit::Trainer::fit) of this process to stop after its
 /// current step (as Ctrl-C does); for example from another thread or a callback.
 pub fn request_stop() {
     REQUESTED.store(true, Ordering::SeqCst);
@@ -45,7 +45,7 @@ pub struct Interruption {
     /// "SIGUSR1 (another rank)" or "another rank").
     pub reason: String,
     /// Whether rank 0 requeued the Slurm job after the checkpoint
-    /// ([`FitConfig::requeue`](super::FitConfig::requeue)).
+    /// ([`FitConfig::requeue`](crate::fit::FitConfig::requeue)).
     #[serde(default)]
     pub requeued: bool,
 }
@@ -64,7 +64,7 @@ impl Interruption {
 
     /// Once its checkpoint is complete: the main rank removes the stop file, every rank says
     /// where the run stopped, and (last: it ends a Slurm job at once) the job is requeued when
-    /// `requeue` asks for it ([`requeue_after`](super::requeue::requeue_after)).
+    /// `requeue` asks for it ([`requeue_after`](crate::fit::stop::requeue::requeue_after)).
     pub(crate) fn announce(&mut self, dist: &Dist, stop_file: &Path, requeue: bool) {
         if dist.is_main() {
             let _ = std::fs::remove_file(stop_file);
@@ -77,7 +77,7 @@ impl Interruption {
             self.batches_done,
             self.checkpoint.display()
         ));
-        self.requeued = requeue && super::requeue::requeue_after(dist, &self.reason);
+        self.requeued = requeue && crate::fit::stop::requeue::requeue_after(dist, &self.reason);
     }
 }
 

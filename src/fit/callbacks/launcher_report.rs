@@ -1,5 +1,5 @@
 //! Writing the report lines for a launcher: when [`REPORT_ENV`] is set (trainbook's Ray and Dask
-//! launchers set it), every rank of a [`Trainer`](super::Trainer) run prints one
+//! launchers set it), every rank of a [`Trainer`](crate::fit::Trainer) run prints one
 //! machine-readable line per epoch and one when the run ends, which the launcher turns into
 //! per-epoch reports and a result for its caller: the counterpart of Ray Train's
 //! `ray.train.report(metrics)` and of the `Result` that `TorchTrainer.fit()` returns, and of a
@@ -10,11 +10,11 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
-use super::config::FitReport;
 use crate::checkpoint::Checkpointer;
+use crate::fit::outcome::FitReport;
 use crate::train::EpochRecord;
 
-pub use crate::launch::protocol::{EPOCH_PREFIX, REPORT_ENV, RESULT_PREFIX};
+use crate::launch::protocol::{EPOCH_PREFIX, REPORT_ENV, RESULT_PREFIX};
 
 /// Whether [`REPORT_ENV`] asks for report lines.
 pub fn reports_enabled() -> bool {

@@ -1,5 +1,5 @@
 //! `Ddp`: data-parallel training that is torch's `DistributedDataParallel`, driven through
-//! c10d's own `Reducer` (see [`reducer`](super::reducer)):
+//! c10d's own `Reducer` (the binding in `dist/reducer.rs`):
 //! - at wrap time the ranks check that they hold the same parameter shapes, then every
 //!   parameter and buffer is broadcast from rank 0 in coalesced chunks;
 //! - before each forward pass the buffers (BatchNorm running statistics) are broadcast from
@@ -14,10 +14,10 @@ use std::cell::Cell;
 use tch::nn::VarStore;
 use tch::{Kind, Tensor};
 
-use super::reducer::{CommHook, Reducer, ReducerConfig};
-use super::Dist;
+use super::Strategy;
+use crate::dist::{CommHook, Dist, Reducer, ReducerConfig};
 use crate::models::named_parameters;
-use crate::train::{RunningMetrics, Strategy};
+use crate::train::RunningMetrics;
 use crate::{Error, Result};
 
 const MB: f64 = 1024.0 * 1024.0;
@@ -72,7 +72,8 @@ impl Default for DdpOptions {
 /// ```no_run
 /// # fn main() -> trainbook::Result<()> {
 /// use tch::nn::{ModuleT, VarStore};
-/// use trainbook::dist::{Ddp, Dist};
+/// use trainbook::dist::Dist;
+/// use trainbook::train::Ddp;
 /// use trainbook::models::MnistNet;
 /// use trainbook::train::{CrossEntropyLoss, Optimizer};
 /// let dist = Dist::init()?;
@@ -302,7 +303,7 @@ impl Strategy for Ddp<'_> {
         out
     }
     fn reduce_metrics(&self, m: RunningMetrics) -> Result<RunningMetrics> {
-        self.dist.sum_metrics(m)
+        m.sum_over(self.dist)
     }
     fn gather_labels(&self, predicted: Tensor, labels: Tensor) -> Result<(Tensor, Tensor)> {
         let p = self.dist.all_gather_varlen(&predicted.to_kind(Kind::Int64))?;

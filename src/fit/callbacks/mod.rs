@@ -1,11 +1,20 @@
-//! Hooks into a [`Trainer`](super::Trainer) run: the [`Callback`] trait, with the moments of
+//! Hooks into a [`Trainer`](crate::fit::Trainer) run: the [`Callback`] trait, with the moments of
 //! Lightning's callbacks (fit start, train steps, train/validation epoch end, checkpoint
-//! saved, fit end), and the list a run calls them through. The built-in step logs
-//! (`steps.csv`, TensorBoard event files) are callbacks too.
+//! saved, fit end), and the list a run calls them through. The built-in observers live in this
+//! wing as callbacks too: the step logs (`steps.csv`, TensorBoard event files), the live
+//! curves, the epoch line and the launcher's report.
+pub(crate) mod epoch_line;
+mod event_file;
+pub(crate) mod launcher_report;
+pub(crate) mod live_curves;
+pub(crate) mod step_csv;
+pub(crate) mod tensorboard;
+
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use super::config::FitReport;
+use crate::fit::config::FitConfig;
+use crate::fit::outcome::FitReport;
 use crate::train::{EpochRecord, EpochSummary, StepRecord};
 use crate::Result;
 
@@ -29,7 +38,7 @@ pub struct FitStart<'a> {
 
 /// Something that acts at the moments of a training run: logging, plotting, a custom metric,
 /// a notification. Every method has a default that does nothing; an error ends the run with
-/// that error. Register one with [`Trainer::callback`](super::Trainer::callback).
+/// that error. Register one with [`Trainer::callback`](crate::fit::Trainer::callback).
 ///
 /// `on_train_steps` adds no wait for the device: step records are read together with the
 /// running metrics (at progress lines, step checkpoints and the epoch's end) and arrive in
@@ -94,11 +103,11 @@ pub trait Callback: Send {
     }
 }
 
-/// A callback shared with its caller: a [`Trainer`](super::Trainer) is `Clone`, and the caller
+/// A callback shared with its caller: a [`Trainer`](crate::fit::Trainer) is `Clone`, and the caller
 /// keeps a handle to read what the callback gathered after the run.
 pub type SharedCallback = Arc<Mutex<dyn Callback>>;
 
-/// The callbacks of a run, called in the order they were added ([`FitConfig::callbacks`](super::FitConfig::callbacks)).
+/// The callbacks of a run, called in the order they were added ([`FitConfig::callbacks`](crate::fit::FitConfig::callbacks)).
 #[derive(Clone, Default)]
 pub struct Callbacks(Vec<SharedCallback>);
 
@@ -109,6 +118,18 @@ impl std::fmt::Debug for Callbacks {
 }
 
 impl Callbacks {
+    /// The callbacks of one run of `cfg`: new step logs (when `step_log` is on), then the
+    /// user's `cfg.callbacks`.
+    pub(crate) fn for_run(cfg: &FitConfig) -> Callbacks {
+        let mut all = Callbacks::default();
+        if cfg.step_log {
+            all.push(Arc::new(Mutex::new(step_csv::StepCsv::default())));
+            all.push(Arc::new(Mutex::new(tensorboard::TensorBoardLog::default())));
+        }
+        cfg.callbacks.each_shared(|c| all.push(c));
+        all
+    }
+
     /// Adds `callback` after the others.
     pub fn push(&mut self, callback: SharedCallback) {
         self.0.push(callback);

@@ -1,5 +1,5 @@
 //! Requeueing a Slurm job that was told to stop: with
-//! [`Trainer::requeue`](super::Trainer::requeue) on, a run stopped by SIGUSR1 (Slurm's
+//! [`Trainer::requeue`](crate::fit::Trainer::requeue) on, a run stopped by SIGUSR1 (Slurm's
 //! `sbatch --signal=USR1@N` notice, N seconds before the time limit) has rank 0 run
 //! `scontrol requeue $SLURM_JOB_ID` once the checkpoint is written, as Lightning's SLURM
 //! environment does; the job goes back to the queue and, started again, resumes from that

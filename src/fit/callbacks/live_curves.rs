@@ -3,7 +3,7 @@
 //! so an image viewer (or an IDE's preview) shows the run so far.
 use std::path::PathBuf;
 
-use super::callback::{Callback, FitStart};
+use crate::fit::callbacks::{Callback, FitStart};
 use crate::notebook::loss_accuracy_curves;
 use crate::train::{read_records, EpochRecord};
 use crate::Result;
