@@ -13,7 +13,7 @@ use tch::{Device, Kind, Tensor};
 use trainbook::checkpoint::{Checkpointer, Policy, TrainState};
 use trainbook::dist::Dist;
 use trainbook::models::{resnet34, HeadKind};
-use trainbook::train::{Optimizer, RunningMetrics};
+use trainbook::train::Optimizer;
 
 fn main() -> anyhow::Result<()> {
     let root = env!("CARGO_MANIFEST_DIR");
@@ -34,19 +34,7 @@ fn main() -> anyhow::Result<()> {
     );
     let (mut saves, mut loads) = (Vec::new(), Vec::new());
     for e in 0..3 {
-        let state = || TrainState {
-            vs: &vs,
-            optimizer: &opt,
-            scheduler: serde_json::Value::Null,
-            epoch: e,
-            batches_done: 0,
-            epoch_metrics: RunningMetrics::default(),
-            seed: 0,
-            config: serde_json::Value::Null,
-            grad_scaler: None,
-            parts: serde_json::Value::Null,
-            ema: None,
-        };
+        let state = || Ok(TrainState::new(&vs, &opt, e));
         let t = Instant::now();
         ckpt.after_step(&dist, state)?;
         saves.push(t.elapsed().as_secs_f64());
@@ -65,19 +53,7 @@ fn main() -> anyhow::Result<()> {
     .background(true);
     let (mut stalls, mut writes) = (Vec::new(), Vec::new());
     for e in 0..3 {
-        let state = || TrainState {
-            vs: &vs,
-            optimizer: &opt,
-            scheduler: serde_json::Value::Null,
-            epoch: e,
-            batches_done: 0,
-            epoch_metrics: RunningMetrics::default(),
-            seed: 0,
-            config: serde_json::Value::Null,
-            grad_scaler: None,
-            parts: serde_json::Value::Null,
-            ema: None,
-        };
+        let state = || Ok(TrainState::new(&vs, &opt, e));
         let t = Instant::now();
         bg.after_step(&dist, state)?;
         stalls.push(t.elapsed().as_secs_f64());

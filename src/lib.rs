@@ -35,11 +35,13 @@ pub mod programs;
 pub mod progress;
 mod rng;
 mod shim;
+mod stateful;
 pub mod train;
 pub mod transforms;
 
 pub use error::{Error, Result, WithPath};
 pub use shim::{versions, Versions};
+pub use stateful::{check_state_key, PartState, Stateful};
 
 /// The README's Rust snippets, compiled as doctests so that they stay true.
 #[cfg(doctest)]

@@ -15,26 +15,14 @@ use tch::{Device, Kind, Tensor};
 use trainbook::checkpoint::{open_checkpoint, scan, Checkpointer, Policy, TrainState, MODEL_FILE};
 use trainbook::dist::Dist;
 use trainbook::models::{resnet34_classifier, to_safetensors_bytes, MnistNet};
-use trainbook::train::{Optimizer, RunningMetrics};
+use trainbook::train::Optimizer;
 
 fn tmp(name: &str) -> common::WorkDir {
     common::WorkDir::new(&format!("ckpt-{name}"))
 }
 
 fn state<'a>(vs: &'a VarStore, opt: &'a Optimizer, epoch: u64) -> TrainState<'a> {
-    TrainState {
-        vs,
-        optimizer: opt,
-        scheduler: serde_json::json!({"kind": "none"}),
-        epoch,
-        batches_done: 0,
-        epoch_metrics: RunningMetrics::default(),
-        seed: 1,
-        config: serde_json::json!({}),
-        grad_scaler: None,
-        parts: serde_json::Value::Null,
-        ema: None,
-    }
+    TrainState { seed: 1, config: serde_json::json!({}), ..TrainState::new(vs, opt, epoch) }
 }
 
 /// An MNIST model with one Adam step taken, so the optimizer has state.
@@ -60,7 +48,7 @@ fn save_steps(root: &Path, steps: u64) -> Checkpointer {
         Policy { every_epochs: None, every_steps: Some(1), keep_last: 5, best: None },
     );
     for e in 0..steps {
-        c.after_step(&dist, || state(&vs, &opt, e)).unwrap();
+        c.after_step(&dist, || Ok(state(&vs, &opt, e))).unwrap();
     }
     c
 }
@@ -165,8 +153,8 @@ fn full_disk_and_bad_directory_are_clear_errors() {
         let small = VarStore::new(Device::Cpu);
         let _lin = tch::nn::linear(small.root() / "fc", 4, 2, Default::default());
         let small_opt = Optimizer::adam(&small, 1e-3);
-        c.after_step(&dist, || state(&small, &small_opt, 0)).unwrap();
-        let err = c.after_step(&dist, || state(&vs, &opt, 1)).unwrap_err().to_string();
+        c.after_step(&dist, || Ok(state(&small, &small_opt, 0))).unwrap();
+        let err = c.after_step(&dist, || Ok(state(&vs, &opt, 1))).unwrap_err().to_string();
         assert!(
             err.contains("could not write checkpoint") && err.contains("No space left"),
             "{err}"
@@ -191,7 +179,7 @@ fn full_disk_and_bad_directory_are_clear_errors() {
             Policy { every_epochs: None, every_steps: Some(1), keep_last: 3, best: None },
         )
         .background(true);
-        c.after_step(&dist, || state(&vs, &opt, 2)).unwrap();
+        c.after_step(&dist, || Ok(state(&vs, &opt, 2))).unwrap();
         let err = c.wait().unwrap_err().to_string();
         assert!(
             err.contains("could not write checkpoint") && err.contains("No space left"),
@@ -212,7 +200,7 @@ fn full_disk_and_bad_directory_are_clear_errors() {
     let (vs, _net, opt) = trained();
     let err =
         Checkpointer::new(file.join("ckpts"), Policy { every_steps: Some(1), ..Policy::default() })
-            .after_step(&Dist::single(Device::Cpu), || state(&vs, &opt, 0))
+            .after_step(&Dist::single(Device::Cpu), || Ok(state(&vs, &opt, 0)))
             .unwrap_err()
             .to_string();
     assert!(err.contains("ckpts") && err.contains("Not a directory"), "{err}");
@@ -233,7 +221,7 @@ fn checkpoint_writer() {
     )
     .background(background);
     for e in 0.. {
-        c.after_step(&dist, || state(&vs, &opt, e)).unwrap();
+        c.after_step(&dist, || Ok(state(&vs, &opt, e))).unwrap();
         println!("saved {e}");
     }
 }

@@ -4,10 +4,14 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::train::{GradScalerState, OptimizerMeta, RunningMetrics};
+use serde_json::{json, Map, Value};
+
+use crate::train::{OptimizerMeta, RunningMetrics};
 
 /// Version of the layout written by this trainbook; newer versions are refused with a message.
-pub const FORMAT_VERSION: u32 = 1;
+/// Version 2 keeps the run's parts by key (`parts`); version 1 (read too, see
+/// [`upgrade_from_v1`]) named the schedule, the loss scaler and the EMA file one by one.
+pub const FORMAT_VERSION: u32 = 2;
 /// File name of the manifest inside a checkpoint directory (written last).
 pub const MANIFEST: &str = "manifest.json";
 /// File name of the model's state dict (PyTorch names, safetensors; loadable with
@@ -17,7 +21,8 @@ pub const MODEL_FILE: &str = "model.safetensors";
 /// ...; safetensors).
 pub const OPTIMIZER_FILE: &str = "optimizer.safetensors";
 /// File name of the EMA of the weights ([`ModelEma`](crate::train::ModelEma)'s state dict), in
-/// checkpoints of runs that keep one.
+/// checkpoints of runs that keep one: the tensors of the part keyed `ema`, named
+/// `<key>.safetensors` as every part's are.
 pub const EMA_FILE: &str = "ema.safetensors";
 
 /// Size and checksum of one file of a checkpoint, checked when the checkpoint is opened.
@@ -58,20 +63,49 @@ pub struct Manifest {
     /// The optimizer's kind, learning rate and per-parameter step counts (its tensors are in
     /// [`OPTIMIZER_FILE`]).
     pub optimizer: OptimizerMeta,
-    /// The LR scheduler's state (its serde form).
-    pub scheduler: serde_json::Value,
     /// The run's configuration (command-line flags, hyper-parameters), for the record.
     pub config: serde_json::Value,
-    /// float16 training's loss scale and growth tracker (absent otherwise, and in older
-    /// checkpoints).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub grad_scaler: Option<GradScalerState>,
-    /// The states of the run's other parts by name (early stopping, ...); absent when there
-    /// are none, and in older checkpoints.
-    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
-    pub parts: serde_json::Value,
+    /// The run's other parts by their state key ([`Stateful`](crate::Stateful)): the LR
+    /// schedule (`schedule`), float16's loss scaler (`grad_scaler`), early stopping, the EMA of
+    /// the weights (`ema`), a part of the user's own.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub parts: BTreeMap<String, PartEntry>,
     /// Every tensor file of the checkpoint by name, with its size and CRC32.
     pub files: BTreeMap<String, FileEntry>,
+}
+
+/// One part's entry in the manifest: its small state, and the file of its tensors.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PartEntry {
+    /// The part's serde value ([`PartState::value`](crate::PartState::value)).
+    #[serde(default)]
+    pub value: Value,
+    /// The file holding its tensors (`<key>.safetensors`, listed in [`Manifest::files`] with
+    /// its checksum); `None` for a part without tensors.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tensors: Option<String>,
+}
+
+/// Rewrites a format-1 manifest (as parsed JSON) into the layout of format 2, in place: its
+/// `scheduler`, `grad_scaler` and `parts.early_stopping` become the parts `schedule`,
+/// `grad_scaler` and `early_stopping`, and its [`EMA_FILE`] the tensors of the part `ema`.
+/// `format_version` stays 1, so the manifest still says what wrote it.
+pub fn upgrade_from_v1(manifest: &mut Map<String, Value>) {
+    let mut parts = Map::new();
+    let mut keep = |key: &str, value: Option<Value>| {
+        if let Some(v) = value.filter(|v| !v.is_null()) {
+            parts.insert(key.to_string(), json!({ "value": v }));
+        }
+    };
+    keep("schedule", manifest.remove("scheduler"));
+    keep("grad_scaler", manifest.remove("grad_scaler"));
+    if let Some(Value::Object(named)) = manifest.remove("parts") {
+        named.into_iter().for_each(|(k, v)| keep(&k, Some(v)));
+    }
+    if manifest.get("files").and_then(|f| f.get(EMA_FILE)).is_some() {
+        parts.insert("ema".into(), json!({ "tensors": EMA_FILE }));
+    }
+    manifest.insert("parts".into(), Value::Object(parts));
 }
 
 pub(crate) fn to_hex(bytes: &[u8]) -> String {

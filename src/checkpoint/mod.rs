@@ -1,11 +1,13 @@
 //! Checkpoints that survive a crashed worker: safetensors tensors (model with PyTorch names,
 //! optimizer state) plus a JSON manifest (position in training, every rank's RNG state,
-//! scheduler state, best metric, config, file checksums), written atomically by rank 0 while
+//! best metric, config, file checksums) and the run's other parts by key ([`crate::Stateful`]:
+//! the schedule, the loss scaler, early stopping, the EMA, a part of the user's own), written atomically by rank 0 while
 //! the other ranks wait, or (with [`Checkpointer::background`]) snapshotted to host memory and
 //! written by a background thread while training goes on (torch's `async_save`); `latest` skips
 //! damaged checkpoints and says why; `restore` puts model, optimizer, RNG and data position back
 //! so training continues on the identical trajectory.
 mod manifest;
+mod parts;
 mod snapshot;
 mod state;
 mod store;
@@ -16,8 +18,10 @@ use tch::nn::VarStore;
 use tch::{Device, Tensor};
 
 pub use manifest::{
-    FileEntry, Manifest, EMA_FILE, FORMAT_VERSION, MANIFEST, MODEL_FILE, OPTIMIZER_FILE,
+    upgrade_from_v1, FileEntry, Manifest, PartEntry, EMA_FILE, FORMAT_VERSION, MANIFEST,
+    MODEL_FILE, OPTIMIZER_FILE,
 };
+pub use parts::restore_parts;
 pub use state::{Policy, ResumePoint, TrainState};
 pub use store::{
     open_checkpoint, read_tensors_file, scan, write_checkpoint, Checkpoint, FileWriter, ScanReport,
@@ -214,25 +218,23 @@ impl Checkpointer {
             batches_done: m.batches_done,
             global_step: m.global_step,
             epoch_metrics,
-            scheduler: m.scheduler.clone(),
             best_metric: m.best_metric,
             dir: ckpt.dir.clone(),
-            grad_scaler: m.grad_scaler,
-            parts: m.parts.clone(),
         })
     }
 
     /// Call after every optimizer step; writes `step-*` when `every_steps` says so. `state` is
-    /// only built for a step that saves (building it reads the running metrics from the device).
+    /// only built for a step that saves (building it reads the running metrics from the device,
+    /// and the parts' states); its error ends the call.
     pub fn after_step<'s>(
         &mut self,
         dist: &Dist,
-        state: impl FnOnce() -> TrainState<'s>,
+        state: impl FnOnce() -> Result<TrainState<'s>>,
     ) -> Result<Option<PathBuf>> {
         self.global_step += 1;
         match self.policy.every_steps {
             Some(n) if n > 0 && self.global_step % n == 0 => {
-                self.save_step(dist, &state()).map(Some)
+                self.save_step(dist, &state()?).map(Some)
             }
             _ => Ok(None),
         }
@@ -291,12 +293,12 @@ impl Checkpointer {
     pub fn save_now<'s>(
         &mut self,
         dist: &Dist,
-        state: impl FnOnce() -> TrainState<'s>,
+        state: impl FnOnce() -> Result<TrainState<'s>>,
     ) -> Result<PathBuf> {
         if self.last_saved_step == Some(self.global_step) {
             return Ok(self.root.join(format!("{STEP_PREFIX}{:09}", self.global_step)));
         }
-        self.save_step(dist, &state())
+        self.save_step(dist, &state()?)
     }
 
     /// Writes one checkpoint: every rank contributes its RNG state, rank 0 writes (then prunes
@@ -340,25 +342,23 @@ impl Checkpointer {
             device_rng_states: device_states,
             best_metric: self.best,
             optimizer: opt_meta,
-            scheduler: state.scheduler.clone(),
             config: state.config.clone(),
-            grad_scaler: state.grad_scaler,
-            parts: state.parts.clone(),
+            parts: Default::default(),
             files: Default::default(),
         };
+        let (manifest, part_files) = parts::snapshot(manifest, &state.parts);
         // A snapshot on the host: the background thread must not see later updates. The
         // optimizer's export is already a copy; on the CPU only the model needs one.
         let (model, opt_tensors) =
             (snapshot::on_host(state_dict(state.vs), true), snapshot::on_host(opt_tensors, false));
-        let ema = state.ema.map(|e| snapshot::on_host(e.state_dict(), true));
         let (root, name, keep_last) = (self.root.clone(), name.to_string(), self.policy.keep_last);
         let write = move || -> Result<PathBuf> {
             let mut files: Vec<(&str, store::FileWriter)> = vec![
                 (MODEL_FILE, Box::new(|p: &Path| save_tensors_file(&model, p))),
                 (OPTIMIZER_FILE, Box::new(|p: &Path| save_tensors_file(&opt_tensors, p))),
             ];
-            if let Some(ema) = &ema {
-                files.push((EMA_FILE, Box::new(|p: &Path| save_tensors_file(ema, p))));
+            for (file, tensors) in &part_files {
+                files.push((file, Box::new(|p: &Path| save_tensors_file(tensors, p))));
             }
             let dir = root.join(&name);
             write_checkpoint(&root, &name, manifest, files).map_err(|e| {

@@ -2,7 +2,9 @@
 //! [`TrainState`] a save reads, and the [`ResumePoint`] a restore hands back.
 use tch::nn::VarStore;
 
-use crate::train::{GradScalerState, Mode, ModelEma, Optimizer, RunningMetrics};
+use crate::stateful::{check_state_key, PartState, Stateful};
+use crate::train::{Mode, Optimizer, RunningMetrics};
+use crate::{Error, Result};
 use std::path::PathBuf;
 
 /// When to write checkpoints. The default writes `step-*` after every epoch, keeps the last
@@ -35,9 +37,6 @@ pub struct TrainState<'a> {
     /// The optimizer, whose state goes to `optimizer.safetensors` (its step counts and learning
     /// rate to the manifest).
     pub optimizer: &'a Optimizer,
-    /// The LR scheduler's state in its serde form (`serde_json::to_value(&scheduler)`), or
-    /// `Value::Null` without one; handed back in [`ResumePoint::scheduler`].
-    pub scheduler: serde_json::Value,
     /// The epoch in progress, 0-based (at the end of an epoch: the next one).
     pub epoch: u64,
     /// Batches of `epoch` already trained (0 at an epoch boundary).
@@ -49,14 +48,11 @@ pub struct TrainState<'a> {
     pub seed: u64,
     /// The run's configuration (flags, hyper-parameters), recorded in the manifest as is.
     pub config: serde_json::Value,
-    /// The loss scaler's state when training in float16 with a `GradScaler`.
-    pub grad_scaler: Option<GradScalerState>,
-    /// The states of the run's other parts by name (`fit`'s early stopping, ...), in their
-    /// serde form; `Value::Null` without any. Handed back in [`ResumePoint::parts`].
-    pub parts: serde_json::Value,
-    /// The moving average of the weights, saved as [`EMA_FILE`](super::EMA_FILE) when there is
-    /// one (read it back with [`read_tensors_file`](super::read_tensors_file)).
-    pub ema: Option<&'a ModelEma>,
+    /// The states of the run's other parts (the schedule, the loss scaler, early stopping, the
+    /// EMA, a part of your own) by their [`Stateful::state_key`], as
+    /// [`with_parts`](Self::with_parts) takes them; put back with
+    /// [`restore_parts`](super::restore_parts).
+    pub parts: Vec<(String, PartState)>,
 }
 
 /// Where to continue after [`Checkpointer::restore`](super::Checkpointer::restore).
@@ -71,23 +67,17 @@ pub struct ResumePoint {
     /// Running sums of the partial epoch, over all ranks, on rank 0; zero on the other ranks
     /// (so that summing over ranks again gives the right total).
     pub epoch_metrics: RunningMetrics,
-    /// The LR scheduler's state as saved in [`TrainState::scheduler`]
-    /// (`serde_json::from_value` it back).
-    pub scheduler: serde_json::Value,
     /// Best value of the monitored metric so far (`None` before the first evaluation).
     pub best_metric: Option<f64>,
     /// The checkpoint directory restored from.
     pub dir: PathBuf,
-    /// The loss scaler's state, if the checkpoint holds one.
-    pub grad_scaler: Option<GradScalerState>,
-    /// [`TrainState::parts`] as saved (`Value::Null` in older checkpoints).
-    pub parts: serde_json::Value,
 }
 
 impl<'a> TrainState<'a> {
     /// The state at the start of `epoch` (0-based; after finishing epoch `e`, pass `e + 1`):
-    /// model and optimizer, no scheduler, no partial-epoch metrics, seed 0, no config, no loss
-    /// scaler, no parts' states, no EMA. Set the other fields with struct update syntax when a run has them.
+    /// model and optimizer, no partial-epoch metrics, seed 0, no config, no other parts. Set
+    /// the other fields with struct update syntax, and the parts with
+    /// [`with_parts`](Self::with_parts), when a run has them.
     ///
     /// ```
     /// # use trainbook::checkpoint::TrainState;
@@ -101,15 +91,41 @@ impl<'a> TrainState<'a> {
         TrainState {
             vs,
             optimizer,
-            scheduler: serde_json::Value::Null,
             epoch,
             batches_done: 0,
             epoch_metrics: RunningMetrics::default(),
             seed: 0,
             config: serde_json::Value::Null,
-            grad_scaler: None,
-            parts: serde_json::Value::Null,
-            ema: None,
+            parts: Vec::new(),
         }
+    }
+
+    /// Adds the current state of each of `parts` (`state_dict`, under its `state_key`).
+    /// Errors: a part's own error, and [`Error::InvalidArgument`] for a key that is not a
+    /// valid name ([`check_state_key`]) or that two parts share.
+    ///
+    /// ```
+    /// # use trainbook::checkpoint::TrainState;
+    /// # use trainbook::train::{GradScaler, Optimizer};
+    /// let vs = tch::nn::VarStore::new(tch::Device::Cpu);
+    /// let opt = Optimizer::adam(&vs, 1e-3);
+    /// let scaler = GradScaler::new(tch::Device::Cpu);
+    /// let state = TrainState::new(&vs, &opt, 0).with_parts(&[&scaler])?;
+    /// assert_eq!(state.parts[0].0, "grad_scaler");
+    /// # Ok::<(), trainbook::Error>(())
+    /// ```
+    pub fn with_parts(mut self, parts: &[&dyn Stateful]) -> Result<TrainState<'a>> {
+        for part in parts {
+            let key = part.state_key();
+            check_state_key(&key)?;
+            if self.parts.iter().any(|(k, _)| *k == key) {
+                return Err(Error::InvalidArgument(format!(
+                    "two parts of the run have the state key {key:?}"
+                )));
+            }
+            let state = part.state_dict()?;
+            self.parts.push((key, state));
+        }
+        Ok(self)
     }
 }

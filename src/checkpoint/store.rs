@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::manifest::{FileEntry, Manifest, FORMAT_VERSION, MANIFEST};
+use super::manifest::{upgrade_from_v1, FileEntry, Manifest, FORMAT_VERSION, MANIFEST};
 use tch::Tensor;
 
 use crate::{Error, Result, WithPath};
@@ -113,8 +113,12 @@ pub fn open_checkpoint(dir: &Path) -> Result<Checkpoint> {
     if found > FORMAT_VERSION as u64 {
         return Err(bad(format!("format version {found} is newer than this trainbook supports ({FORMAT_VERSION}); upgrade trainbook")));
     }
+    let mut json = version;
+    if let (1, Some(fields)) = (found, json.as_object_mut()) {
+        upgrade_from_v1(fields);
+    }
     let manifest: Manifest =
-        serde_json::from_value(version).map_err(|e| bad(format!("{MANIFEST}: {e}")))?;
+        serde_json::from_value(json).map_err(|e| bad(format!("{MANIFEST}: {e}")))?;
     for (file, entry) in &manifest.files {
         let bytes = map_file(&dir.join(file)).map_err(|e| bad(format!("{file}: {e}")))?;
         if bytes.len() as u64 != entry.bytes {

@@ -21,9 +21,10 @@ use crate::fit::finish::{best_monitor, best_policy, best_val_acc, restore_best, 
 use crate::fit::outcome::FitReport;
 use crate::fit::parts::early_stopping::EarlyStopping;
 use crate::fit::parts::run_schedule::RunSchedule;
-use crate::fit::resume::{parts_state, resume, Parts, Start};
+use crate::fit::resume::{resume, resume_parts, Start};
 use crate::fit::stop::interrupt::{Interruption, StopWatch};
 use crate::models::to_channels_last;
+use crate::stateful::Stateful;
 use crate::train::{
     append_record, evaluate, task_of, train_epoch, ConfusionMatrix, Ddp, EpochOptions, EpochRecord,
     GradScaler, ModelEma, Monitor, Optimizer, Precision, RunningMetrics, StepInfo, StepLogging,
@@ -79,7 +80,7 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
     val: &mut DataLoader<B>,
 ) -> Result<FitReport> {
     let Model { vs, net, opt } = model;
-    let schedule = RunSchedule::new(cfg.schedule.as_deref())?;
+    let mut schedule = RunSchedule::new(cfg.schedule.as_deref(), opt.group_lrs().len())?;
     if let Some(c) = &cfg.clip_grad {
         c.validate()?;
     }
@@ -97,33 +98,37 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
     let policy = best_policy(cfg, monitor);
     // Checkpoints are written in the background: a save costs the step a copy to host memory.
     let mut ckpt = Checkpointer::new(cfg.out.join("checkpoints"), policy.clone()).background(true);
+    let start = resume(dist, cfg.resume, &mut ckpt, (vs, opt), &log)?;
     // float16 needs loss scaling; bfloat16 has float32's range and does not.
-    let scaler =
-        (cfg.precision == Precision::F16).then(|| RefCell::new(GradScaler::new(dist.device())));
-    // The average starts from the weights every rank now holds (rank 0's, broadcast).
+    let mut scaler = (cfg.precision == Precision::F16).then(|| GradScaler::new(dist.device()));
+    // The average starts from the weights every rank now holds (rank 0's, broadcast, or the
+    // checkpoint's when it holds no average).
     let mut ema = cfg.ema.map(|decay| ModelEma::new(vs, decay)).transpose()?;
-    let parts = Parts {
-        schedule: &schedule,
-        scaler: scaler.as_ref(),
-        early: &mut early,
-        ema: ema.as_mut(),
-    };
-    let start = resume(dist, cfg.resume, &mut ckpt, vs, opt, parts, &log)?;
-    let Start { epoch: first_epoch, skip, metrics, resumed_from, history } = start;
+    // The run's parts, by their keys in the checkpoints: restored here in one loop, saved
+    // with every checkpoint (`Run::part_states`). A new part adds itself to both lists.
+    let mut parts: Vec<&mut dyn Stateful> = Vec::new();
+    parts.extend(schedule.configured().then_some(&mut schedule as &mut dyn Stateful));
+    parts.extend(scaler.as_mut().map(|s| s as &mut dyn Stateful));
+    parts.extend(early.as_mut().map(|e| e as &mut dyn Stateful));
+    parts.extend(ema.as_mut().map(|e| e as &mut dyn Stateful));
+    resume_parts(dist, start.checkpoint.as_ref(), &mut parts)?;
+    // torch's scheduler constructor: LinearLR and OneCycleLR set the first step's rate.
+    schedule.ensure_started(opt)?;
+    let Start { epoch: first_epoch, skip, metrics, resumed_from, history, .. } = start;
     let mut run = Run {
         dist,
         cfg,
         monitor,
         ddp,
         schedule,
-        scaler,
+        scaler: scaler.map(RefCell::new),
         early,
         ema: ema.map(RefCell::new),
         backbone_frozen: None,
         ckpt: RefCell::new(ckpt),
         watch: RefCell::new(StopWatch::start(dist, &cfg.out)),
         stopped: RefCell::new(None),
-        callbacks: Callbacks::for_run(cfg),
+        callbacks: Callbacks::for_run(cfg.step_log, &cfg.callbacks),
         log,
         history,
         confusion: None,
@@ -219,46 +224,40 @@ impl Run<'_> {
         Ok(outcome)
     }
 
-    /// The run's state for a checkpoint, at `epoch` after `batches_done` batches.
+    /// The run's state for a checkpoint, at `epoch` after `batches_done` batches, with every
+    /// part's.
     fn state<'s>(
         &self,
-        (vs, opt, ema): (&'s VarStore, &'s Optimizer, Option<&'s ModelEma>),
+        (vs, opt): (&'s VarStore, &'s Optimizer),
         at: (u64, u64, RunningMetrics),
-        parts: serde_json::Value,
-    ) -> TrainState<'s> {
+    ) -> Result<TrainState<'s>> {
         let (epoch, batches_done, epoch_metrics) = at;
-        TrainState {
-            vs,
-            optimizer: opt,
-            scheduler: self.schedule.state(),
-            epoch,
-            batches_done,
+        let state = TrainState {
             epoch_metrics,
+            batches_done,
             seed: self.cfg.seed,
             config: self.cfg.config.clone(),
-            grad_scaler: self.scaler.as_ref().map(|s| s.borrow().state()),
-            parts,
-            ema,
-        }
+            ..TrainState::new(vs, opt, epoch)
+        };
+        let scaler = self.scaler.as_ref().map(|s| s.borrow());
+        let ema = self.ema.as_ref().map(|e| e.borrow());
+        let mut parts: Vec<&dyn Stateful> = Vec::new();
+        parts.extend(self.schedule.configured().then_some(&self.schedule as &dyn Stateful));
+        parts.extend(scaler.as_deref().map(|s| s as &dyn Stateful));
+        parts.extend(self.early.as_ref().map(|e| e as &dyn Stateful));
+        parts.extend(ema.as_deref().map(|e| e as &dyn Stateful));
+        state.with_parts(&parts)
     }
 
     /// After every optimizer step: the step checkpoint, then a stop request (all ranks agree;
     /// a stop writes a checkpoint of this step first).
-    fn after_step(
-        &self,
-        vs: &VarStore,
-        epoch: u64,
-        parts: &serde_json::Value,
-        info: &StepInfo,
-    ) -> Result<()> {
+    fn after_step(&self, vs: &VarStore, epoch: u64, info: &StepInfo) -> Result<()> {
         let batches_done = info.batches_done as u64;
         // timm's order: the average follows the optimizer step, before anything is saved.
         if let Some(e) = &self.ema {
             e.borrow_mut().update(vs);
         }
-        let ema = self.ema.as_ref().map(|e| e.borrow());
-        let model = (vs, info.optimizer, ema.as_deref());
-        let state = || self.state(model, (epoch, batches_done, info.metrics()), parts.clone());
+        let state = || self.state((vs, info.optimizer), (epoch, batches_done, info.metrics()));
         if let Some(dir) = self.ckpt.borrow_mut().after_step(self.dist, state)? {
             self.callbacks.each(|c| c.on_checkpoint_saved(&dir))?;
         }
@@ -287,12 +286,10 @@ impl Run<'_> {
     ) -> Result<EpochEnd> {
         let cfg = self.cfg;
         self.freeze_for(epoch, vs)?;
-        // The parts' states as of this epoch's start, for its step checkpoints.
-        let parts = parts_state(&self.early);
         train.set_epoch(epoch);
         train.skip_batches(skip);
         let this = &*self;
-        let on_step = |info: &StepInfo| this.after_step(vs, epoch, &parts, info);
+        let on_step = |info: &StepInfo| this.after_step(vs, epoch, info);
         let advance = |opt: &mut Optimizer| this.schedule.advance_step(opt);
         let on_read = |steps: &[StepRecord]| this.callbacks.each(|c| c.on_train_steps(steps));
         let mut opts = EpochOptions::on(self.dist.device())
@@ -372,9 +369,8 @@ impl Run<'_> {
         epoch: u64,
         v: &crate::train::EpochSummary,
     ) -> Result<()> {
-        let ema = self.ema.as_ref().map(|e| e.borrow());
         let at = (epoch + 1, 0, RunningMetrics::default());
-        let state = self.state((vs, opt, ema.as_deref()), at, parts_state(&self.early));
+        let state = self.state((vs, opt), at)?;
         let monitored = self.monitor.map(|m| m.value(v));
         let mut ckpt = self.ckpt.borrow_mut();
         let before = (ckpt.last_saved(), ckpt.best_metric());

@@ -151,6 +151,24 @@ impl ModelEma {
     }
 }
 
+/// The average as a part of a run's checkpoints, under the key `ema`: its tensors are
+/// [`state_dict`](ModelEma::state_dict) (written as `ema.safetensors`), its value the decay
+/// (for the record: a resumed run keeps its own).
+impl crate::stateful::Stateful for ModelEma {
+    fn state_key(&self) -> String {
+        "ema".into()
+    }
+    fn state_dict(&self) -> Result<crate::stateful::PartState> {
+        Ok(crate::stateful::PartState {
+            value: serde_json::json!({ "decay": self.decay }),
+            tensors: ModelEma::state_dict(self),
+        })
+    }
+    fn load_state_dict(&mut self, state: crate::stateful::PartState) -> Result<()> {
+        self.load(&state.tensors)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,7 +13,6 @@ pub(crate) mod tensorboard;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use crate::fit::config::FitConfig;
 use crate::fit::outcome::FitReport;
 use crate::train::{EpochRecord, EpochSummary, StepRecord};
 use crate::Result;
@@ -118,15 +117,15 @@ impl std::fmt::Debug for Callbacks {
 }
 
 impl Callbacks {
-    /// The callbacks of one run of `cfg`: new step logs (when `step_log` is on), then the
-    /// user's `cfg.callbacks`.
-    pub(crate) fn for_run(cfg: &FitConfig) -> Callbacks {
+    /// The callbacks of one run: new step logs (with `step_log`, as
+    /// [`FitConfig::step_log`](crate::fit::FitConfig::step_log) says), then the user's `user`.
+    pub(crate) fn for_run(step_log: bool, user: &Callbacks) -> Callbacks {
         let mut all = Callbacks::default();
-        if cfg.step_log {
+        if step_log {
             all.push(Arc::new(Mutex::new(step_csv::StepCsv::default())));
             all.push(Arc::new(Mutex::new(tensorboard::TensorBoardLog::default())));
         }
-        cfg.callbacks.each_shared(|c| all.push(c));
+        user.each_shared(|c| all.push(c));
         all
     }
 

@@ -118,6 +118,20 @@ impl EarlyStopping {
     }
 }
 
+/// Early stopping's counters as a part of a run's checkpoints, under the key `early_stopping`
+/// (Lightning's `EarlyStopping.state_dict`: best, wait, stopped).
+impl crate::stateful::Stateful for EarlyStopping {
+    fn state_key(&self) -> String {
+        "early_stopping".into()
+    }
+    fn state_dict(&self) -> Result<crate::stateful::PartState> {
+        crate::stateful::PartState::of_serde(self)
+    }
+    fn load_state_dict(&mut self, state: crate::stateful::PartState) -> Result<()> {
+        self.restore(&state.value)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

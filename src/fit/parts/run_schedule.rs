@@ -2,25 +2,31 @@
 //! sets the first rate), restored from a checkpoint, advanced after every optimizer step or
 //! after every validation per its [`Cadence`], and saved in every checkpoint.
 use std::cell::RefCell;
-use std::path::Path;
 
+use crate::stateful::{PartState, Stateful};
 use crate::train::{Cadence, LrSchedule, Optimizer, Validation};
-use crate::Result;
+use crate::{Error, Result};
 
 /// The schedule of a run, if it has one: a copy per param group, as torch's scheduler keeps a
 /// rate per group (each group's schedule starts from its own rate, torch's `initial_lr`).
 pub(crate) struct RunSchedule {
     template: Option<Box<dyn LrSchedule>>,
     groups: RefCell<Vec<Box<dyn LrSchedule>>>,
+    /// The optimizer's number of param groups (one copy of the schedule each).
+    group_count: usize,
 }
 
 impl RunSchedule {
     /// The configured schedule (checked: a bad setting is an error naming it).
-    pub(crate) fn new(schedule: Option<&dyn LrSchedule>) -> Result<RunSchedule> {
+    pub(crate) fn new(
+        schedule: Option<&dyn LrSchedule>,
+        group_count: usize,
+    ) -> Result<RunSchedule> {
         if let Some(s) = schedule {
             s.validate()?;
         }
-        Ok(RunSchedule { template: schedule.map(|s| s.box_clone()), groups: RefCell::default() })
+        let template = schedule.map(|s| s.box_clone());
+        Ok(RunSchedule { template, groups: RefCell::default(), group_count })
     }
 
     fn copies(&self, n: usize) -> Vec<Box<dyn LrSchedule>> {
@@ -43,39 +49,20 @@ impl RunSchedule {
         Ok(())
     }
 
-    /// A resumed run: the schedule's state from the checkpoint in `dir` (a checkpoint of a run
-    /// without a schedule holds none: the schedule starts there). With several param groups the
-    /// state is a list, one per group.
-    pub(crate) fn restore(
-        &self,
-        saved: &serde_json::Value,
-        dir: &Path,
-        opt: &mut Optimizer,
-    ) -> Result<()> {
-        if self.template.is_none() {
-            return Ok(());
+    /// Whether the run has a schedule (only then is it a part of the run's checkpoints).
+    pub(crate) fn configured(&self) -> bool {
+        self.template.is_some()
+    }
+
+    /// Starts the schedule unless a checkpoint's state set it already (a new run, or a
+    /// checkpoint of a run without a schedule).
+    pub(crate) fn ensure_started(&self, opt: &mut Optimizer) -> Result<()> {
+        if self.groups.borrow().is_empty() {
+            self.start(opt)?;
         }
-        if saved.is_null() {
-            return self.start(opt);
-        }
-        let n = opt.group_lrs().len();
-        let bad = |what: String| {
-            crate::Error::Checkpoint(format!("scheduler state in {}: {what}", dir.display()))
-        };
-        let states: Vec<&serde_json::Value> = match (n, saved.as_array()) {
-            (1, _) => vec![saved],
-            (_, Some(list)) if list.len() == n => list.iter().collect(),
-            _ => return Err(bad(format!("not one state for each of the {n} param groups"))),
-        };
-        let mut copies = self.copies(n);
-        for (s, state) in copies.iter_mut().zip(states) {
-            s.load_state(state).map_err(|e| bad(e.to_string()))?;
-        }
-        *self.groups.borrow_mut() = copies;
         Ok(())
     }
 
-    /// The state for a checkpoint (`Null` without a schedule; a list with several groups).
     pub(crate) fn state(&self) -> serde_json::Value {
         let groups = self.groups.borrow();
         match groups.as_slice() {
@@ -121,6 +108,37 @@ impl RunSchedule {
     }
 }
 
+/// The schedule's state in a checkpoint: one state per param group (a single state for one).
+impl Stateful for RunSchedule {
+    fn state_key(&self) -> String {
+        "schedule".into()
+    }
+    fn state_dict(&self) -> Result<PartState> {
+        Ok(PartState::of_value(self.state()))
+    }
+    fn load_state_dict(&mut self, state: PartState) -> Result<()> {
+        let n = self.group_count;
+        if self.template.is_none() || state.value.is_null() {
+            return Ok(());
+        }
+        let states: Vec<&serde_json::Value> = match (n, state.value.as_array()) {
+            (1, _) => vec![&state.value],
+            (_, Some(list)) if list.len() == n => list.iter().collect(),
+            _ => {
+                return Err(Error::Checkpoint(format!(
+                    "not one scheduler state for each of the {n} param groups"
+                )))
+            }
+        };
+        let mut copies = self.copies(n);
+        for (s, saved) in copies.iter_mut().zip(states) {
+            s.load_state(saved)?;
+        }
+        *self.groups.borrow_mut() = copies;
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -134,16 +152,16 @@ mod tests {
         let _ = vs.root().zeros("w", &[2]);
         let mut opt = Optimizer::sgd(&vs, 0.1, 0.0);
         let boxed: Box<dyn LrSchedule> = Box::new(StepLR::new(1, 0.5));
-        let s = RunSchedule::new(Some(boxed.as_ref())).unwrap();
+        let s = RunSchedule::new(Some(boxed.as_ref()), opt.group_lrs().len()).unwrap();
         s.start(&mut opt).unwrap();
         assert!(!s.per_step());
         s.after_validation(&mut opt, Validation { loss: 1.0, accuracy: 0.5 }).unwrap();
         assert_eq!(opt.lr(), 0.05);
         let saved = s.state();
-        let again = RunSchedule::new(Some(boxed.as_ref())).unwrap();
-        again.restore(&saved, Path::new("ckpt"), &mut opt).unwrap();
+        let mut again = RunSchedule::new(Some(boxed.as_ref()), opt.group_lrs().len()).unwrap();
+        again.load_state_dict(PartState::of_value(saved.clone())).unwrap();
         assert_eq!(again.state(), saved);
-        let none = RunSchedule::new(None).unwrap();
+        let none = RunSchedule::new(None, 1).unwrap();
         none.start(&mut opt).unwrap();
         none.advance_step(&mut opt).unwrap();
         assert!(none.state().is_null() && opt.lr() == 0.05);
@@ -158,19 +176,19 @@ mod tests {
             .param_group(crate::train::ParamGroup::norm_and_bias().lr(1.0))
             .unwrap();
         let boxed: Box<dyn LrSchedule> = Box::new(StepLR::new(1, 0.5).stepping(Cadence::Step));
-        let s = RunSchedule::new(Some(boxed.as_ref())).unwrap();
+        let s = RunSchedule::new(Some(boxed.as_ref()), opt.group_lrs().len()).unwrap();
         s.start(&mut opt).unwrap();
         s.advance_step(&mut opt).unwrap();
         assert_eq!(opt.group_lrs(), [0.05, 0.5]);
         let saved = s.state();
         assert_eq!(saved.as_array().map(Vec::len), Some(2), "{saved}");
-        let again = RunSchedule::new(Some(boxed.as_ref())).unwrap();
-        again.restore(&saved, Path::new("ckpt"), &mut opt).unwrap();
+        let mut again = RunSchedule::new(Some(boxed.as_ref()), opt.group_lrs().len()).unwrap();
+        again.load_state_dict(PartState::of_value(saved.clone())).unwrap();
         again.advance_step(&mut opt).unwrap();
         assert_eq!(opt.group_lrs(), [0.025, 0.25]);
         // A single-group state does not fit two groups.
         let one = StepLR::new(1, 0.5).state();
-        let err = again.restore(&one, Path::new("ckpt"), &mut opt).unwrap_err().to_string();
-        assert!(err.contains("ckpt") && err.contains("2 param groups"), "{err}");
+        let err = again.load_state_dict(PartState::of_value(one)).unwrap_err().to_string();
+        assert!(err.contains("2 param groups"), "{err}");
     }
 }

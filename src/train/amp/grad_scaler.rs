@@ -219,3 +219,19 @@ impl GradScaler {
         self.unscaled = None;
     }
 }
+
+/// The loss scaler as a part of a run's checkpoints (torch's `GradScaler.state_dict()`):
+/// its settings, scale and growth tracker under the key `grad_scaler`.
+impl crate::stateful::Stateful for GradScaler {
+    fn state_key(&self) -> String {
+        "grad_scaler".into()
+    }
+    fn state_dict(&self) -> Result<crate::stateful::PartState> {
+        crate::stateful::PartState::of_serde(&self.state())
+    }
+    fn load_state_dict(&mut self, state: crate::stateful::PartState) -> Result<()> {
+        let saved: GradScalerState = state.parse(&self.state_key())?;
+        self.load_state(&saved);
+        Ok(())
+    }
+}
