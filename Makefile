@@ -57,8 +57,9 @@ test: setup lint
 	@awk '/^test result:/ { p += $$4; f += $$6 } /^ *Summary \[/ { for (i = 1; i <= NF; i++) { if ($$i ~ /^passed/) p += $$(i-1); if ($$i ~ /^failed/) f += $$(i-1) } } END { printf "all tests: %d passed, %d failed\n", p, f }' target/test.log
 
 # Runs every notebook headless and writes the executed notebooks, outputs included, back into
-# notebooks/ (committed, so the plots show on a code host; tests/notebook_outputs.rs fails when a
-# committed cell was not executed or was edited since). The notebooks start the prebuilt examples.
+# notebooks/ (committed, so the plots show on a code host; tests/tooling/notebook_outputs.rs fails
+# when a committed cell was not executed or was edited since). The notebooks start the prebuilt
+# examples.
 notebooks: setup-notebook
 	cargo build --examples
 	.venv/bin/python scripts/run_notebooks.py --in-place
@@ -89,7 +90,7 @@ torch-2.11-check:
 gpu-bundle: setup
 	bash scripts/gpu-bundle.sh
 
-# The REPL drive (tests/repl.rs, ignored by make test: the evcxr_repl build and a cold trainbook
-# build inside evcxr take ~30 minutes on 2 cores).
+# The REPL drive (tests/tooling/repl.rs, ignored by make test: the evcxr_repl build and a cold
+# trainbook build inside evcxr take ~30 minutes on 2 cores).
 test-repl: setup-repl
-	cargo test --test repl -- --include-ignored
+	cargo test --test tooling -- --include-ignored repl::

@@ -3,7 +3,8 @@
 //! judged by its mean absolute and root mean squared errors in digits. The digits' labels
 //! become float targets through `TargetTransform` (torchvision's `target_transform=`); the
 //! rest is the classification program's (examples/mnist.rs): the same loader, checkpoints,
-//! resumption and launchers. tests/regression.rs trains it against the same loop in PyTorch.
+//! resumption and launchers. tests/training/regression.rs trains it against the same loop in
+//! PyTorch.
 //!
 //!     cargo run --release --example mnist_regression
 //!     torchrun --standalone --nproc-per-node=2 --no-python target/release/examples/mnist_regression

@@ -13,7 +13,11 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 . "$ROOT/scripts/torch-version-copy.sh"
 
 say "cargo test against $("$VENV/bin/python" -c 'import torch; print(torch.__version__)') at $LIBTORCH"
-cargo test --lib --test amp --test grad_clip --test param_groups --test sync_batch_norm --test memory_format --test training_loop --test models_parity --test gpu --test gpu_ranks
+cargo test --lib --test gpu --test gpu_ranks
+# The other tests named above are modules of the themed test binaries (tests/<theme>/main.rs).
+cargo test --test training -- amp:: grad_clip:: param_groups:: training_loop::
+cargo test --test parity -- memory_format:: models_parity::
+cargo test --test distributed -- sync_batch_norm::
 say "cargo check --features cuda"
 cargo check --features cuda --lib --test gpu --test gpu_ranks --bench gpu
 say "trainbook builds and passes against torch $TORCH with tch $TCH"

@@ -4,7 +4,7 @@
 # user: nothing is installed system-wide and no root is needed. scripts/setup.sh uses it, with
 # DEST=.venv/debs, where `apt-get install` is not possible (not root, no passwordless sudo);
 # build.rs finds Gloo's headers in .venv/debs/usr/include. It is self-contained, so that
-# tests/setup_no_root.rs can run a copy of it as an unprivileged user.
+# tests/tooling/setup_no_root.rs can run a copy of it as an unprivileged user.
 #
 # The packages are unpacked as they are (no dependencies): the ones setup.sh asks for are
 # header-only or data (libgloo-dev, fonts-dejavu-core).

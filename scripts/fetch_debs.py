@@ -4,8 +4,8 @@ pool and unpacks them under DEST (DEST/usr/include/..., DEST/usr/share/...), wit
 standard library only: no apt-get, no dpkg, no root. scripts/setup.sh uses it, with
 DEST=.venv/debs, where apt-get is missing (RHEL, Rocky, any non-Debian Linux) or where
 scripts/fetch-debs.sh (apt-get download + dpkg -x) fails; build.rs finds Gloo's headers in
-.venv/debs/usr/include. It is self-contained, so that tests/setup_no_root.rs can run a copy of
-it as an unprivileged user with apt-get and dpkg hidden.
+.venv/debs/usr/include. It is self-contained, so that tests/tooling/setup_no_root.rs can run a
+copy of it as an unprivileged user with apt-get and dpkg hidden.
 
 What it does, for Debian 12 (bookworm), component main, this machine's architecture:
   1. dists/bookworm/InRelease (or Release) from the mirror; its PGP signature is checked with

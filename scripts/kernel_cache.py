@@ -21,7 +21,7 @@ once on a shared file system and every student's kernel copies from it.
 
 `time` measures what a user sees: a kernel with a brand-new build-slot root (a new user), its
 `:dep` line plus one cell; then a second kernel in the same slot (a warm start). It writes the
-figures as JSON (default target/bench/notebook_kernel.json). `check` (tests/kernel_cache.rs)
+figures as JSON (default target/bench/notebook_kernel.json). `check` (tests/tooling/kernel_cache.rs)
 brings the cache up to date, then starts two kernels at once in new slots and fails unless both
 were seeded and cargo compiled no dependency again.
 """

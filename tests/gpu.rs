@@ -242,9 +242,10 @@ fn thread_ranks_sharing_a_gpu_take_turns_on_its_generator() {
     }
 }
 
-/// GradScaler with SGD on the GPU in float16: the inf flag stays on the device (tests/amp.rs
-/// counts the reads on the CPU, the same control flow); a step with an inf gradient leaves
-/// parameters and momentum as they were, a finite one equals the plain SGD step bit for bit.
+/// GradScaler with SGD on the GPU in float16: the inf flag stays on the device
+/// (tests/training/amp.rs counts the reads on the CPU, the same control flow); a step with an inf
+/// gradient leaves parameters and momentum as they were, a finite one equals the plain SGD step
+/// bit for bit.
 #[test]
 fn grad_scaler_skips_sgd_steps_on_the_gpu() {
     use trainbook::train::{GradScaler, GradScalerConfig, OptimizerKind};

@@ -9,8 +9,8 @@
 //!   (same kernels on the same shapes in the deterministic mode; Gloo adds two values, which is
 //!   commutative; halving is exact);
 //! - within float32 rounding: the same against one process with batch 16, the bound derived
-//!   as tests/ddp.rs derives it on the CPU (the float64 run measures float32's rounding error
-//!   on this computation: allowed 4x it plus 8 ulps of the largest weight);
+//!   as tests/distributed/ddp.rs derives it on the CPU (the float64 run measures float32's
+//!   rounding error on this computation: allowed 4x it plus 8 ulps of the largest weight);
 //! - 2 processes sharing the GPU (dropout on the GPU, a shuffled sharded loader) train to the
 //!   same bits twice in the deterministic mode, and DDP keeps their weights equal.
 //!

@@ -3,8 +3,8 @@
 //! space as libjpeg guesses it from the JFIF/Adobe markers. The pixels are therefore those of
 //! `PIL.Image.open(f).convert("RGB")`, which torchvision's `ImageFolder` loads: bit for bit on
 //! baseline and progressive files, any chroma subsampling, grey and CMYK/YCCK alike (tested
-//! against Pillow in `tests/jpeg_parity.rs`). All of it is integer arithmetic, and libjpeg-turbo's
-//! SIMD kernels are bit-exact with its C code, so the equality holds on every CPU.
+//! against Pillow in `tests/parity/jpeg_parity.rs`). All of it is integer arithmetic, and
+//! libjpeg-turbo's SIMD kernels are bit-exact with its C code, so the equality holds on every CPU.
 //!
 //! Pillow's conventions kept here: CMYK files are read with Adobe's (inverted) polarity and
 //! converted to RGB with Pillow's `cmyk2rgb`; libjpeg's warnings (extraneous bytes, a corrupt

@@ -4,9 +4,9 @@
 //! generator: the weight from `kaiming_uniform_(a=sqrt(5))`, i.e. uniform within
 //! `1/sqrt(fan_in)`, then the bias uniform within `1/sqrt(fan_in)`. A model built from them
 //! after `tch::manual_seed(s)` starts from the very weights PyTorch's does after
-//! `torch.manual_seed(s)` (tests/models_init.rs). The order matters elsewhere too: DDP checks
-//! and broadcasts parameters in it, so a trainbook rank and a PyTorch rank can only share a
-//! group if the lists agree.
+//! `torch.manual_seed(s)` (tests/parity/models_init.rs). The order matters elsewhere too: DDP
+//! checks and broadcasts parameters in it, so a trainbook rank and a PyTorch rank can only share
+//! a group if the lists agree.
 use tch::nn::{self, ConvConfig, Init};
 use tch::{Kind, Tensor};
 

@@ -1,8 +1,9 @@
 //! An exponential moving average of a model's weights, with the semantics of timm's
 //! `ModelEmaV2`: a copy of every variable (parameters and BatchNorm running statistics), and
 //! after each optimizer step `e = decay * e + (1 - decay) * m` for each of them, computed with
-//! the same tensor operations (so the averages equal timm's bit for bit: `tests/ema.rs`). The
-//! average is evaluated by putting its values into the model for the duration of a call
+//! the same tensor operations (so the averages equal timm's bit for bit:
+//! `tests/training/ema.rs`). The average is evaluated by putting its values into the model for
+//! the duration of a call
 //! ([`ModelEma::with_weights`]), and saved in checkpoints (`ema.safetensors`).
 use std::collections::HashMap;
 

@@ -1,12 +1,13 @@
 //! Helpers shared by the integration tests: the project's venv, free ports, scratch folders that
-//! clean up after themselves, and running a command with a deadline so that a broken test fails
-//! instead of hanging CI.
+//! clean up after themselves, running a command with a deadline so that a broken test fails
+//! instead of hanging CI, and the turns the modules of a themed test binary take.
 #![allow(dead_code)]
 pub mod gpu;
 pub mod ranks;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Condvar, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use tch::{Kind, Tensor};
@@ -313,4 +314,61 @@ pub fn linear_classifier(vs: &tch::nn::VarStore) -> tch::nn::SequentialT {
         3,
         Default::default(),
     ))
+}
+
+/// The name libtest gives the test `name` of the module whose `module_path!()` is `module`: the
+/// module path without the binary's own name, then `name` (`test_name("fit::checkpoint",
+/// "checkpoint_writer")` is `checkpoint::checkpoint_writer`; a test at a binary's top level, as
+/// in `gpu_ranks`, keeps its bare name). What a test that starts its own binary with `--exact`
+/// must pass: a themed binary (`tests/<theme>/main.rs`) holds one module per former test file.
+pub fn test_name(module: &str, name: &str) -> String {
+    match module.split_once("::") {
+        Some((_, path)) => format!("{path}::{name}"),
+        None => name.to_string(),
+    }
+}
+
+/// The module whose tests run in this process now, and how many of them.
+static TURN: Mutex<(Option<&'static str>, usize)> = Mutex::new((None, 0));
+static TURN_ENDED: Condvar = Condvar::new();
+/// libtorch's thread count when this process's first test started.
+static DEFAULT_THREADS: OnceLock<i32> = OnceLock::new();
+
+/// Held by a test of a themed binary while it runs: see [`module_turn`].
+pub struct ModuleTurn;
+
+/// Waits until no test of another module runs in this process, then lets the test (of the module
+/// whose `module_path!()` is `module`) run beside the other tests of its own module. Every test
+/// of a themed binary takes its module's turn first: the modules were test binaries of their
+/// own, which `cargo test` ran one after another, and a module's tests share process-wide state
+/// (libtorch's generator and thread count, the SIGINT action, `train::host_reads`) on the
+/// understanding that only the tests of their own file run beside them. Their in-file locks
+/// (`SERIAL`) still order the tests within a module. A module starts with libtorch's thread count
+/// as a fresh process has it: set back only where an earlier module changed it. Under nextest,
+/// where every test is a process of its own, the turn is always free.
+pub fn module_turn(module: &'static str) -> ModuleTurn {
+    let threads = *DEFAULT_THREADS.get_or_init(tch::get_num_threads);
+    let mut turn = TURN.lock().unwrap_or_else(PoisonError::into_inner);
+    while turn.0.is_some_and(|running| running != module) {
+        turn = TURN_ENDED.wait(turn).unwrap_or_else(PoisonError::into_inner);
+    }
+    if turn.0.is_none() {
+        if tch::get_num_threads() != threads {
+            tch::set_num_threads(threads);
+        }
+        turn.0 = Some(module);
+    }
+    turn.1 += 1;
+    ModuleTurn
+}
+
+impl Drop for ModuleTurn {
+    fn drop(&mut self) {
+        let mut turn = TURN.lock().unwrap_or_else(PoisonError::into_inner);
+        turn.1 -= 1;
+        if turn.1 == 0 {
+            turn.0 = None;
+            TURN_ENDED.notify_all();
+        }
+    }
 }

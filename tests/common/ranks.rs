@@ -1,27 +1,31 @@
 //! Multi-process tests whose ranks are the test binary itself: `spawn_ranks` starts it `world`
-//! times with `--ignored --exact rank_worker` and the scenario in `TB_SCENARIO`, one thread per
-//! rank and a 30 s collective timeout, so that every rank (and every single-process reference
-//! started the same way) runs the same kernels.
+//! times with `--ignored --exact MODULE::rank_worker` (the calling module's `rank_worker` test,
+//! by its libtest name: see [`super::test_name`]) and the scenario in `TB_SCENARIO`, one thread
+//! per rank and a 30 s collective timeout, so that every rank (and every single-process
+//! reference started the same way) runs the same kernels.
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-/// The arguments and environment of a rank (or a one-process reference) of `scenario`.
-pub fn worker_args(cmd: &mut Command, scenario: &str, out: &Path) {
-    cmd.args(["--ignored", "--exact", "rank_worker", "--nocapture", "--test-threads=1"])
+/// The arguments and environment of a rank (or a one-process reference) of `scenario`: the
+/// `rank_worker` test of `module`, the caller's `module_path!()`.
+pub fn worker_args(cmd: &mut Command, module: &str, scenario: &str, out: &Path) {
+    let worker = super::test_name(module, "rank_worker");
+    cmd.args(["--ignored", "--exact", &worker, "--nocapture", "--test-threads=1"])
         .env("TB_SCENARIO", scenario)
         .env("TB_OUT", out)
         .env("OMP_NUM_THREADS", "1")
         .env("TRAINBOOK_DIST_TIMEOUT", "30");
 }
 
-/// Runs `scenario` on `world` ranks started directly (rank 0 hosts the store).
-pub fn spawn_ranks(scenario: &str, world: usize, out: &Path) -> Vec<Child> {
+/// Runs `scenario` on `world` ranks started directly (rank 0 hosts the store): `module`'s
+/// `rank_worker` (`module` is the caller's `module_path!()`).
+pub fn spawn_ranks(module: &str, scenario: &str, world: usize, out: &Path) -> Vec<Child> {
     let port = super::free_port();
     (0..world)
         .map(|rank| {
             let mut cmd = Command::new(std::env::current_exe().unwrap());
-            worker_args(&mut cmd, scenario, out);
+            worker_args(&mut cmd, module, scenario, out);
             cmd.env("RANK", rank.to_string())
                 .env("LOCAL_RANK", rank.to_string())
                 .env("WORLD_SIZE", world.to_string())
@@ -37,10 +41,11 @@ pub fn spawn_ranks(scenario: &str, world: usize, out: &Path) -> Vec<Child> {
         .collect()
 }
 
-/// Runs `scenario` on `world` ranks and asserts that all succeed; returns their stdout.
-pub fn run_ranks(scenario: &str, world: usize, out: &Path) -> String {
+/// Runs `scenario` on `world` ranks (`module`'s `rank_worker`, `module` being the caller's
+/// `module_path!()`) and asserts that all succeed; returns their stdout.
+pub fn run_ranks(module: &str, scenario: &str, world: usize, out: &Path) -> String {
     let mut stdout = String::new();
-    for (rank, child) in spawn_ranks(scenario, world, out).into_iter().enumerate() {
+    for (rank, child) in spawn_ranks(module, scenario, world, out).into_iter().enumerate() {
         let o = super::wait_with_deadline(
             child,
             Duration::from_secs(300),
@@ -72,7 +77,8 @@ pub fn wait_for_line(reader: &mut impl std::io::BufRead, needle: &str, limit: Du
 
 /// Runs the ignored test `child` of the calling test binary as 2 processes under torchrun
 /// (`trainbook::launch::torchrun`), with `envs` set, and fails with both outputs unless the job
-/// succeeds.
+/// succeeds. `child` is the test's libtest name, as `--exact` wants it: a test of a themed
+/// binary's module is `module::name` ([`super::test_name`]).
 pub fn torchrun_child(child: &str, envs: &[(&str, std::ffi::OsString)]) {
     let exe = std::env::current_exe().unwrap();
     let mut cmd =

@@ -1,4 +1,5 @@
-"""Oracle for tests/amp.rs: mixed precision in PyTorch itself (the venv's torch), one thread.
+"""Oracle for tests/training/amp.rs: mixed precision in PyTorch itself (the venv's torch), one
+thread.
 
   amp.py bf16 DIR [DEVICE] [DTYPE] [deterministic]
                       (DEVICE cpu or cuda, default cpu; DTYPE bfloat16 or float32, default bfloat16;

@@ -1,4 +1,4 @@
-"""Oracle for tests/memory_format.rs: torchvision's ResNet34 with the course head, given
+"""Oracle for tests/parity/memory_format.rs: torchvision's ResNet34 with the course head, given
 trainbook's weights, input and gradients (FILE: w.* weights, x, y, g.* gradients, logits),
 runs the same training-mode forward/backward in the layout LAYOUT (default | channels_last) and
 prints the largest relative difference of the logits and of any gradient from trainbook's.

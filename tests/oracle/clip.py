@@ -1,5 +1,5 @@
-"""Oracle for tests/grad_clip.rs: gradient clipping in PyTorch itself (the venv's torch, one
-thread).
+"""Oracle for tests/training/grad_clip.rs: gradient clipping in PyTorch itself (the venv's torch,
+one thread).
 
   clip.py grads DIR   the MNIST CNN (tests/oracle/models.py's Net, seed 11, eval-mode forward)
                       on 16 samples, one backward of the cross-entropy: the raw gradients, then

@@ -1,4 +1,4 @@
-"""Oracle for tests/data_loading.rs.
+"""Oracle for tests/data/data_loading.rs.
 
   datasets.py folder ROOT         -> JSON {class_to_idx, samples: [[path, target], ...]} of ImageFolder
   datasets.py modes DIR           -> writes PNGs/BMP/GIF/WebP in odd modes to DIR, prints JSON

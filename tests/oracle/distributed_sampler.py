@@ -1,5 +1,5 @@
-"""Oracle for tests/sampler_parity.rs: reads a JSON list of sampler configurations on stdin and
-prints, for each, the indices and len() of torch.utils.data.DistributedSampler."""
+"""Oracle for tests/parity/sampler_parity.rs: reads a JSON list of sampler configurations on stdin
+and prints, for each, the indices and len() of torch.utils.data.DistributedSampler."""
 import json
 import sys
 

@@ -1,4 +1,4 @@
-"""Oracle for tests/ema.rs: timm's ModelEmaV2 itself (timm in the venv), one thread.
+"""Oracle for tests/training/ema.rs: timm's ModelEmaV2 itself (timm in the venv), one thread.
 
   ema.py steps DIR   a small conv net with BatchNorm (seed 5) trained 6 SGD steps (momentum
                      0.9, lr 0.1, train mode: the running statistics move) on random data, with

@@ -1,4 +1,4 @@
-"""Oracle for tests/models_init.rs: PyTorch's initial weights.
+"""Oracle for tests/parity/models_init.rs: PyTorch's initial weights.
 
   init.py weights OUT
       OUT/weights.safetensors: `mnist.NAME`, pytorch/examples' MNIST `Net` built right after

@@ -1,7 +1,7 @@
-"""Oracle for tests/jpeg_parity.rs: writes photo-like JPEGs with Pillow in every form a data set
-holds (baseline and progressive; 4:2:0, 4:2:2 and 4:4:4 chroma; qualities 50 to 95; grey; CMYK;
-restart markers; odd sizes down to 1x1; a file with junk bytes before its end marker; cut-off
-files) and what Pillow and torchvision make of them.
+"""Oracle for tests/parity/jpeg_parity.rs: writes photo-like JPEGs with Pillow in every form a data
+set holds (baseline and progressive; 4:2:0, 4:2:2 and 4:4:4 chroma; qualities 50 to 95; grey;
+CMYK; restart markers; odd sizes down to 1x1; a file with junk bytes before its end marker;
+cut-off files) and what Pillow and torchvision make of them.
 
   jpeg.py DIR -> prints JSON [{file, kind, decoded, tensors: [{steps, shape}], error}], and writes
                  DIR/<file>.rgb    PIL Image.open(f).convert("RGB").tobytes() (when it decodes)

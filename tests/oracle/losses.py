@@ -1,4 +1,4 @@
-"""Oracle for tests/losses.rs: torch's losses and torchmetrics' metrics on fixed inputs.
+"""Oracle for tests/training/losses.rs: torch's losses and torchmetrics' metrics on fixed inputs.
 
   losses.py losses OUT
       Inputs drawn after torch.manual_seed(11) and every torch.nn loss trainbook mirrors, with

@@ -1,6 +1,7 @@
-"""A PyTorch rank for tests/mixed_groups.rs: it joins a group whose other ranks are trainbook
-processes, through torch.distributed.init_process_group(backend="gloo", init_method="env://")
-exactly as a user's script would (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from the launcher).
+"""A PyTorch rank for tests/distributed/mixed_groups.rs: it joins a group whose other ranks are
+trainbook processes, through torch.distributed.init_process_group(backend="gloo",
+init_method="env://") exactly as a user's script would (RANK, WORLD_SIZE, MASTER_ADDR,
+MASTER_PORT from the launcher).
 
   mixed_rank.py check       the collectives of trainbook's c10d-check, with the same tensors:
                             all-reduce of [4] floats and of 2^20 floats, broadcast of [3] doubles

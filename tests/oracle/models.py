@@ -1,4 +1,4 @@
-"""Oracle for tests/models_parity.rs (torch/torchvision in the venv).
+"""Oracle for tests/parity/models_parity.rs (torch/torchvision in the venv).
 
   models.py resnet DIR        torchvision resnet34 + the course head (fc.0/fc.2, 3 classes), random
                               weights and BN statistics, eval-mode output on a fixed input:

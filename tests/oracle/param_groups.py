@@ -1,5 +1,5 @@
-"""Oracle for tests/param_groups.rs: torch.optim with three param groups (the venv's torch, one
-thread).
+"""Oracle for tests/training/param_groups.rs: torch.optim with three param groups (the venv's
+torch, one thread).
 
   param_groups.py groups DIR
       A stand-in model of named float32 tensors drawn after torch.manual_seed(5):

@@ -1,6 +1,7 @@
-"""Oracle for tests/random_crop_parity.rs: torchvision's RandomResizedCrop / RandomHorizontalFlip
-pieces on the cases given as JSON on stdin. Prints one JSON result per case; images go to
-OUT_DIR/src_N.bin (the generated source, uint8 HWC) and OUT_DIR/case_N.bin (the result).
+"""Oracle for tests/parity/random_crop_parity.rs: torchvision's RandomResizedCrop /
+RandomHorizontalFlip pieces on the cases given as JSON on stdin. Prints one JSON result per case;
+images go to OUT_DIR/src_N.bin (the generated source, uint8 HWC) and OUT_DIR/case_N.bin (the
+result).
 
 Case kinds:
   {"kind": "resized_crop", "image": [W, H, SEED], "box": [top, left, h, w], "size": [oh, ow]}

@@ -1,4 +1,4 @@
-"""Oracle for tests/regression.rs: examples/mnist_regression.rs's training loop written in
+"""Oracle for tests/training/regression.rs: examples/mnist_regression.rs's training loop written in
 PyTorch, one thread.
 
   regression.py init OUT SEED

@@ -1,6 +1,6 @@
-"""torch's learning rates for tests/schedules.rs: reads a JSON list of schedule configurations
-on stdin and prints, for each, get_last_lr()[0] after construction and after every step
-(optimizer.step() then scheduler.step(), the usual order; ReduceLROnPlateau is stepped with
+"""torch's learning rates for tests/training/schedules.rs: reads a JSON list of schedule
+configurations on stdin and prints, for each, get_last_lr()[0] after construction and after every
+step (optimizer.step() then scheduler.step(), the usual order; ReduceLROnPlateau is stepped with
 the configuration's metrics; SequentialLR and ChainedScheduler are built from their parts'
 configurations)."""
 import json

@@ -1,4 +1,4 @@
-"""Oracle for tests/data_split.rs.
+"""Oracle for tests/data/data_split.rs.
 
   split.py indices    stdin JSON {"splits": [{n, lengths, seed}], "samplers": [{indices, seed,
                       epochs}]} -> {"splits": [[indices of each part]], "samplers": [[indices of

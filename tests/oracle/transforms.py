@@ -1,5 +1,5 @@
-"""Oracle for tests/transforms_parity.rs: runs torchvision/PIL on the cases given as JSON on stdin
-and writes each result as raw bytes to OUT_DIR/case_N.bin (uint8 HWC for "decode" and "op",
+"""Oracle for tests/parity/transforms_parity.rs: runs torchvision/PIL on the cases given as JSON on
+stdin and writes each result as raw bytes to OUT_DIR/case_N.bin (uint8 HWC for "decode" and "op",
 float32 CHW for "pipeline"); prints the result shapes as JSON.
 
 Case kinds:

@@ -1,5 +1,6 @@
 //! Unit tests of the schedules: argument checks, the metric ReduceLROnPlateau looks at, and
-//! state that round-trips exactly through JSON. Parity with torch is in tests/schedules.rs.
+//! state that round-trips exactly through JSON. Parity with torch is in
+//! tests/training/schedules.rs.
 use super::*;
 use crate::train::Mode;
 

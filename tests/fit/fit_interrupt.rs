@@ -1,0 +1,213 @@
+//! Stopping a `Trainer::fit` run cleanly: a stop file (`OUT/STOP`), SIGINT (Ctrl-C, a
+//! kernel interrupt), SIGTERM or SIGUSR1 (Slurm's time limit and its notice) ends the run after the current optimizer step with a checkpoint and an
+//! `Ok` report that says so; the process lives on, and a resumed run ends on exactly the weights
+//! of an uninterrupted one. The triggers fire from inside the data set while a chosen batch is
+//! loaded (the loader runs in the calling thread), so the stopping step is deterministic.
+//! SIGTERM twice: a thread keeps sending SIGTERM (every 2 ms) from the first one until `fit`
+//! has returned, so that some arrive while the interrupt's checkpoint is written; they are
+//! ignored and the checkpoint is whole (the test sets SIGTERM's previous action to "ignore",
+//! so that a late one cannot end the test process once `fit` has restored it).
+use crate::common;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use tch::nn::VarStore;
+use tch::{Device, Kind, Tensor};
+use trainbook::data::{DataLoader, Dataset, TensorDataset};
+use trainbook::dist::Dist;
+use trainbook::fit::{FitReport, Trainer};
+use trainbook::models::MnistNet;
+use trainbook::train::Optimizer;
+use trainbook::transforms::{AugRng, TensorImage};
+
+/// libtorch's generator is shared by the test threads, and SIGINT by the whole process.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+const SAMPLES: usize = 40; // 10 batches of 4 per epoch
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Trigger {
+    None,
+    StopFile,
+    Sigint,
+    Sigterm,
+    Sigusr1,
+    SigtermRepeated,
+}
+
+/// Set while the repeated-SIGTERM thread must keep sending.
+static KEEP_SENDING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn raise(signal: libc::c_int) {
+    // SAFETY: raising a signal in this process; fit's handler must catch it.
+    unsafe {
+        libc::raise(signal);
+    }
+}
+
+/// A data set that fires `trigger` the first time sample `at` is loaded.
+struct Tripwire {
+    inner: TensorDataset,
+    at: usize,
+    trigger: Trigger,
+    stop_file: PathBuf,
+    fired: AtomicUsize,
+}
+
+impl Dataset for Tripwire {
+    fn len(&self) -> usize {
+        self.inner.len()
+    }
+    fn get(&self, index: usize, rng: &mut AugRng) -> trainbook::Result<(TensorImage, i64)> {
+        if index == self.at && self.fired.fetch_add(1, Ordering::SeqCst) == 0 {
+            match self.trigger {
+                Trigger::None => {}
+                Trigger::StopFile => std::fs::write(&self.stop_file, b"").unwrap(),
+                Trigger::Sigint => raise(libc::SIGINT),
+                Trigger::Sigterm => raise(libc::SIGTERM),
+                Trigger::Sigusr1 => raise(libc::SIGUSR1),
+                Trigger::SigtermRepeated => {
+                    raise(libc::SIGTERM);
+                    KEEP_SENDING.store(true, Ordering::SeqCst);
+                    std::thread::spawn(|| {
+                        while KEEP_SENDING.load(Ordering::SeqCst) {
+                            // SAFETY: signals this process (any thread may take it).
+                            unsafe { libc::kill(libc::getpid(), libc::SIGTERM) };
+                            std::thread::sleep(std::time::Duration::from_millis(2));
+                        }
+                    });
+                }
+            }
+        }
+        self.inner.get(index, rng)
+    }
+    fn label(&self, index: usize) -> i64 {
+        self.inner.label(index)
+    }
+    fn classes(&self) -> Vec<String> {
+        self.inner.classes()
+    }
+}
+
+fn data(seed: i64, n: usize) -> TensorDataset {
+    tch::manual_seed(seed);
+    let x = Tensor::randn([n as i64, 1, 28, 28], (Kind::Float, Device::Cpu));
+    let y = Tensor::randint(10, [n as i64], (Kind::Int64, Device::Cpu));
+    TensorDataset::new(&x, &y, (0..10).map(|c| c.to_string()).collect()).unwrap()
+}
+
+/// Two epochs of the MNIST CNN, sequential order, checkpoints only at epoch ends (so the
+/// interrupt's checkpoint is the only mid-epoch one). The trigger fires while sample 24 is
+/// loaded in epoch 0.
+fn run(dist: &Dist, out: &Path, trigger: Trigger, resume: bool) -> FitReport {
+    let train = Tripwire {
+        inner: data(1, SAMPLES),
+        at: 6 * 4,
+        trigger,
+        stop_file: out.join("STOP"),
+        fired: AtomicUsize::new(0),
+    };
+    let mut train = DataLoader::new(train, 4).shuffle(true).num_workers(0);
+    let mut val = DataLoader::new(data(2, 8), 4).num_workers(0);
+    tch::manual_seed(7);
+    let mut vs = VarStore::new(Device::Cpu);
+    let net = MnistNet::new(&vs.root());
+    let mut opt = Optimizer::adam(&vs, 1e-3);
+    tch::manual_seed(99);
+    Trainer::new(dist)
+        .epochs(2)
+        .out(out)
+        .resume(resume)
+        .keep_best(None)
+        .progress(false)
+        .fit(&mut vs, &net, &mut opt, &mut train, &mut val)
+        .unwrap()
+}
+
+/// The current actions of SIGINT, SIGTERM and SIGUSR1.
+fn handlers() -> Vec<libc::sighandler_t> {
+    [libc::SIGINT, libc::SIGTERM, libc::SIGUSR1]
+        .iter()
+        // SAFETY: queries the current action without changing it.
+        .map(|&signal| unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            libc::sigaction(signal, std::ptr::null(), &mut old);
+            old.sa_sigaction
+        })
+        .collect()
+}
+
+fn interrupted_then_resumed_equals_uninterrupted(trigger: Trigger, reason: &str) {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dist = Dist::init().unwrap();
+    let work = common::WorkDir::new(&format!("interrupt-{trigger:?}"));
+    let (whole, cut) = (work.join("uninterrupted"), work.join("interrupted"));
+    run(&dist, &whole, Trigger::None, false);
+    if trigger == Trigger::SigtermRepeated {
+        // SAFETY: SIGTERM ignored outside fit (see the header).
+        unsafe { libc::signal(libc::SIGTERM, libc::SIG_IGN) };
+    }
+    let before = handlers();
+
+    let report = run(&dist, &cut, trigger, false);
+    KEEP_SENDING.store(false, Ordering::SeqCst);
+    let stop = report.interrupted.clone().expect("the run should report the interruption");
+    println!("{stop:?}");
+    assert_eq!(handlers(), before, "fit must restore the previous signal actions");
+    assert!(stop.reason.contains(reason), "{stop:?}");
+    let by_signal =
+        matches!(trigger, Trigger::Sigterm | Trigger::Sigusr1 | Trigger::SigtermRepeated);
+    assert_eq!(stop.preempted(), by_signal, "{stop:?}");
+    assert!(!stop.requeued, "no requeue asked for: {stop:?}");
+    // The batch holding sample 24 (a fixed position of the seeded shuffle) was being loaded
+    // when the trigger fired: the run stops after a step in the middle of epoch 0.
+    assert_eq!(stop.epoch, 0, "{stop:?}");
+    assert!((1..10).contains(&stop.batches_done), "{stop:?}");
+    assert!(stop.checkpoint.join("manifest.json").exists(), "{stop:?}");
+    assert!(!cut.join("STOP").exists(), "the stop file is removed once honoured");
+    assert!(report.history.is_empty(), "no epoch finished");
+    assert!(!cut.join("model.safetensors").exists(), "an interrupted run writes no final model");
+
+    let resumed = run(&dist, &cut, Trigger::None, true);
+    assert!(resumed.interrupted.is_none());
+    let (_, epoch, batches) =
+        resumed.resumed_from.expect("resumes from the interrupt's checkpoint");
+    assert_eq!((epoch, batches), (0, stop.batches_done));
+    let (a, b) = (
+        common::sorted_tensors(&whole.join("model.safetensors")),
+        common::sorted_tensors(&cut.join("model.safetensors")),
+    );
+    assert!(!a.is_empty());
+    assert_eq!(common::max_abs_diff(&a, &b), 0.0, "interrupt + resume left the trajectory");
+}
+
+#[test]
+fn a_stop_file_ends_the_run_after_the_step_and_resume_is_exact() {
+    let _turn = common::module_turn(module_path!());
+    interrupted_then_resumed_equals_uninterrupted(Trigger::StopFile, "STOP");
+}
+
+#[test]
+fn sigint_ends_the_run_after_the_step_and_the_process_lives_on() {
+    let _turn = common::module_turn(module_path!());
+    interrupted_then_resumed_equals_uninterrupted(Trigger::Sigint, "SIGINT");
+}
+
+#[test]
+fn sigterm_ends_the_run_after_the_step_and_resume_is_exact() {
+    let _turn = common::module_turn(module_path!());
+    interrupted_then_resumed_equals_uninterrupted(Trigger::Sigterm, "SIGTERM");
+}
+
+#[test]
+fn sigusr1_ends_the_run_after_the_step_and_resume_is_exact() {
+    let _turn = common::module_turn(module_path!());
+    interrupted_then_resumed_equals_uninterrupted(Trigger::Sigusr1, "SIGUSR1");
+}
+
+#[test]
+fn sigterm_again_during_the_save_is_ignored_and_the_checkpoint_is_whole() {
+    let _turn = common::module_turn(module_path!());
+    interrupted_then_resumed_equals_uninterrupted(Trigger::SigtermRepeated, "SIGTERM");
+}

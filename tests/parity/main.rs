@@ -1,0 +1,21 @@
+//! Parity with PyTorch and torchvision (the venv's installation as the oracle, through the
+//! scripts in tests/oracle/): JPEG decoding against Pillow, the transforms and random crops,
+//! the distributed sampler's indices, the models (ResNet family, initialisation, channels_last,
+//! optimizers), and a smoke test of the libtorch stack itself.
+//!
+//! One module per former test binary (`tests/parity/<module>.rs`); a test's full name is
+//! `<module>::<test>`. Every test first takes its module's turn (`common::module_turn`), so that
+//! under `cargo test` the modules run one after another, as their binaries did, while the tests of
+//! one module still run side by side.
+#[path = "../common/mod.rs"]
+mod common;
+
+mod jpeg_parity;
+mod memory_format;
+mod models_init;
+mod models_parity;
+mod random_crop_parity;
+mod resnet_family;
+mod sampler_parity;
+mod tch_smoke;
+mod transforms_parity;

@@ -1,0 +1,220 @@
+//! The ResNet family against torchvision (the venv's torch/torchvision as oracle):
+//! - every depth (18, 34, 50, 101, 152) has torchvision's state_dict names and shapes, and its
+//!   parameters in torchvision's `named_parameters()` order (the order DDP's buckets follow);
+//! - ResNet18 (torchvision's `fc`), ResNet34 (the course's model: the MLP head) and ResNet50
+//!   (bottlenecks, the MLP head) with torchvision's random weights, loaded strictly by name,
+//!   give torchvision's eval-mode and train-mode logits, parameter gradients and updated
+//!   BatchNorm statistics bit for bit;
+//! - `freeze_backbone` trains only `fc.*` at either depth and with either head.
+//!
+//! tests/parity/models_parity.rs also loads ResNet34 from torchvision (with the default thread
+//! counts on both sides, compared within 1e-4) and checks that PyTorch loads trainbook's weights.
+use crate::common;
+
+use std::collections::BTreeMap;
+use std::process::Command;
+
+use tch::nn::{ModuleT, VarStore};
+use tch::{Device, Kind, Tensor};
+use trainbook::models::{
+    freeze_backbone, load_safetensors, resnet, state_dict, HeadKind, RESNET_DEPTHS,
+};
+use trainbook::train::{named_parameters, CrossEntropyLoss, Optimizer};
+
+/// The oracle, run as `python -c ORACLE CMD ...`:
+///
+/// - `names`: for every depth, torchvision's state_dict (name, shape) and named_parameters()
+///   order, as JSON (models built on the meta device: nothing is allocated or initialised);
+/// - `pass DEPTH CLASSES HEAD DIR`: `resnet{DEPTH}(num_classes=CLASSES)`, with the course head
+///   when HEAD is `mlp`, from seed DEPTH with random BatchNorm affine parameters and statistics
+///   (so that eval mode is no identity), writes DIR/weights.safetensors (the state_dict) and
+///   DIR/io.safetensors: input `x`, eval logits, then in train mode the logits, the gradients
+///   `grad.*` of `(logits * w).sum()` and the running statistics `after.*` the pass updated.
+const ORACLE: &str = r#"
+import json, sys
+import torch, torchvision
+from safetensors.torch import save_file
+
+torch.set_num_threads(1)
+
+
+def build(depth, classes, head):
+    m = getattr(torchvision.models, f"resnet{depth}")(num_classes=classes)
+    if head == "mlp":
+        m.fc = torch.nn.Sequential(torch.nn.Linear(m.fc.in_features, 512), torch.nn.ReLU(),
+                                   torch.nn.Linear(512, classes))
+    return m
+
+
+if sys.argv[1] == "names":
+    out = {}
+    for depth in map(int, sys.argv[2:]):
+        with torch.device("meta"):
+            m = build(depth, 1000, "linear")
+        out[depth] = {"state": [[k, list(v.shape)] for k, v in m.state_dict().items()],
+                      "params": [n for n, _ in m.named_parameters()]}
+    print(json.dumps(out))
+elif sys.argv[1] == "pass":
+    depth, classes, head, d = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+    torch.manual_seed(depth)
+    m = build(depth, classes, head)
+    for mod in m.modules():
+        if isinstance(mod, torch.nn.BatchNorm2d):
+            mod.running_mean.uniform_(-0.2, 0.2)
+            mod.running_var.uniform_(0.5, 1.5)
+            mod.weight.data.uniform_(0.5, 1.5)
+            mod.bias.data.uniform_(-0.2, 0.2)
+    save_file({k: v.contiguous() for k, v in m.state_dict().items()}, f"{d}/weights.safetensors")
+    x, w = torch.randn(2, 3, 64, 64), torch.randn(2, classes)
+    m.eval()
+    with torch.no_grad():
+        y_eval = m(x)
+    m.train()
+    y_train = m(x)
+    (y_train * w).sum().backward()
+    io = {"x": x, "w": w, "y_eval": y_eval, "y_train": y_train.detach()}
+    io.update({f"grad.{n}": p.grad for n, p in m.named_parameters()})
+    io.update({f"after.{n}": b for n, b in m.named_buffers() if "running" in n})
+    save_file({k: v.contiguous() for k, v in io.items()}, f"{d}/io.safetensors")
+"#;
+
+fn oracle(args: &[&str]) -> String {
+    // `output()` reads stdout as it comes (the names' JSON is larger than a pipe's buffer).
+    let out =
+        Command::new(common::venv_bin("python")).arg("-c").arg(ORACLE).args(args).output().unwrap();
+    assert!(out.status.success(), "oracle {args:?}: {}", common::text(&out));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// libtorch's thread count is per process: the tests of this module all run on one thread (the
+/// other modules of the binary wait for their turn: `common::module_turn`).
+fn one_thread() {
+    tch::set_num_threads(1);
+}
+
+#[test]
+fn every_depth_has_torchvisions_names_shapes_and_parameter_order() {
+    let _turn = common::module_turn(module_path!());
+    one_thread();
+    let args: Vec<String> = RESNET_DEPTHS.iter().map(|d| d.to_string()).collect();
+    let mut cmd = vec!["names"];
+    cmd.extend(args.iter().map(String::as_str));
+    let want: serde_json::Value = serde_json::from_str(&oracle(&cmd)).unwrap();
+    for depth in RESNET_DEPTHS {
+        let vs = VarStore::new(Device::Cpu);
+        let _net = resnet(&vs.root(), depth, 1000, HeadKind::Linear).unwrap();
+        let mut state: Vec<(String, Vec<i64>)> =
+            state_dict(&vs).into_iter().map(|(n, t)| (n, t.size())).collect();
+        let mut torch_state: Vec<(String, Vec<i64>)> =
+            serde_json::from_value(want[depth.to_string()]["state"].clone()).unwrap();
+        state.sort();
+        torch_state.sort();
+        assert_eq!(state, torch_state, "resnet{depth}: state_dict names and shapes");
+        let order: Vec<String> = named_parameters(&vs).into_iter().map(|(n, _)| n).collect();
+        let torch_order: Vec<String> =
+            serde_json::from_value(want[depth.to_string()]["params"].clone()).unwrap();
+        assert_eq!(order, torch_order, "resnet{depth}: parameter order");
+        println!("resnet{depth}: {} state_dict entries as torchvision's", state.len());
+    }
+}
+
+/// Loads torchvision's random ResNet of `depth` into trainbook's and compares one eval-mode
+/// and one train-mode pass, bit for bit.
+fn same_passes_as_torchvision(depth: usize, head: HeadKind) {
+    one_thread();
+    let classes = 5;
+    let dir = common::WorkDir::new(&format!("resnet{depth}"));
+    let head_arg = if head == HeadKind::Mlp { "mlp" } else { "linear" };
+    oracle(&["pass", &depth.to_string(), &classes.to_string(), head_arg, dir.to_str().unwrap()]);
+    let mut vs = VarStore::new(Device::Cpu);
+    let net = resnet(&vs.root(), depth, classes, head).unwrap();
+    // Strict: every name of torchvision's state_dict is trainbook's and vice versa.
+    let report = load_safetensors(&mut vs, &dir.join("weights.safetensors"), true).unwrap();
+    assert_eq!(report.loaded.len(), vs.variables().len());
+    let io: BTreeMap<String, Tensor> =
+        common::sorted_tensors(&dir.join("io.safetensors")).into_iter().collect();
+    let x = &io["x"];
+
+    // Both sides run the same libtorch library's kernels (conv2d, batch_norm, max_pool2d,
+    // adaptive_avg_pool2d, linear and their backward functions) on the same contiguous float32
+    // tensors in the same order, each on one thread: the results are equal by construction,
+    // so any difference, however small, is a difference in the model (an op, a stride, a
+    // padding, an order of the residual sum), not rounding. (In-place `relu_` and `+=` in
+    // torchvision compute the same values as trainbook's out-of-place ops.) The loss
+    // `(logits * w).sum()` hands both backward passes exactly `w` as the logits' gradient.
+    let mut worst = 0.0f64;
+    let mut check = |what: &str, got: &Tensor, want: &Tensor| {
+        assert_eq!(got.size(), want.size(), "resnet{depth} {what}: shape");
+        let diff = (got - want).abs().max().double_value(&[]);
+        worst = worst.max(diff);
+        assert!(got.equal(want), "resnet{depth} {what}: max |diff| {diff:e} from torchvision");
+    };
+    let y_eval = tch::no_grad(|| net.forward_t(x, false));
+    check("eval logits", &y_eval, &io["y_eval"]);
+    let y_train = net.forward_t(x, true);
+    check("train logits", &y_train.detach(), &io["y_train"]);
+    (&y_train * &io["w"]).sum(Kind::Float).backward();
+    let params = named_parameters(&vs);
+    for (name, p) in &params {
+        check(&format!("gradient of {name}"), &p.grad(), &io[&format!("grad.{name}")]);
+    }
+    let mut stats = 0;
+    for (name, t) in vs.variables() {
+        if name.contains("running") {
+            check(&format!("{name} after the train pass"), &t, &io[&format!("after.{name}")]);
+            stats += 1;
+        }
+    }
+    assert_eq!(stats, io.keys().filter(|k| k.starts_with("after.")).count());
+    println!(
+        "resnet{depth} ({head:?} head) vs torchvision: eval and train logits, {} gradients and \
+         {stats} running statistics equal (max |diff| {worst:e})",
+        params.len()
+    );
+}
+
+#[test]
+fn resnet18_matches_torchvision_in_eval_and_train_mode() {
+    let _turn = common::module_turn(module_path!());
+    same_passes_as_torchvision(18, HeadKind::Linear);
+}
+
+#[test]
+fn resnet34_matches_torchvision_in_eval_and_train_mode() {
+    let _turn = common::module_turn(module_path!());
+    same_passes_as_torchvision(34, HeadKind::Mlp);
+}
+
+#[test]
+fn resnet50_matches_torchvision_in_eval_and_train_mode() {
+    let _turn = common::module_turn(module_path!());
+    same_passes_as_torchvision(50, HeadKind::Mlp);
+}
+
+#[test]
+fn freezing_the_backbone_trains_only_the_head_at_every_depth() {
+    let _turn = common::module_turn(module_path!());
+    one_thread();
+    for (depth, head) in [(18, HeadKind::Mlp), (50, HeadKind::Linear)] {
+        let vs = VarStore::new(Device::Cpu);
+        let net = resnet(&vs.root(), depth, 3, head).unwrap();
+        freeze_backbone(&vs, true);
+        let before: Vec<(String, Tensor)> =
+            vs.variables().into_iter().map(|(n, t)| (n, t.copy())).collect();
+        let mut opt = Optimizer::adam(&vs, 1e-2);
+        let x = Tensor::randn([2, 3, 32, 32], (Kind::Float, Device::Cpu));
+        let y = Tensor::from_slice(&[0i64, 2]);
+        opt.zero_grad();
+        CrossEntropyLoss::new().mean(&net.forward_t(&x, false), &y).backward();
+        opt.step().unwrap();
+        let now = vs.variables();
+        for (name, old) in &before {
+            let changed = !now[name].equal(old);
+            assert_eq!(changed, name.starts_with("fc."), "resnet{depth}: {name} changed={changed}");
+        }
+        freeze_backbone(&vs, false);
+        let last = if depth == 50 { "layer4.2.conv3.weight" } else { "layer4.1.conv2.weight" };
+        assert!(now[last].requires_grad() && now["layer1.0.bn1.weight"].requires_grad());
+        assert!(!now["layer1.0.bn1.running_var"].requires_grad());
+    }
+}

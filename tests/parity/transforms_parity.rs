@@ -1,0 +1,183 @@
+//! trainbook's transforms against torchvision/PIL (the venv's installation is the oracle), on
+//! JPEGs and PNGs of odd sizes generated here: decoding, Resize/CenterCrop/ToTensor/Normalize
+//! within 1/255, and every AutoAugment operation bit-exact.
+use crate::common;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::{json, Value};
+use trainbook::compose;
+use trainbook::data::load_rgb;
+use trainbook::transforms::{aug_rng, AugmentOp, CenterCrop, Image, Normalize, Resize, ToTensor};
+
+/// A photo-like test picture: gradients, a few blocks and deterministic noise.
+fn picture(width: u32, height: u32, seed: u32) -> image::RgbImage {
+    let mut state = seed.wrapping_mul(2654435761).wrapping_add(1);
+    image::RgbImage::from_fn(width, height, |x, y| {
+        state = state.wrapping_mul(1664525).wrapping_add(1013904223);
+        let noise = (state >> 24) as i32 % 24 - 12;
+        let block = if (x / 23 + y / 17) % 3 == 0 { 60 } else { 0 };
+        let r = (x * 255 / width.max(1)) as i32 + noise;
+        let g = (y * 255 / height.max(1)) as i32 + block - noise;
+        let b = ((x + y) % 256) as i32 / 2 + block;
+        image::Rgb([r.clamp(0, 255) as u8, g.clamp(0, 255) as u8, b.clamp(0, 255) as u8])
+    })
+}
+
+fn write_images(dir: &Path) -> Vec<PathBuf> {
+    let mut paths = Vec::new();
+    for (i, &(w, h)) in
+        [(317u32, 211u32), (640, 479), (97, 131), (251, 250), (33, 401)].iter().enumerate()
+    {
+        let img = picture(w, h, i as u32);
+        let png = dir.join(format!("img{i}_{w}x{h}.png"));
+        img.save(&png).unwrap();
+        let jpg = dir.join(format!("img{i}_{w}x{h}.jpg"));
+        let mut f = std::fs::File::create(&jpg).unwrap();
+        image::codecs::jpeg::JpegEncoder::new_with_quality(&mut f, 90).encode_image(&img).unwrap();
+        paths.push(png);
+        paths.push(jpg);
+    }
+    paths
+}
+
+fn run_oracle(cases: &[Value], out: &Path) -> Vec<Vec<usize>> {
+    let mut child = Command::new(common::venv_bin("python"))
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/oracle/transforms.py"))
+        .arg(out)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(Value::Array(cases.to_vec()).to_string().as_bytes())
+        .unwrap();
+    let result = child.wait_with_output().unwrap();
+    assert!(result.status.success(), "oracle failed");
+    serde_json::from_slice(&result.stdout).unwrap()
+}
+
+fn f32s(bytes: &[u8]) -> Vec<f32> {
+    bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+}
+
+fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+}
+
+#[test]
+fn transforms_match_torchvision() {
+    let _turn = common::module_turn(module_path!());
+    let dir = common::WorkDir::new("transforms");
+    let out = dir.join("oracle");
+    std::fs::create_dir_all(&out).unwrap();
+    let images = write_images(&dir);
+
+    let pipelines: Vec<(Value, trainbook::transforms::Compose, f32)> = vec![
+        (
+            json!([["Resize", [244, 244]], ["ToTensor"]]),
+            compose![Resize::new((244, 244)), ToTensor],
+            1.0 / 255.0,
+        ),
+        (
+            json!([
+                ["Resize", 256],
+                ["CenterCrop", 224],
+                ["ToTensor"],
+                ["Normalize", [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]]
+            ]),
+            compose![Resize::new(256), CenterCrop::new(224), ToTensor, Normalize::imagenet()],
+            1.0 / 255.0 / 0.224,
+        ),
+        (
+            json!([["CenterCrop", [300, 120]], ["ToTensor"]]),
+            compose![CenterCrop::new((300, 120)), ToTensor],
+            1e-6,
+        ),
+        (json!([["Resize", 450], ["ToTensor"]]), compose![Resize::new(450), ToTensor], 1.0 / 255.0),
+        (
+            json!([["Resize", [31, 57]], ["ToTensor"]]),
+            compose![Resize::new((31, 57)), ToTensor],
+            1.0 / 255.0,
+        ),
+    ];
+    let ops: Vec<(AugmentOp, &str, Vec<f32>)> = vec![
+        (AugmentOp::ShearX, "ShearX", vec![0.3, -0.16666667, 0.033333335]),
+        (AugmentOp::ShearY, "ShearY", vec![-0.3, 0.2]),
+        (AugmentOp::TranslateX, "TranslateX", vec![41.0, -97.3]),
+        (AugmentOp::TranslateY, "TranslateY", vec![-12.9, 60.0]),
+        (AugmentOp::Rotate, "Rotate", vec![30.0, -16.666668, 3.3333333, 0.0]),
+        (AugmentOp::Brightness, "Brightness", vec![0.9, -0.5]),
+        (AugmentOp::Color, "Color", vec![0.79999995, -0.9, 0.0]),
+        (AugmentOp::Contrast, "Contrast", vec![0.79999995, -0.6]),
+        (AugmentOp::Sharpness, "Sharpness", vec![0.7, -0.9]),
+        (AugmentOp::Posterize, "Posterize", vec![4.0, 6.0, 8.0]),
+        (AugmentOp::Solarize, "Solarize", vec![113.333336, 0.0, 255.0]),
+        (AugmentOp::AutoContrast, "AutoContrast", vec![0.0]),
+        (AugmentOp::Equalize, "Equalize", vec![0.0]),
+        (AugmentOp::Invert, "Invert", vec![0.0]),
+    ];
+
+    let mut cases = Vec::new();
+    for path in &images {
+        let p = path.to_str().unwrap();
+        cases.push(json!({"kind": "decode", "image": p}));
+        for (steps, _, _) in &pipelines {
+            cases.push(json!({"kind": "pipeline", "image": p, "steps": steps}));
+        }
+        for (_, name, mags) in &ops {
+            for m in mags {
+                cases.push(json!({"kind": "op", "image": p, "op": name, "magnitude": *m as f64}));
+            }
+        }
+    }
+    let shapes = run_oracle(&cases, &out);
+    let read = |i: usize| std::fs::read(out.join(format!("case_{i}.bin"))).unwrap();
+
+    let mut i = 0;
+    let mut worst_pipeline = vec![0f32; pipelines.len()];
+    for path in &images {
+        // Decoding: bit-exact with PIL, PNG and JPEG (libjpeg-turbo on both sides).
+        let pil = read(i);
+        let ours = load_rgb(path).unwrap();
+        assert_eq!(shapes[i], vec![ours.height() as usize, ours.width() as usize, 3]);
+        let diff = ours.data().iter().zip(&pil).map(|(a, b)| a.abs_diff(*b)).max().unwrap();
+        assert_eq!(diff, 0, "{}: decoded pixels differ from PIL's by up to {diff}", path.display());
+        // The transforms start from PIL's pixels so that only the transforms are compared.
+        let (w, h) = (ours.width(), ours.height());
+        let base = Image::from_raw(w, h, 3, pil).unwrap();
+        i += 1;
+        for (k, (steps, pipeline, bar)) in pipelines.iter().enumerate() {
+            let got = pipeline.apply_image(base.clone(), &mut aug_rng(0, 0, 0)).unwrap();
+            assert_eq!(got.shape().to_vec(), shapes[i], "{} {steps}", path.display());
+            let d = max_diff(&got.data, &f32s(&read(i)));
+            assert!(d <= bar + 1e-6, "{} {steps}: max |diff| {d} > {bar}", path.display());
+            worst_pipeline[k] = worst_pipeline[k].max(d);
+            i += 1;
+        }
+        for (op, name, mags) in &ops {
+            for m in mags {
+                let got = op.apply(&base, *m);
+                let want = read(i);
+                let mismatched = got.data().iter().zip(&want).filter(|(a, b)| a != b).count();
+                assert_eq!(
+                    mismatched,
+                    0,
+                    "{} {name}({m}): {mismatched} bytes differ from torchvision",
+                    path.display()
+                );
+                i += 1;
+            }
+        }
+    }
+    for ((steps, _, _), d) in pipelines.iter().zip(&worst_pipeline) {
+        println!("{steps}: max |diff| vs torchvision {d:.6} ({:.3}/255)", d * 255.0);
+    }
+}

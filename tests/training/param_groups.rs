@@ -1,0 +1,126 @@
+//! Param groups against PyTorch (tests/oracle/param_groups.py, the venv's torch, one thread):
+//! three groups (the default, a head with ten times the rate, norms and biases without weight
+//! decay) under SGD (`foreach`) and AdamW (`fused`), and a warmup-then-cosine `SequentialLR`
+//! started on each group's own rate. Given torch's gradients, every group's rates, the final
+//! weights and the optimizer's state equal torch's bit for bit: the same libtorch kernels run
+//! on the same tensors, one call per group as torch.optim makes them.
+use crate::common;
+
+use crate::common::{get, with_prefix};
+use tch::nn::VarStore;
+use tch::{Device, Tensor};
+use trainbook::models::load_state_dict;
+use trainbook::train::{
+    Cadence, CosineAnnealingLR, LinearLR, LrSchedule, Optimizer, OptimizerKind, ParamGroup,
+    SequentialLR,
+};
+
+const NAMES: [&str; 6] =
+    ["conv.weight", "conv.bias", "bn.weight", "bn.bias", "fc.weight", "fc.bias"];
+
+fn warmup_then_cosine() -> Box<dyn LrSchedule> {
+    Box::new(SequentialLR::new(
+        vec![
+            Box::new(LinearLR::new(0.25, 1.0, 2)),
+            Box::new(CosineAnnealingLR::new(0.0, 4, 1e-4).stepping(Cadence::Step)),
+        ],
+        vec![2],
+    ))
+}
+
+/// A variable store holding the oracle's tensors under their names.
+fn stand_in_model(ts: &[(String, Tensor)]) -> VarStore {
+    let mut vs = VarStore::new(Device::Cpu);
+    for name in NAMES {
+        let (module, leaf) = name.split_once('.').unwrap();
+        let _ = (vs.root() / module).zeros(leaf, &get(ts, &format!("init.{name}")).size());
+    }
+    load_state_dict(&mut vs, &with_prefix(ts, "init."), true).unwrap();
+    vs
+}
+
+#[test]
+fn three_groups_and_a_schedule_follow_torch_bit_for_bit() {
+    let _turn = common::module_turn(module_path!());
+    tch::set_num_threads(1);
+    let dir = common::WorkDir::new("param-groups");
+    let ts = common::oracle_tensors("param_groups.py", "groups", &dir);
+    let kinds = [
+        (
+            "sgd",
+            0.05,
+            OptimizerKind::Sgd {
+                momentum: 0.9,
+                dampening: 0.0,
+                nesterov: false,
+                weight_decay: 5e-4,
+            },
+        ),
+        (
+            "adamw",
+            1e-3,
+            OptimizerKind::AdamW { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.05 },
+        ),
+    ];
+    for (name, lr, kind) in kinds {
+        let vs = stand_in_model(&ts);
+        let mut opt = Optimizer::new(&vs, kind, lr)
+            .param_group(ParamGroup::prefix("fc.").lr(lr * 10.0))
+            .unwrap()
+            .param_group(ParamGroup::norm_and_bias())
+            .unwrap();
+        assert_eq!(opt.group_labels(), ["default", "fc.", "no_decay"]);
+        assert_eq!(opt.group_parameter_names(0), ["conv.weight"]);
+        assert_eq!(opt.group_parameter_names(1), ["fc.weight", "fc.bias"], "the first group wins");
+        // A copy of the schedule per group, each started on its group's rate (torch's base_lrs).
+        let mut scheds: Vec<_> = (0..3).map(|_| warmup_then_cosine()).collect();
+        let lrs: Vec<f64> =
+            scheds.iter_mut().zip(opt.group_lrs()).map(|(s, lr)| s.start(lr).unwrap()).collect();
+        opt.set_group_lrs(&lrs).unwrap();
+        let mut seen = vec![opt.group_lrs()];
+        let vars = vs.variables();
+        for step in 0..6 {
+            opt.zero_grad();
+            // d/dp sum(p * g) = g exactly: torch's gradients, set through autograd.
+            let loss = NAMES
+                .iter()
+                .map(|n| (&vars[*n] * get(&ts, &format!("grad.{step}.{n}"))).sum(None))
+                .reduce(|a, b| a + b)
+                .unwrap();
+            loss.backward();
+            opt.step().unwrap();
+            let lrs: Vec<f64> = scheds
+                .iter_mut()
+                .zip(opt.group_lrs())
+                .map(|(s, lr)| s.advance(lr, None).unwrap())
+                .collect();
+            opt.set_group_lrs(&lrs).unwrap();
+            seen.push(opt.group_lrs());
+        }
+        let want = get(&ts, &format!("{name}.lrs"));
+        let want: Vec<Vec<f64>> =
+            (0..7).map(|i| Vec::<f64>::try_from(want.get(i)).unwrap()).collect();
+        assert_eq!(seen, want, "{name}: every group's learning rates");
+        for n in NAMES {
+            let w = get(&ts, &format!("{name}.final.{n}"));
+            assert!(vars[n].equal(w), "{name}: {n} differs from torch's");
+        }
+        let (state, meta) = opt.state_dict();
+        let mut compared = 0;
+        for (key, t) in &state {
+            let w = get(&ts, &format!("{name}.{}", state_key(key)));
+            assert!(t.equal(w), "{name}: optimizer state {key} differs from torch's");
+            compared += 1;
+        }
+        let per_param = if name == "sgd" { 1 } else { 2 };
+        assert_eq!(compared, NAMES.len() * per_param, "{name}: every state tensor compared");
+        assert_eq!(meta.group_lrs, *seen.last().unwrap());
+        assert!(meta.steps.values().all(|s| *s == 6), "{:?}", meta.steps);
+    }
+}
+
+/// `conv.weight.exp_avg` (trainbook's key) as the oracle's `exp_avg.conv.weight`.
+fn state_key(key: &str) -> String {
+    let (param, what) = key.rsplit_once('.').unwrap();
+    format!("{what}.{param}")
+}

@@ -1,0 +1,498 @@
+//! Learning-rate schedules: every schedule's sequence equals torch's `get_last_lr()` (the
+//! venv's torch is the oracle), `Trainer::fit` follows the standalone schedule (per epoch and
+//! per optimizer step), a run resumed from a mid-epoch checkpoint ends with the same rate and
+//! bitwise the same weights as an uninterrupted one, and bad arguments are errors.
+use crate::common;
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use serde_json::{json, Value};
+use tch::nn::VarStore;
+use tch::{Device, Kind, Tensor};
+use trainbook::checkpoint::Policy;
+use trainbook::data::{DataLoader, DistributedSampler, TensorDataset};
+use trainbook::dist::Dist;
+use trainbook::fit::{FitConfig, FitReport, Trainer};
+use trainbook::models::MnistNet;
+use trainbook::train::{
+    Anneal, Cadence, ChainedScheduler, CosineAnnealingLR, LinearLR, LrSchedule, Mode, OneCycleLR,
+    Optimizer, ReduceLROnPlateau, SequentialLR, StepLR, Validation,
+};
+use trainbook::Error;
+
+/// Runs are exact only with libtorch's random stream to themselves: one test at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// The schedule a torch configuration describes (the keys of tests/oracle/schedules.py).
+fn schedule(c: &Value) -> Box<dyn LrSchedule> {
+    let f = |k: &str| c[k].as_f64().unwrap();
+    let u = |k: &str| c[k].as_u64().unwrap();
+    match c["kind"].as_str().unwrap() {
+        "StepLR" => Box::new(StepLR::new(u("step_size"), f("gamma"))),
+        "CosineAnnealingLR" => Box::new(CosineAnnealingLR::new(f("lr"), u("t_max"), f("eta_min"))),
+        "LinearLR" => Box::new(LinearLR::new(f("start_factor"), f("end_factor"), u("total_iters"))),
+        "OneCycleLR" => Box::new(
+            OneCycleLR::new(f("max_lr"), u("total_steps"))
+                .pct_start(f("pct_start"))
+                .anneal_strategy(if c["anneal"] == "cos" { Anneal::Cos } else { Anneal::Linear })
+                .div_factor(f("div_factor"))
+                .final_div_factor(f("final_div_factor"))
+                .three_phase(c["three_phase"].as_bool().unwrap()),
+        ),
+        "ReduceLROnPlateau" => Box::new(
+            ReduceLROnPlateau::new(if c["mode"] == "min" { Mode::Min } else { Mode::Max })
+                .factor(f("factor"))
+                .patience(u("patience"))
+                .threshold(f("threshold"), c["threshold_mode"] == "rel")
+                .cooldown(u("cooldown"))
+                .min_lr(f("min_lr")),
+        ),
+        "SequentialLR" => Box::new(SequentialLR::new(
+            parts(c),
+            c["milestones"].as_array().unwrap().iter().map(|m| m.as_u64().unwrap()).collect(),
+        )),
+        "ChainedScheduler" => Box::new(ChainedScheduler::new(parts(c))),
+        other => panic!("unknown schedule {other}"),
+    }
+}
+
+/// A composite's parts, all stepped per optimizer step (one cadence, as the composites ask).
+fn parts(c: &Value) -> Vec<Box<dyn LrSchedule>> {
+    let per_step = |p: &Value| -> Box<dyn LrSchedule> {
+        let u = |k: &str| p[k].as_u64().unwrap();
+        let f = |k: &str| p[k].as_f64().unwrap();
+        match p["kind"].as_str().unwrap() {
+            "StepLR" => Box::new(StepLR::new(u("step_size"), f("gamma")).stepping(Cadence::Step)),
+            "CosineAnnealingLR" => Box::new(
+                CosineAnnealingLR::new(0.0, u("t_max"), f("eta_min")).stepping(Cadence::Step),
+            ),
+            _ => schedule(p),
+        }
+    };
+    c["schedules"].as_array().unwrap().iter().map(per_step).collect()
+}
+
+/// torch's composites over the other schedules (warmup then cosine, three phases, a milestone
+/// at 0, a warmup restarted after a cosine, warmups chained into decays).
+fn composite_configs() -> Vec<Value> {
+    let linear = |lr: f64, s: f64, e: f64, t: u64| json!({"kind": "LinearLR", "lr": lr, "start_factor": s, "end_factor": e, "total_iters": t});
+    let cosine =
+        |t: u64, eta: f64| json!({"kind": "CosineAnnealingLR", "t_max": t, "eta_min": eta});
+    let step = |n: u64, g: f64| json!({"kind": "StepLR", "step_size": n, "gamma": g});
+    let seq = |lr: f64, parts: Vec<Value>, milestones: Vec<u64>, steps: u64| json!({"kind": "SequentialLR", "lr": lr, "schedules": parts, "milestones": milestones, "steps": steps});
+    let chain = |lr: f64, parts: Vec<Value>, steps: u64| json!({"kind": "ChainedScheduler", "lr": lr, "schedules": parts, "steps": steps});
+    vec![
+        seq(0.1, vec![linear(0.1, 0.1, 1.0, 5), cosine(10, 0.001)], vec![5], 20),
+        seq(
+            0.05,
+            vec![linear(0.05, 1.0 / 3.0, 1.0, 3), step(2, 0.5), cosine(4, 0.0)],
+            vec![3, 8],
+            16,
+        ),
+        seq(0.3, vec![step(3, 0.1), linear(0.3, 0.5, 1.0, 4)], vec![4], 10),
+        seq(0.02, vec![cosine(3, 1e-4), linear(0.02, 0.25, 1.0, 5)], vec![6], 17),
+        seq(0.1, vec![step(2, 0.5), linear(0.1, 0.2, 1.0, 3)], vec![0], 6),
+        chain(0.1, vec![linear(0.1, 0.1, 1.0, 4), cosine(8, 0.0)], 12),
+        chain(0.2, vec![step(2, 0.9), linear(0.2, 0.5, 1.0, 3)], 9),
+        chain(0.1, vec![cosine(5, 0.01), step(3, 0.5)], 10),
+    ]
+}
+
+fn configs() -> Vec<Value> {
+    let mut c = Vec::new();
+    for (lr, step_size, gamma, steps) in [(0.1, 1, 0.5, 10), (0.05, 3, 0.1, 12), (0.3, 7, 0.9, 30)]
+    {
+        c.push(json!({"kind": "StepLR", "lr": lr, "step_size": step_size, "gamma": gamma, "steps": steps}));
+    }
+    for (lr, t_max, eta_min, steps) in [
+        (0.1, 4, 0.001, 12),
+        (0.05, 10, 0.0, 35),
+        (1.0, 1, 0.1, 6),
+        (0.01, 7, 1e-4, 30),
+        (0.3, 3, 0.0, 13),
+    ] {
+        c.push(json!({"kind": "CosineAnnealingLR", "lr": lr, "t_max": t_max, "eta_min": eta_min, "steps": steps}));
+    }
+    for (lr, start, end, total, steps) in [
+        (0.1, 1.0 / 3.0, 1.0, 5, 10),
+        (0.05, 0.1, 1.0, 10, 15),
+        (0.2, 1.0, 0.25, 4, 8),
+        (0.1, 0.5, 0.5, 3, 5),
+        (0.1, 0.3, 0.9, 0, 3),
+        (0.003, 0.001, 1.0, 100, 110),
+    ] {
+        c.push(json!({"kind": "LinearLR", "lr": lr, "start_factor": start, "end_factor": end,
+                      "total_iters": total, "steps": steps}));
+    }
+    for (max_lr, total, pct, anneal, div, final_div, three) in [
+        (0.1, 100, 0.3, "cos", 25.0, 1e4, false),
+        (0.01, 37, 0.25, "linear", 25.0, 1e4, false),
+        (0.5, 50, 0.3, "cos", 25.0, 1e4, true),
+        (0.3, 20, 0.4, "linear", 10.0, 100.0, true),
+        (1.0, 2, 0.3, "cos", 25.0, 1e4, false),
+        (0.1, 7, 0.0, "cos", 5.0, 1e3, false),
+        (0.02, 469 * 3, 0.3, "cos", 25.0, 1e4, false),
+    ] {
+        c.push(json!({"kind": "OneCycleLR", "lr": 0.5, "max_lr": max_lr, "total_steps": total,
+                      "pct_start": pct, "anneal": anneal, "div_factor": div,
+                      "final_div_factor": final_div, "three_phase": three, "steps": total}));
+    }
+    // Metrics with plateaus, improvements and ties (an LCG over a few levels).
+    let mut x = 7u64;
+    let metrics: Vec<f64> = (0..40)
+        .map(|_| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            1.0 - 0.01 * ((x >> 60) as f64)
+        })
+        .collect();
+    for mode in ["min", "max"] {
+        for (factor, patience, threshold, threshold_mode, cooldown, min_lr) in [
+            (0.5, 2, 1e-4, "rel", 1, 0.01),
+            (0.1, 0, 0.05, "abs", 0, 0.0),
+            (0.3, 1, 0.01, "rel", 2, 1e-3),
+            (0.7, 3, 0.0, "abs", 0, 1e-6),
+        ] {
+            c.push(json!({"kind": "ReduceLROnPlateau", "lr": 0.1, "mode": mode, "factor": factor,
+                          "patience": patience, "threshold": threshold,
+                          "threshold_mode": threshold_mode, "cooldown": cooldown,
+                          "min_lr": min_lr, "metrics": metrics, "steps": metrics.len()}));
+        }
+    }
+    c
+}
+
+fn torch_sequences(configs: &[Value]) -> Vec<Vec<f64>> {
+    let mut child = Command::new(common::venv_bin("python"))
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/oracle/schedules.py"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let input = Value::Array(configs.to_vec()).to_string();
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "the torch oracle failed");
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn every_schedule_gives_torch_s_learning_rates_bit_for_bit() {
+    let _turn = common::module_turn(module_path!());
+    let configs: Vec<Value> = configs().into_iter().chain(composite_configs()).collect();
+    let want = torch_sequences(&configs);
+    let kinds: std::collections::BTreeSet<&str> =
+        configs.iter().map(|c| c["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds.len(), 7);
+    for (c, want) in configs.iter().zip(&want) {
+        let mut s = schedule(c);
+        let mut lr = s.start(c["lr"].as_f64().unwrap()).unwrap();
+        let mut got = vec![lr];
+        for k in 0..c["steps"].as_u64().unwrap() as usize {
+            let m = c["metrics"].get(k).and_then(Value::as_f64).unwrap_or(0.0);
+            lr = s.advance(lr, Some(Validation { loss: m, accuracy: m })).unwrap();
+            got.push(lr);
+        }
+        assert_eq!(got.len(), want.len(), "{c}");
+        for (k, (a, b)) in got.iter().zip(want).enumerate() {
+            // Same formulas in the same order on the same libm: equal to the last bit.
+            assert_eq!(a.to_bits(), b.to_bits(), "{} step {k}: {a} vs torch {b} ({c})", s.name());
+        }
+    }
+}
+
+const SAMPLES: i64 = 24; // 6 optimizer steps of 4 per epoch
+const STEPS_PER_EPOCH: usize = 6;
+const EPOCHS: u64 = 3;
+
+fn loader(seed: i64, n: i64) -> DataLoader<TensorDataset> {
+    tch::manual_seed(seed);
+    let x = Tensor::randn([n, 1, 28, 28], (Kind::Float, Device::Cpu));
+    let y = Tensor::randint(10, [n], (Kind::Int64, Device::Cpu));
+    let ds = TensorDataset::new(&x, &y, (0..10).map(|c| c.to_string()).collect()).unwrap();
+    DataLoader::new(ds, 4)
+        .sampler(DistributedSampler::new(n as usize, 1, 0).unwrap())
+        .num_workers(0)
+}
+
+/// `EPOCHS` epochs of the MNIST CNN (Adam, lr 0.01) on random data under `schedule`; returns
+/// the report and the optimizer's final rate.
+fn fit(
+    out: &Path,
+    schedule: Option<Box<dyn LrSchedule>>,
+    policy: Policy,
+    model_seed: i64,
+    resume: bool,
+) -> trainbook::Result<(FitReport, f64)> {
+    let dist = Dist::single(Device::Cpu);
+    tch::manual_seed(model_seed);
+    let mut vs = VarStore::new(Device::Cpu);
+    let net = MnistNet::new(&vs.root());
+    let mut opt = Optimizer::adam(&vs, 0.01);
+    let (mut train, mut val) = (loader(1, SAMPLES), loader(2, 8));
+    let cfg = FitConfig {
+        epochs: EPOCHS,
+        out: out.to_path_buf(),
+        policy,
+        resume,
+        schedule,
+        progress: false,
+        ..Default::default()
+    };
+    tch::manual_seed(99); // the dropout stream; a resumed run restores it from the checkpoint
+    let report =
+        Trainer::with_config(&dist, cfg).fit(&mut vs, &net, &mut opt, &mut train, &mut val)?;
+    Ok((report, opt.lr()))
+}
+
+fn no_checkpoints() -> Policy {
+    Policy { every_epochs: None, every_steps: None, keep_last: 1, best: None }
+}
+
+/// Fits under each schedule and checks that every epoch's recorded rate (and the final rate)
+/// is the standalone schedule's: per-epoch ones stepped with the epoch's validation results,
+/// per-step ones `STEPS_PER_EPOCH` times per epoch.
+fn fit_follows_the_standalone(name: &str, schedules: Vec<Box<dyn LrSchedule>>) {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let work = common::WorkDir::new(name);
+    for (i, s) in schedules.into_iter().enumerate() {
+        let (report, final_lr) =
+            fit(&work.join(i.to_string()), Some(s.clone()), no_checkpoints(), 7, false).unwrap();
+        assert_eq!(report.history.len(), EPOCHS as usize);
+        let mut standalone = s.clone();
+        let mut lr = standalone.start(0.01).unwrap();
+        let mut want = Vec::new();
+        for r in &report.history {
+            match s.cadence() {
+                Cadence::Epoch => {
+                    want.push(lr);
+                    let v = Validation { loss: r.val_loss.unwrap(), accuracy: r.val_acc.unwrap() };
+                    lr = standalone.advance(lr, Some(v)).unwrap();
+                }
+                Cadence::Step => {
+                    for _ in 0..STEPS_PER_EPOCH {
+                        lr = standalone.advance(lr, None).unwrap();
+                    }
+                    want.push(lr);
+                }
+            }
+        }
+        let got: Vec<f64> = report.history.iter().map(|r| r.lr).collect();
+        assert_eq!(got, want, "{s:?}");
+        assert_eq!(final_lr, lr, "{s:?}: the optimizer's rate at the end");
+        assert!(want.windows(2).any(|w| w[0] != w[1]), "{s:?} never changed the rate: {want:?}");
+        println!("{}: {want:?}", s.name());
+    }
+}
+
+#[test]
+fn fit_follows_per_epoch_schedules() {
+    let _turn = common::module_turn(module_path!());
+    fit_follows_the_standalone(
+        "schedules-epoch",
+        vec![
+            Box::new(StepLR::new(1, 0.5)),
+            Box::new(CosineAnnealingLR::new(0.01, 2, 1e-4)),
+            Box::new(LinearLR::new(0.25, 1.0, 2).stepping(Cadence::Epoch)),
+            // An absolute threshold of 1.0 on the loss (which moves by less per epoch here):
+            // only the first epoch improves, whatever the data and initialisation.
+            Box::new(
+                ReduceLROnPlateau::new(Mode::Min).patience(0).factor(0.5).threshold(1.0, false),
+            ),
+            // An absolute threshold of 1.0 on the accuracy (a fraction): only the first epoch
+            // improves.
+            Box::new(
+                ReduceLROnPlateau::new(Mode::Max).patience(0).factor(0.5).threshold(1.0, false),
+            ),
+        ],
+    );
+}
+
+#[test]
+fn fit_follows_per_step_schedules() {
+    let _turn = common::module_turn(module_path!());
+    fit_follows_the_standalone(
+        "schedules-step",
+        vec![
+            Box::new(OneCycleLR::new(0.02, EPOCHS * STEPS_PER_EPOCH as u64)),
+            Box::new(LinearLR::new(0.1, 1.0, 10)),
+            Box::new(CosineAnnealingLR::new(0.01, 4, 0.0).stepping(Cadence::Step)),
+            warmup_then_cosine(),
+        ],
+    );
+}
+
+/// The usual fine-tuning recipe: 4 warmup steps from a tenth of the rate, then a cosine decay.
+fn warmup_then_cosine() -> Box<dyn LrSchedule> {
+    let cosine = CosineAnnealingLR::new(0.01, 10, 1e-4).stepping(Cadence::Step);
+    Box::new(SequentialLR::new(
+        vec![Box::new(LinearLR::new(0.1, 1.0, 4)), Box::new(cosine)],
+        vec![4],
+    ))
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+    }
+}
+
+fn manifest(dir: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn a_run_resumed_mid_epoch_follows_the_same_rates_and_weights() {
+    let _turn = common::module_turn(module_path!());
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let work = common::WorkDir::new("schedules-resume");
+    let every_step =
+        Policy { every_epochs: None, every_steps: Some(2), keep_last: 100, best: None };
+    let total = EPOCHS * STEPS_PER_EPOCH as u64;
+    let schedules: Vec<Box<dyn LrSchedule>> = vec![
+        Box::new(StepLR::new(1, 0.5)),
+        Box::new(OneCycleLR::new(0.02, total)),
+        warmup_then_cosine(),
+    ];
+    for s in schedules {
+        let (whole, resumed) =
+            (work.join(format!("{}-whole", s.name())), work.join(format!("{}-resumed", s.name())));
+        let t = std::time::Instant::now();
+        let (a, lr_a) = fit(&whole, Some(s.clone()), every_step.clone(), 7, false).unwrap();
+        // Stopped after step 8: two batches into the second epoch, the schedule stepped.
+        let step8 = "checkpoints/step-000000008";
+        let saved = manifest(&whole.join(step8));
+        assert_eq!((saved["epoch"].as_u64(), saved["batches_done"].as_u64()), (Some(1), Some(2)));
+        let want_steps = if s.cadence() == Cadence::Step { 8 } else { 1 };
+        assert_eq!(saved["scheduler"]["last_epoch"].as_u64(), Some(want_steps), "{saved}");
+        copy_dir(&whole.join(step8), &resumed.join(step8));
+        // A model initialised differently on purpose: everything comes from the checkpoint.
+        let (b, lr_b) = fit(&resumed, Some(s.clone()), every_step.clone(), 8, true).unwrap();
+        assert_eq!(b.resumed_from.as_ref().map(|r| (r.1, r.2)), Some((1, 2)));
+        assert_eq!(lr_a.to_bits(), lr_b.to_bits(), "{}: final rate", s.name());
+        let rates = |r: &FitReport| r.history.iter().map(|h| h.lr.to_bits()).collect::<Vec<_>>();
+        // (The resumed run's log starts at its checkpoint's epoch: metrics.jsonl was not copied.)
+        assert_eq!(
+            rates(&a)[1..],
+            rates(&b),
+            "{}: the rates of the epochs after the stop",
+            s.name()
+        );
+        let (wa, wb) = (
+            common::sorted_tensors(&whole.join("model.safetensors")),
+            common::sorted_tensors(&resumed.join("model.safetensors")),
+        );
+        assert!(!wa.is_empty());
+        assert_eq!(
+            common::max_abs_diff(&wa, &wb),
+            0.0,
+            "{}: the resumed run left the trajectory",
+            s.name()
+        );
+        println!("{}: two runs in {:.1} s", s.name(), t.elapsed().as_secs_f64());
+        let last = format!("checkpoints/step-{total:09}");
+        assert_eq!(
+            manifest(&whole.join(&last))["scheduler"],
+            manifest(&resumed.join(&last))["scheduler"]
+        );
+    }
+}
+
+#[test]
+fn bad_schedule_arguments_are_errors_of_fit() {
+    let _turn = common::module_turn(module_path!());
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let work = common::WorkDir::new("schedules-bad");
+    let expect = |r: trainbook::Result<(FitReport, f64)>, param: &str| match r {
+        Err(Error::InvalidArgument(m)) => assert!(m.contains(param), "{m}"),
+        Err(e) => panic!("expected InvalidArgument naming {param}, got {e}"),
+        Ok(_) => panic!("expected InvalidArgument naming {param}, fit succeeded"),
+    };
+    expect(
+        fit(&work.join("a"), Some(Box::new(OneCycleLR::new(0.1, 0))), no_checkpoints(), 7, false),
+        "total_steps",
+    );
+    expect(
+        fit(&work.join("b"), Some(Box::new(StepLR::new(2, -0.1))), no_checkpoints(), 7, false),
+        "gamma",
+    );
+    expect(
+        fit(
+            &work.join("c"),
+            Some(Box::new(ReduceLROnPlateau::new(Mode::Min).factor(1.5))),
+            no_checkpoints(),
+            7,
+            false,
+        ),
+        "factor",
+    );
+    // A cycle shorter than the run: torch's ValueError when stepped past total_steps.
+    expect(
+        fit(&work.join("d"), Some(Box::new(OneCycleLR::new(0.1, 10))), no_checkpoints(), 7, false),
+        "total_steps",
+    );
+}
+
+#[test]
+fn the_builder_takes_any_schedule_and_keeps_plateau() {
+    let _turn = common::module_turn(module_path!());
+    let dist = Dist::single(Device::Cpu);
+    let t = Trainer::new(&dist).schedule(OneCycleLR::new(0.1, 10));
+    assert_eq!(t.config().schedule.as_ref().map(|s| s.name()), Some("OneCycleLR"));
+    let t = t.plateau(ReduceLROnPlateau::new(Mode::Max));
+    let s = t.clone().config().schedule.clone().unwrap();
+    assert_eq!((s.name(), s.cadence()), ("ReduceLROnPlateau", Cadence::Epoch));
+    assert!(format!("{t:?}").contains("ReduceLROnPlateau"));
+}
+
+#[test]
+fn composite_schedules_refuse_what_torch_refuses_and_restore_their_parts() {
+    let _turn = common::module_turn(module_path!());
+    let invalid = |mut s: Box<dyn LrSchedule>, what: &str| match s.start(0.1) {
+        Err(Error::InvalidArgument(m)) => assert!(m.contains(what), "{m}"),
+        other => panic!("expected InvalidArgument naming {what}, got {other:?}"),
+    };
+    let warmup = || -> Box<dyn LrSchedule> { Box::new(LinearLR::new(0.1, 1.0, 3)) };
+    let cosine = || -> Box<dyn LrSchedule> {
+        Box::new(CosineAnnealingLR::new(0.1, 5, 0.0).stepping(Cadence::Step))
+    };
+    invalid(Box::new(SequentialLR::new(vec![warmup(), cosine()], vec![])), "milestones");
+    invalid(
+        Box::new(SequentialLR::new(vec![warmup(), cosine(), warmup()], vec![4, 2])),
+        "increasing",
+    );
+    invalid(Box::new(SequentialLR::new(vec![], vec![])), "at least one");
+    let plateau = Box::new(ReduceLROnPlateau::new(Mode::Min));
+    invalid(Box::new(ChainedScheduler::new(vec![warmup(), plateau])), "ReduceLROnPlateau");
+    let one_cycle = Box::new(OneCycleLR::new(0.1, 10));
+    invalid(Box::new(SequentialLR::new(vec![warmup(), one_cycle], vec![3])), "OneCycleLR");
+    // A per-epoch cosine after a per-step warmup: which steps would the milestone count?
+    let per_epoch = Box::new(CosineAnnealingLR::new(0.1, 5, 0.0));
+    invalid(Box::new(SequentialLR::new(vec![warmup(), per_epoch], vec![3])), "stepped like");
+
+    // State: a copy restored mid-way continues identically; another composition is refused.
+    let mut a = SequentialLR::new(vec![warmup(), cosine()], vec![3]);
+    let mut lr = a.start(0.1).unwrap();
+    for _ in 0..4 {
+        lr = a.advance(lr, None).unwrap();
+    }
+    let mut b = SequentialLR::new(vec![warmup(), cosine()], vec![3]);
+    b.load_state(&a.state()).unwrap();
+    assert_eq!(b.steps(), 4);
+    for _ in 0..3 {
+        let (x, y) = (a.advance(lr, None).unwrap(), b.advance(lr, None).unwrap());
+        assert_eq!(x.to_bits(), y.to_bits());
+        lr = x;
+    }
+    let mut other = SequentialLR::new(vec![cosine(), warmup()], vec![3]);
+    match other.load_state(&a.state()) {
+        Err(Error::Checkpoint(m)) => assert!(m.contains("CosineAnnealingLR"), "{m}"),
+        r => panic!("expected a Checkpoint error, got {r:?}"),
+    }
+    let mut moved = SequentialLR::new(vec![warmup(), cosine()], vec![5]);
+    assert!(matches!(moved.load_state(&a.state()), Err(Error::Checkpoint(_))));
+}
