@@ -83,7 +83,7 @@ fn damaged_checkpoints_are_skipped_with_the_reason() {
     let m2 = root.join("step-000000002/manifest.json");
     let text = std::fs::read_to_string(&m2)
         .unwrap()
-        .replace("\"format_version\": 1", "\"format_version\": 7");
+        .replace("\"format_version\": 2", "\"format_version\": 7");
     std::fs::write(&m2, text).unwrap();
 
     let report = scan(&root, "step-").unwrap();

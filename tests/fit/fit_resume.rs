@@ -145,7 +145,12 @@ fn assert_groups_saved(dir: &Path) {
     for (lr, base) in lrs.iter().zip([1e-3, 1e-3, 3e-3]) {
         assert!((lr - base * factor).abs() <= 1e-15, "{lrs:?}");
     }
-    assert_eq!(m["scheduler"].as_array().map(Vec::len), Some(3), "{}", m["scheduler"]);
+    assert_eq!(
+        m["parts"]["schedule"]["value"].as_array().map(Vec::len),
+        Some(3),
+        "{}",
+        m["parts"]["schedule"]["value"]
+    );
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -274,7 +279,9 @@ fn a_float16_run_resumes_exactly_with_its_loss_scale() {
                 .unwrap(),
         )
         .unwrap();
-        m["grad_scaler"]["scale"].as_f64().expect("a float16 checkpoint holds the loss scale")
+        m["parts"]["grad_scaler"]["value"]["scale"]
+            .as_f64()
+            .expect("a float16 checkpoint holds the loss scale")
     };
     let scales: Vec<f64> = found.iter().map(|c| scale_at(&whole, &c.0)).collect();
     // torch's default start (2^16), then halvings after inf/nan steps: powers of two.

@@ -368,7 +368,11 @@ fn a_run_resumed_mid_epoch_follows_the_same_rates_and_weights() {
         let saved = manifest(&whole.join(step8));
         assert_eq!((saved["epoch"].as_u64(), saved["batches_done"].as_u64()), (Some(1), Some(2)));
         let want_steps = if s.cadence() == Cadence::Step { 8 } else { 1 };
-        assert_eq!(saved["scheduler"]["last_epoch"].as_u64(), Some(want_steps), "{saved}");
+        assert_eq!(
+            saved["parts"]["schedule"]["value"]["last_epoch"].as_u64(),
+            Some(want_steps),
+            "{saved}"
+        );
         copy_dir(&whole.join(step8), &resumed.join(step8));
         // A model initialised differently on purpose: everything comes from the checkpoint.
         let (b, lr_b) = fit(&resumed, Some(s.clone()), every_step.clone(), 8, true).unwrap();
@@ -396,8 +400,8 @@ fn a_run_resumed_mid_epoch_follows_the_same_rates_and_weights() {
         println!("{}: two runs in {:.1} s", s.name(), t.elapsed().as_secs_f64());
         let last = format!("checkpoints/step-{total:09}");
         assert_eq!(
-            manifest(&whole.join(&last))["scheduler"],
-            manifest(&resumed.join(&last))["scheduler"]
+            manifest(&whole.join(&last))["parts"]["schedule"]["value"],
+            manifest(&resumed.join(&last))["parts"]["schedule"]["value"]
         );
     }
 }
