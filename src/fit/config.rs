@@ -23,7 +23,7 @@ pub struct FitConfig {
     pub resume: bool,
     /// After a stop by SIGUSR1 (Slurm's `--signal=USR1@N`) under Slurm (`SLURM_JOB_ID` set),
     /// rank 0 runs `scontrol requeue $SLURM_JOB_ID` once the checkpoint is written, as
-    /// Lightning's SLURM environment does ([`requeue`](crate::fit::stop::requeue)). Default `false`.
+    /// Lightning's SLURM environment does (see [`slurm_job_id`](crate::fit::slurm_job_id)). Default `false`.
     pub requeue: bool,
     /// The learning-rate schedule, stepped per epoch after validation or after every optimizer
     /// step (per its [`cadence`](LrSchedule::cadence)); its state goes into the checkpoints.
