@@ -21,7 +21,8 @@ use trainbook::compose;
 use trainbook::data::{DataLoader, Mnist, TensorDataset};
 use trainbook::models::{resnet34, HeadKind, MnistNet};
 use trainbook::train::{
-    train_epoch, CrossEntropyLoss, EpochOptions, Optimizer, Precision, StepLogging, StepRecord,
+    train_epoch, train_epoch_with, CrossEntropyLoss, EpochOptions, Optimizer, Precision,
+    StepListener, StepLogging, StepRecord,
 };
 use trainbook::transforms::{Normalize, ToTensor};
 
@@ -108,20 +109,14 @@ fn main() -> anyhow::Result<()> {
     let mnist_s = start.elapsed().as_secs_f64();
     // The same epoch again with step records: they are read with the running sums and
     // handed over in bursts.
-    let records = std::cell::RefCell::new(Vec::<StepRecord>::new());
-    let keep = |steps: &[StepRecord]| -> trainbook::Result<()> {
-        records.borrow_mut().extend_from_slice(steps);
-        Ok(())
-    };
-    let logged = EpochOptions::on(Device::Cpu).quiet().step_records(StepLogging {
-        epoch: 1,
-        steps_before: 0,
-        on_read: &keep,
-    });
+    let mut records = Records::default();
+    let logged = EpochOptions::on(Device::Cpu)
+        .quiet()
+        .step_records(StepLogging { epoch: 1, steps_before: 0 });
     let start = Instant::now();
-    train_epoch(&net, &mut loader, &mut opt, &CrossEntropyLoss::new(), &logged)?;
+    train_epoch_with(&net, &mut loader, &mut opt, &CrossEntropyLoss::new(), &logged, &mut records)?;
     let mnist_logged_s = start.elapsed().as_secs_f64();
-    anyhow::ensure!(records.borrow().len() == loader.len(), "a record per step");
+    anyhow::ensure!(records.0.len() == loader.len(), "a record per step");
 
     let out = Command::new(&python)
         .arg(format!("{root}/benches/pytorch_train_step.py"))
@@ -158,4 +153,15 @@ fn main() -> anyhow::Result<()> {
         serde_json::to_string_pretty(&report)?,
     )?;
     Ok(())
+}
+
+/// Keeps the step records an epoch hands over.
+#[derive(Default)]
+struct Records(Vec<StepRecord>);
+
+impl StepListener for Records {
+    fn on_steps_read(&mut self, steps: &[StepRecord]) -> trainbook::Result<()> {
+        self.0.extend_from_slice(steps);
+        Ok(())
+    }
 }

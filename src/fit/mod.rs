@@ -13,6 +13,7 @@ mod outcome;
 mod parts;
 mod resume;
 mod run;
+mod step_events;
 mod stop;
 mod trainer;
 

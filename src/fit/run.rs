@@ -5,12 +5,11 @@
 //! ([`callback`](crate::fit::callbacks), `steps.csv`, TensorBoard), launcher reports
 //! ([`report`](crate::fit::callbacks::launcher_report)) and the run's end ([`finish`](crate::fit::finish)). The loop itself
 //! only trains, validates, and tells the parts.
-use std::cell::RefCell;
 use std::path::PathBuf;
 
 use tch::nn::{ModuleT, VarStore};
 
-use crate::checkpoint::{Checkpointer, TrainState};
+use crate::checkpoint::Checkpointer;
 use crate::data::{DataLoader, Dataset};
 use crate::dist::Dist;
 use crate::fit::callbacks::epoch_line::epoch_line;
@@ -19,16 +18,16 @@ use crate::fit::callbacks::{Callbacks, FitStart};
 use crate::fit::config::FitConfig;
 use crate::fit::finish::{best_monitor, best_policy, best_val_acc, restore_best, write_outputs};
 use crate::fit::outcome::FitReport;
-use crate::fit::parts::early_stopping::EarlyStopping;
 use crate::fit::parts::run_schedule::RunSchedule;
+use crate::fit::parts::{RunParts, SharedPart};
 use crate::fit::resume::{resume, resume_parts, Start};
+use crate::fit::step_events::{train_state, StepEvents};
 use crate::fit::stop::interrupt::{Interruption, StopWatch};
 use crate::models::to_channels_last;
-use crate::stateful::Stateful;
 use crate::train::{
-    append_record, evaluate, task_of, train_epoch, ConfusionMatrix, Ddp, EpochOptions, EpochRecord,
-    GradScaler, ModelEma, Monitor, Optimizer, Precision, RunningMetrics, StepInfo, StepLogging,
-    StepRecord, Task, Validation,
+    append_record, evaluate, task_of, train_epoch_with, ConfusionMatrix, Ddp, EpochOptions,
+    EpochRecord, GradScaler, ModelEma, Monitor, Optimizer, Precision, RunningMetrics, StepLogging,
+    Task, Validation,
 };
 use crate::Result;
 use crate::WithPath;
@@ -56,15 +55,14 @@ struct Run<'a> {
     /// The metric `best/` is kept by (`None` without `best/`).
     monitor: Option<Monitor>,
     ddp: Ddp<'a>,
-    schedule: RunSchedule,
-    scaler: Option<RefCell<GradScaler>>,
-    early: Option<EarlyStopping>,
-    ema: Option<RefCell<ModelEma>>,
+    /// The parts every checkpoint keeps (schedule, loss scaler, early stopping, EMA).
+    parts: RunParts,
     /// Whether the backbone is frozen now, once `freeze_backbone_epochs` has set it.
     backbone_frozen: Option<bool>,
-    ckpt: RefCell<Checkpointer>,
-    watch: RefCell<StopWatch>,
-    stopped: RefCell<Option<Interruption>>,
+    ckpt: Checkpointer,
+    watch: StopWatch,
+    /// Set when a stop request ended the run.
+    stopped: Option<Interruption>,
     callbacks: Callbacks,
     log: PathBuf,
     history: Vec<EpochRecord>,
@@ -80,7 +78,9 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
     val: &mut DataLoader<B>,
 ) -> Result<FitReport> {
     let Model { vs, net, opt } = model;
-    let mut schedule = RunSchedule::new(cfg.schedule.as_deref(), opt.group_lrs().len())?;
+    let groups = opt.group_lrs().len();
+    let schedule =
+        cfg.schedule.as_deref().map(|s| RunSchedule::new(Some(s), groups)).transpose()?;
     if let Some(c) = &cfg.clip_grad {
         c.validate()?;
     }
@@ -99,35 +99,33 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
     // Checkpoints are written in the background: a save costs the step a copy to host memory.
     let mut ckpt = Checkpointer::new(cfg.out.join("checkpoints"), policy.clone()).background(true);
     let start = resume(dist, cfg.resume, &mut ckpt, (vs, opt), &log)?;
-    // float16 needs loss scaling; bfloat16 has float32's range and does not.
-    let mut scaler = (cfg.precision == Precision::F16).then(|| GradScaler::new(dist.device()));
-    // The average starts from the weights every rank now holds (rank 0's, broadcast, or the
-    // checkpoint's when it holds no average).
-    let mut ema = cfg.ema.map(|decay| ModelEma::new(vs, decay)).transpose()?;
-    // The run's parts, by their keys in the checkpoints: restored here in one loop, saved
-    // with every checkpoint (`Run::part_states`). A new part adds itself to both lists.
-    let mut parts: Vec<&mut dyn Stateful> = Vec::new();
-    parts.extend(schedule.configured().then_some(&mut schedule as &mut dyn Stateful));
-    parts.extend(scaler.as_mut().map(|s| s as &mut dyn Stateful));
-    parts.extend(early.as_mut().map(|e| e as &mut dyn Stateful));
-    parts.extend(ema.as_mut().map(|e| e as &mut dyn Stateful));
-    resume_parts(dist, start.checkpoint.as_ref(), &mut parts)?;
-    // torch's scheduler constructor: LinearLR and OneCycleLR set the first step's rate.
-    schedule.ensure_started(opt)?;
+    let mut parts = RunParts {
+        schedule,
+        // float16 needs loss scaling; bfloat16 has float32's range and does not.
+        scaler: (cfg.precision == Precision::F16)
+            .then(|| SharedPart::new(GradScaler::new(dist.device()))),
+        early,
+        // The average starts from the weights every rank now holds (rank 0's, broadcast, or
+        // the checkpoint's when it holds no average).
+        ema: cfg.ema.map(|decay| ModelEma::new(vs, decay)).transpose()?,
+    };
+    // Every part by its key in the checkpoint, in one loop.
+    resume_parts(dist, start.checkpoint.as_ref(), &mut parts.each_mut())?;
+    if let Some(s) = &parts.schedule {
+        // torch's scheduler constructor: LinearLR and OneCycleLR set the first step's rate.
+        s.ensure_started(opt)?;
+    }
     let Start { epoch: first_epoch, skip, metrics, resumed_from, history, .. } = start;
     let mut run = Run {
         dist,
         cfg,
         monitor,
         ddp,
-        schedule,
-        scaler: scaler.map(RefCell::new),
-        early,
-        ema: ema.map(RefCell::new),
+        parts,
         backbone_frozen: None,
-        ckpt: RefCell::new(ckpt),
-        watch: RefCell::new(StopWatch::start(dist, &cfg.out)),
-        stopped: RefCell::new(None),
+        ckpt,
+        watch: StopWatch::start(dist, &cfg.out),
+        stopped: None,
         callbacks: Callbacks::for_run(cfg.step_log, &cfg.callbacks),
         log,
         history,
@@ -142,7 +140,7 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
     let mut early_stopped = None;
     for epoch in first_epoch..cfg.epochs {
         let start = (std::mem::take(&mut skip), std::mem::take(&mut metrics));
-        match run.epoch(epoch, start, vs, net, opt, train, val)? {
+        match run.epoch(epoch, start, (vs, net, opt), (train, val))? {
             EpochEnd::Continue => {}
             EpochEnd::StoppedEarly => {
                 early_stopped = Some(epoch);
@@ -152,16 +150,14 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
         }
     }
     // The last checkpoint is complete (or its error reported) before the run says it is done.
-    run.ckpt.borrow_mut().wait()?;
-    run.watch.borrow_mut().finish(dist)?;
+    run.ckpt.wait()?;
+    run.watch.finish(dist)?;
     if cfg.restore_best && !run.history.is_empty() {
-        restore_best(dist, vs, &run.ckpt.borrow())?;
+        restore_best(dist, vs, &run.ckpt)?;
     }
     let names = val.dataset().classes();
-    let ema = run.ema.as_ref().map(|e| e.borrow());
-    let model = (&*vs, ema.as_deref());
+    let model = (&*vs, run.parts.ema.as_ref());
     write_outputs(dist, cfg, model, &run.history, run.confusion.as_ref(), &names)?;
-    drop(ema);
     run.end(early_stopped)
 }
 
@@ -169,7 +165,7 @@ impl Run<'_> {
     /// A resumed run with nothing left to train (all epochs done, or stopped early): says so
     /// and reports, leaving the finished run's files as they are.
     fn finished_already(&self, first_epoch: u64) -> Option<FitReport> {
-        let stopped_early = self.early.as_ref().is_some_and(|e| e.stopped());
+        let stopped_early = self.parts.early.as_ref().is_some_and(|e| e.stopped());
         if self.resumed_from.is_none() || (first_epoch < self.cfg.epochs && !stopped_early) {
             return None;
         }
@@ -180,7 +176,7 @@ impl Run<'_> {
         ));
         let early_stopped = stopped_early.then(|| first_epoch.saturating_sub(1));
         let outcome = self.report(None, early_stopped);
-        report::run_done(self.dist.rank(), &self.cfg.out, &outcome, &self.ckpt.borrow());
+        report::run_done(self.dist.rank(), &self.cfg.out, &outcome, &self.ckpt);
         Some(outcome)
     }
 
@@ -197,7 +193,7 @@ impl Run<'_> {
             world_size: self.dist.world_size(),
             out: &self.cfg.out,
             first_epoch,
-            steps_done: self.ckpt.borrow().global_step(),
+            steps_done: self.ckpt.global_step(),
             resumed: self.resumed_from.is_some(),
         };
         self.callbacks.each(|c| c.on_fit_start(&start))
@@ -208,8 +204,8 @@ impl Run<'_> {
         FitReport {
             history: self.history.clone(),
             confusion: self.confusion.clone(),
-            best_val_acc: best_val_acc(self.monitor, &self.ckpt.borrow(), &self.history),
-            best: self.monitor.zip(self.ckpt.borrow().best_metric()),
+            best_val_acc: best_val_acc(self.monitor, &self.ckpt, &self.history),
+            best: self.monitor.zip(self.ckpt.best_metric()),
             resumed_from: self.resumed_from.clone(),
             interrupted,
             early_stopped,
@@ -217,124 +213,81 @@ impl Run<'_> {
     }
 
     /// The run's end: its report to the launcher and the callbacks.
-    fn end(&self, early_stopped: Option<u64>) -> Result<FitReport> {
-        let outcome = self.report(self.stopped.borrow_mut().take(), early_stopped);
-        report::run_done(self.dist.rank(), &self.cfg.out, &outcome, &self.ckpt.borrow());
+    fn end(&mut self, early_stopped: Option<u64>) -> Result<FitReport> {
+        let stopped = self.stopped.take();
+        let outcome = self.report(stopped, early_stopped);
+        report::run_done(self.dist.rank(), &self.cfg.out, &outcome, &self.ckpt);
         self.callbacks.each(|c| c.on_fit_end(&outcome))?;
         Ok(outcome)
     }
 
-    /// The run's state for a checkpoint, at `epoch` after `batches_done` batches, with every
-    /// part's.
-    fn state<'s>(
-        &self,
-        (vs, opt): (&'s VarStore, &'s Optimizer),
-        at: (u64, u64, RunningMetrics),
-    ) -> Result<TrainState<'s>> {
-        let (epoch, batches_done, epoch_metrics) = at;
-        let state = TrainState {
-            epoch_metrics,
-            batches_done,
-            seed: self.cfg.seed,
-            config: self.cfg.config.clone(),
-            ..TrainState::new(vs, opt, epoch)
-        };
-        let scaler = self.scaler.as_ref().map(|s| s.borrow());
-        let ema = self.ema.as_ref().map(|e| e.borrow());
-        let mut parts: Vec<&dyn Stateful> = Vec::new();
-        parts.extend(self.schedule.configured().then_some(&self.schedule as &dyn Stateful));
-        parts.extend(scaler.as_deref().map(|s| s as &dyn Stateful));
-        parts.extend(self.early.as_ref().map(|e| e as &dyn Stateful));
-        parts.extend(ema.as_deref().map(|e| e as &dyn Stateful));
-        state.with_parts(&parts)
-    }
-
-    /// After every optimizer step: the step checkpoint, then a stop request (all ranks agree;
-    /// a stop writes a checkpoint of this step first).
-    fn after_step(&self, vs: &VarStore, epoch: u64, info: &StepInfo) -> Result<()> {
-        let batches_done = info.batches_done as u64;
-        // timm's order: the average follows the optimizer step, before anything is saved.
-        if let Some(e) = &self.ema {
-            e.borrow_mut().update(vs);
-        }
-        let state = || self.state((vs, info.optimizer), (epoch, batches_done, info.metrics()));
-        if let Some(dir) = self.ckpt.borrow_mut().after_step(self.dist, state)? {
-            self.callbacks.each(|c| c.on_checkpoint_saved(&dir))?;
-        }
-        if let Some(reason) = self.watch.borrow_mut().after_step(self.dist)? {
-            let checkpoint = self.ckpt.borrow_mut().save_now(self.dist, state)?;
-            let at = format!("epoch {}, {batches_done} batches done", epoch + 1);
-            *self.stopped.borrow_mut() =
-                Some(Interruption { epoch, batches_done, checkpoint, reason, requeued: false });
-            return Err(crate::Error::Interrupted(at));
-        }
-        Ok(())
-    }
-
     /// One epoch: train (from batch `skip` with the sums `metrics` of a resumed epoch),
     /// validate, and tell the parts.
-    #[allow(clippy::too_many_arguments)]
     fn epoch<A: Dataset + 'static, B: Dataset + 'static>(
         &mut self,
         epoch: u64,
         (skip, metrics): (usize, RunningMetrics),
-        vs: &VarStore,
-        net: &dyn ModuleT,
-        opt: &mut Optimizer,
-        train: &mut DataLoader<A>,
-        val: &mut DataLoader<B>,
+        (vs, net, opt): (&VarStore, &dyn ModuleT, &mut Optimizer),
+        (train, val): (&mut DataLoader<A>, &mut DataLoader<B>),
     ) -> Result<EpochEnd> {
         let cfg = self.cfg;
         self.freeze_for(epoch, vs)?;
         train.set_epoch(epoch);
         train.skip_batches(skip);
-        let this = &*self;
-        let on_step = |info: &StepInfo| this.after_step(vs, epoch, info);
-        let advance = |opt: &mut Optimizer| this.schedule.advance_step(opt);
-        let on_read = |steps: &[StepRecord]| this.callbacks.each(|c| c.on_train_steps(steps));
+        // The steps' handle on the loss scaler (the checkpoints read it through the parts).
+        let scaler = self.parts.scaler.as_ref().map(|s| s.handle());
         let mut opts = EpochOptions::on(self.dist.device())
-            .hooks(&this.ddp)
-            .on_step(&on_step)
+            .strategy(&self.ddp)
+            .progress(cfg.progress)
+            .top_k_opt(cfg.top_k)
             .start_metrics(metrics)
             .accumulate(cfg.accumulate)
             .precision(cfg.precision)
             .channels_last(cfg.channels_last);
-        opts.progress = cfg.progress;
-        opts.top_k = cfg.top_k;
-        if this.schedule.per_step() {
-            opts = opts.lr_after_step(&advance);
-        }
-        if let Some(s) = &this.scaler {
+        if let Some(s) = &scaler {
             opts = opts.grad_scaler(s);
         }
         if let Some(c) = cfg.clip_grad {
             opts = opts.clip_grad(c);
         }
-        if !this.callbacks.is_empty() {
-            let steps_before = this.ckpt.borrow().global_step();
-            opts = opts.step_records(StepLogging { epoch, steps_before, on_read: &on_read });
+        if !self.callbacks.is_empty() {
+            let steps_before = self.ckpt.global_step();
+            opts = opts.step_records(StepLogging { epoch, steps_before });
         }
-        let t = match train_epoch(net, train, opt, &cfg.loss, &opts) {
-            Err(crate::Error::Interrupted(_)) if this.stopped.borrow().is_some() => {
-                this.interrupted()?;
+        let mut events = StepEvents {
+            dist: self.dist,
+            cfg,
+            vs,
+            epoch,
+            parts: &mut self.parts,
+            ckpt: &mut self.ckpt,
+            watch: &mut self.watch,
+            callbacks: &self.callbacks,
+            stopped: &mut self.stopped,
+        };
+        let t = match train_epoch_with(net, train, opt, &cfg.loss, &opts, &mut events) {
+            Err(crate::Error::Interrupted(_)) if self.stopped.is_some() => {
+                self.interrupted()?;
                 return Ok(EpochEnd::Interrupted);
             }
             other => other?,
         };
-        let steps = || this.ckpt.borrow().global_step();
-        this.callbacks.each(|c| c.on_train_epoch_end(epoch, &t, steps()))?;
+        let steps = self.ckpt.global_step();
+        self.callbacks.each(|c| c.on_train_epoch_end(epoch, &t, steps))?;
         let v = evaluate(net, val, &cfg.loss, &opts)?;
-        this.callbacks.each(|c| c.on_validation_epoch_end(epoch, &v, steps()))?;
+        self.callbacks.each(|c| c.on_validation_epoch_end(epoch, &v, steps))?;
         // The average's own validation, its values in the model for the call (timm validates
         // its EMA copy the same way, beside the model).
-        let v_ema = match &this.ema {
-            Some(e) => Some(e.borrow().with_weights(vs, || evaluate(net, val, &cfg.loss, &opts))?),
+        let v_ema = match &self.parts.ema {
+            Some(e) => Some(e.with_weights(vs, || evaluate(net, val, &cfg.loss, &opts))?),
             None => None,
         };
         // Per-epoch schedules: the rate of the whole epoch; per-step ones: the rate after the
         // epoch's last step (both resume-independent).
         let lr_used = opt.lr();
-        self.schedule.after_validation(opt, Validation { loss: v.loss, accuracy: v.accuracy })?;
+        if let Some(s) = &self.parts.schedule {
+            s.after_validation(opt, Validation { loss: v.loss, accuracy: v.accuracy })?;
+        }
         let mut record = EpochRecord::from_summaries(epoch, &t, Some(&v), lr_used);
         let ema_acc =
             |e: &crate::train::EpochSummary| (e.task != Task::Regression).then_some(e.accuracy);
@@ -345,13 +298,13 @@ impl Run<'_> {
             append_record(&self.log, &record)?;
         }
         self.history.push(record.clone());
-        let stop = self.early.as_mut().is_some_and(|e| e.update(e.monitor.value(&v)));
+        let stop = self.parts.early.as_mut().is_some_and(|e| e.update(e.monitor.value(&v)));
         self.after_epoch(vs, opt, epoch, &v)?;
         self.confusion = v.confusion;
-        report::epoch_done(self.dist.rank(), &record, &self.ckpt.borrow());
-        let steps = self.ckpt.borrow().global_step();
+        report::epoch_done(self.dist.rank(), &record, &self.ckpt);
+        let steps = self.ckpt.global_step();
         self.callbacks.each(|c| c.on_epoch_end(&record, steps))?;
-        match (stop, &self.early) {
+        match (stop, &self.parts.early) {
             (true, Some(e)) => {
                 self.dist.println(e.describe(epoch + 1));
                 Ok(EpochEnd::StoppedEarly)
@@ -363,21 +316,20 @@ impl Run<'_> {
     /// The epoch's checkpoints: `step-*` per the policy and `best/` when the monitored metric
     /// improved ([`best_monitor`]).
     fn after_epoch(
-        &self,
+        &mut self,
         vs: &VarStore,
         opt: &Optimizer,
         epoch: u64,
         v: &crate::train::EpochSummary,
     ) -> Result<()> {
         let at = (epoch + 1, 0, RunningMetrics::default());
-        let state = self.state((vs, opt), at)?;
+        let state = train_state(self.cfg, &self.parts, (vs, opt), at)?;
         let monitored = self.monitor.map(|m| m.value(v));
-        let mut ckpt = self.ckpt.borrow_mut();
+        let ckpt = &mut self.ckpt;
         let before = (ckpt.last_saved(), ckpt.best_metric());
         ckpt.after_epoch(self.dist, &state, epoch, monitored)?;
         let (step, best) = (ckpt.last_saved(), ckpt.best_metric());
         let best_dir = ckpt.best_dir();
-        drop(ckpt);
         let mut saved: Vec<PathBuf> = Vec::new();
         saved.extend(step.filter(|s| Some(s) != before.0.as_ref()));
         saved.extend(best_dir.filter(|_| best != before.1));
@@ -402,10 +354,10 @@ impl Run<'_> {
 
     /// A stop request ended the epoch: the checkpoint of the last step is complete (no write
     /// left in flight: the process may be about to end) before the run says where it is.
-    fn interrupted(&self) -> Result<()> {
-        self.ckpt.borrow_mut().wait()?;
-        if let Some(s) = self.stopped.borrow_mut().as_mut() {
-            s.announce(self.dist, self.watch.borrow().stop_file(), self.cfg.requeue);
+    fn interrupted(&mut self) -> Result<()> {
+        self.ckpt.wait()?;
+        if let Some(s) = self.stopped.as_mut() {
+            s.announce(self.dist, self.watch.stop_file(), self.cfg.requeue);
         }
         Ok(())
     }

@@ -2,8 +2,8 @@
 //! exact per-sample summary (loss, the task's metrics, samples, seconds, img/s).
 //!
 //! A step queues its work on the device and moves on: the running loss and correct counts stay
-//! on the device ([`DeviceMetrics`]) and are read only when progress is printed, when `on_step`
-//! asks for them (a checkpoint) and at the epoch's end.
+//! on the device ([`DeviceMetrics`]) and are read only when progress is printed, when the
+//! listener's `on_step` asks for them (a checkpoint) and at the epoch's end.
 use std::time::Instant;
 
 use tch::nn::ModuleT;
@@ -15,6 +15,7 @@ use super::epoch_options::{EpochOptions, StepInfo};
 use super::loss::{check_batch, Loss, Task};
 use super::metrics::{ConfusionMatrix, RunningMetrics};
 use super::optim::Optimizer;
+use super::step_listener::StepListener;
 pub use super::summary::EpochSummary;
 use super::timing::Timed;
 use crate::data::{DataLoader, Dataset};
@@ -53,6 +54,19 @@ pub fn train_epoch<D: Dataset + 'static>(
     loss_fn: &dyn Loss,
     opts: &EpochOptions,
 ) -> Result<EpochSummary> {
+    train_epoch_with(model, loader, optimizer, loss_fn, opts, &mut ())
+}
+
+/// [`train_epoch`] telling `listener` of every optimizer step (after it: the next rates, then
+/// the step itself) and of the step records as they are read ([`StepListener`]).
+pub fn train_epoch_with<D: Dataset + 'static>(
+    model: &dyn ModuleT,
+    loader: &mut DataLoader<D>,
+    optimizer: &mut Optimizer,
+    loss_fn: &dyn Loss,
+    opts: &EpochOptions,
+    listener: &mut dyn StepListener,
+) -> Result<EpochSummary> {
     let start = Instant::now();
     let mut progress = opts.begin_progress("train", loader.len());
     // A resumed epoch (the same batches skipped on every rank) counts only what it trains now in
@@ -65,17 +79,12 @@ pub fn train_epoch<D: Dataset + 'static>(
     if opts.step_logging.is_some() {
         running = running.with_step_records();
     }
-    let deliver_steps = |running: &DeviceMetrics| -> Result<()> {
-        match &opts.step_logging {
-            Some(log) => {
-                let ready = running.take_steps();
-                if ready.is_empty() {
-                    Ok(())
-                } else {
-                    (log.on_read)(&ready)
-                }
-            }
-            None => Ok(()),
+    let deliver_steps = |running: &DeviceMetrics, listener: &mut dyn StepListener| -> Result<()> {
+        let ready = if opts.step_logging.is_some() { running.take_steps() } else { Vec::new() };
+        if ready.is_empty() {
+            Ok(())
+        } else {
+            listener.on_steps_read(&ready)
         }
     };
     let k = opts.accumulate;
@@ -96,7 +105,7 @@ pub fn train_epoch<D: Dataset + 'static>(
         let window = k.min(total_batches - window_start);
         let last_in_window = position + 1 == window_start + window;
         let (x, y) = (opts.batch_images(&batch.images), batch.target().to_device(opts.device));
-        opts.hooks.pre_forward(last_in_window)?;
+        opts.strategy.pre_forward(last_in_window)?;
         let (logits, loss) = opts.precision.run(opts.device, || {
             forward_and_loss(model, loss_fn, (task, opts.top_k), (&x, &y))
         })??;
@@ -107,7 +116,7 @@ pub fn train_epoch<D: Dataset + 'static>(
         if let Some(scaler) = opts.grad_scaler {
             scaled = scaler.borrow().scale(&scaled);
         }
-        opts.hooks.run_backward(&scaled, last_in_window)?;
+        opts.strategy.run_backward(&scaled, last_in_window)?;
         running.add_mean_loss(&loss, &logits, &y);
         progress.advance(batch.len(), &mut || running.read().loss());
         if last_in_window {
@@ -133,24 +142,24 @@ pub fn train_epoch<D: Dataset + 'static>(
                 let step = log.steps_before + steps;
                 running.end_step(step, log.epoch, position + 1, lr_used, step_norm.as_ref());
             }
-            if let Some(f) = opts.lr_after_step {
-                f(optimizer)?;
-            }
-            if let Some(f) = opts.on_step {
-                f(&StepInfo { batches_done: position + 1, optimizer, running: &running })?;
-            }
-            deliver_steps(&running)?;
+            listener.lr_after_step(optimizer)?;
+            listener.on_step(&StepInfo {
+                batches_done: position + 1,
+                optimizer,
+                running: &running,
+            })?;
+            deliver_steps(&running, listener)?;
         }
     }
-    let waited = opts.hooks.gather_f64(batches.waited_s())?;
+    let waited = opts.strategy.gather_f64(batches.waited_s())?;
     let local = running.read();
-    deliver_steps(&running)?;
+    deliver_steps(&running, listener)?;
     let trained_here = local.count.saturating_sub(opts.start_metrics.count) as f64;
-    let total = opts.hooks.reduce_metrics(local)?;
+    let total = opts.strategy.reduce_metrics(local)?;
     let mut result = EpochSummary::new(task, opts.top_k, total, start.elapsed().as_secs_f64());
     (result.data_wait_s, result.grad_norm, result.steps) = (waited, norms.read(), steps);
     if resumed {
-        let trained: f64 = opts.hooks.gather_f64(trained_here)?.iter().sum();
+        let trained: f64 = opts.strategy.gather_f64(trained_here)?.iter().sum();
         result.img_per_s = trained / result.seconds.max(1e-9);
     }
     progress.finish(&result.to_string());
@@ -199,7 +208,7 @@ pub fn evaluate<D: Dataset + 'static>(
     }
     let local = running.read();
     let to_cpu = |t: Tensor| t.to_device(Device::Cpu);
-    let total = opts.hooks.reduce_metrics(local)?;
+    let total = opts.strategy.reduce_metrics(local)?;
     let empty = || Tensor::zeros([0], (Kind::Int64, Device::Cpu));
     let confusion = if task == Task::Classification {
         let (p, t) = if preds.is_empty() {
@@ -207,14 +216,14 @@ pub fn evaluate<D: Dataset + 'static>(
         } else {
             (to_cpu(Tensor::cat(&preds, 0)), to_cpu(Tensor::cat(&truths, 0)))
         };
-        let (p, t) = opts.hooks.gather_labels(p, t)?;
+        let (p, t) = opts.strategy.gather_labels(p, t)?;
         let mut confusion = ConfusionMatrix::new(classes);
         confusion.add(&p, &t);
         Some(confusion)
     } else {
         None
     };
-    let waited = opts.hooks.gather_f64(batches.waited_s())?;
+    let waited = opts.strategy.gather_f64(batches.waited_s())?;
     let mut result = EpochSummary::new(task, opts.top_k, total, start.elapsed().as_secs_f64());
     (result.data_wait_s, result.confusion) = (waited, confusion);
     progress.finish(&result.to_string());

@@ -1,6 +1,7 @@
 //! How an epoch runs ([`EpochOptions`]: device, progress, the strategy around each step,
 //! mixed precision, loss scaling, gradient clipping, accumulation, channels_last) and what it
-//! reports after each optimizer step ([`StepInfo`], for step-wise checkpoints and schedules).
+//! reports after each optimizer step ([`StepInfo`], to a
+//! [`StepListener`](super::StepListener): step-wise checkpoints and schedules).
 use std::cell::RefCell;
 
 use tch::{Device, Tensor};
@@ -13,10 +14,9 @@ use super::optim::Optimizer;
 use super::step_record::StepLogging;
 use super::strategy::{SingleProcess, Strategy};
 use crate::progress::{ConsoleProgress, EpochProgress, NoProgress, ProgressReporter};
-use crate::Result;
 
-/// What [`train_epoch`](super::train_epoch) reports after each optimizer step (for step-wise
-/// checkpoints).
+/// What [`train_epoch_with`](super::train_epoch_with) reports after each optimizer step to its
+/// [`StepListener::on_step`](super::StepListener::on_step) (for step-wise checkpoints).
 pub struct StepInfo<'a> {
     /// Batches of this epoch done so far (skipped ones included).
     pub batches_done: usize,
@@ -33,49 +33,32 @@ impl StepInfo<'_> {
     }
 }
 
-/// A callback run after every training step.
-pub type OnStep<'a> = &'a dyn Fn(&StepInfo) -> Result<()>;
-
-/// A per-step learning-rate update: called after every optimizer step with the optimizer, it
-/// sets the rates of the next step (a per-step [`LrSchedule`](super::LrSchedule)'s `advance`
-/// for each param group, then [`Optimizer::set_group_lrs`](super::Optimizer::set_group_lrs)).
-pub type LrAfterStep<'a> = &'a dyn Fn(&mut super::Optimizer) -> Result<()>;
-
 /// Where to run and how to report.
 pub struct EpochOptions<'a> {
     /// Where the model lives; batches are moved there.
-    pub device: Device,
+    pub(crate) device: Device,
     /// Show progress (on the main rank only).
-    pub progress: bool,
+    pub(crate) progress: bool,
     /// Where progress goes when shown (default [`ConsoleProgress`]: a bar or lines).
-    pub reporter: &'a dyn ProgressReporter,
+    pub(crate) reporter: &'a dyn ProgressReporter,
     /// What runs around each step: [`SingleProcess`] or a `Ddp`.
-    pub hooks: &'a dyn Strategy,
-    /// Called after every optimizer step (checkpoints mid-epoch).
-    pub on_step: Option<OnStep<'a>>,
-    /// Sets the learning rate after every optimizer step, before `on_step` (so a checkpoint
-    /// written there holds the new rate): a per-step schedule.
-    pub lr_after_step: Option<LrAfterStep<'a>>,
+    pub(crate) strategy: &'a dyn Strategy,
     /// Sums carried over from the part of the epoch done before a resume.
-    pub start_metrics: RunningMetrics,
+    pub(crate) start_metrics: RunningMetrics,
     /// Gradient accumulation: micro-batches per optimizer step (1: a step per batch).
-    pub accumulate: usize,
+    pub(crate) accumulate: usize,
     /// Autocast for the forward pass and the loss (training and evaluation).
-    pub precision: Precision,
+    pub(crate) precision: Precision,
     /// Loss scaling for float16 training (`None`: plain backward and step).
-    pub grad_scaler: Option<&'a RefCell<GradScaler>>,
-    /// Hand the batches to the model in the channels_last layout (pair it with
-    /// `models::to_channels_last` on the model).
-    pub channels_last: bool,
-    /// Clip the gradients before each optimizer step (`clip_grad_norm_` / `clip_grad_value_`;
-    /// under a `grad_scaler`, after its `unscale_`).
-    pub clip_grad: Option<GradClip>,
-    /// Per-step records ([`StepRecord`](super::StepRecord)s) for step logs and callbacks,
-    /// read with the running sums (no extra device read). Default `None`.
-    pub step_logging: Option<StepLogging<'a>>,
-    /// Classification: also count the samples whose label is among the `k` highest logits
-    /// (the top-k accuracy, e.g. ImageNet's top-5). Default `None`.
-    pub top_k: Option<usize>,
+    pub(crate) grad_scaler: Option<&'a RefCell<GradScaler>>,
+    /// Hand the batches to the model in the channels_last layout.
+    pub(crate) channels_last: bool,
+    /// Clip the gradients before each optimizer step.
+    pub(crate) clip_grad: Option<GradClip>,
+    /// Per-step records ([`StepRecord`](super::StepRecord)s) for the listener.
+    pub(crate) step_logging: Option<StepLogging>,
+    /// Classification: also count the top-`k` accuracy.
+    pub(crate) top_k: Option<usize>,
 }
 
 impl Default for EpochOptions<'_> {
@@ -84,9 +67,7 @@ impl Default for EpochOptions<'_> {
             device: Device::Cpu,
             progress: true,
             reporter: &ConsoleProgress,
-            hooks: &SingleProcess,
-            on_step: None,
-            lr_after_step: None,
+            strategy: &SingleProcess,
             start_metrics: RunningMetrics::default(),
             accumulate: 1,
             precision: Precision::F32,
@@ -101,8 +82,31 @@ impl Default for EpochOptions<'_> {
 
 impl<'a> EpochOptions<'a> {
     /// Options for `device`: progress shown, a single process, no accumulation, float32.
+    ///
+    /// ```
+    /// use trainbook::train::{EpochOptions, Precision, SingleProcess};
+    /// let opts = EpochOptions::on(tch::Device::Cpu)
+    ///     .quiet()
+    ///     .strategy(&SingleProcess)
+    ///     .precision(Precision::BF16)
+    ///     .accumulate(2);
+    /// assert_eq!(opts.device(), tch::Device::Cpu);
+    /// ```
     pub fn on(device: Device) -> Self {
         EpochOptions { device, ..Default::default() }
+    }
+    /// The same as [`on`](Self::on).
+    pub fn new(device: Device) -> Self {
+        EpochOptions::on(device)
+    }
+    /// Where the model lives (batches are moved there).
+    pub fn device(&self) -> Device {
+        self.device
+    }
+    /// Shows progress (`true`, the default; on the main rank only) or not.
+    pub fn progress(mut self, on: bool) -> Self {
+        self.progress = on;
+        self
     }
     /// No progress output.
     pub fn quiet(mut self) -> Self {
@@ -120,28 +124,21 @@ impl<'a> EpochOptions<'a> {
         label: &str,
         total_batches: usize,
     ) -> Box<dyn EpochProgress> {
-        if self.progress && self.hooks.is_main() {
+        if self.progress && self.strategy.is_main() {
             self.reporter.begin(label, total_batches)
         } else {
             Box::new(NoProgress)
         }
     }
-    /// Runs the steps through `hooks` (a `Ddp` for data-parallel training).
-    pub fn hooks(mut self, hooks: &'a dyn Strategy) -> Self {
-        self.hooks = hooks;
+    /// Runs the steps under `strategy` (a `Ddp` for data-parallel training; Lightning's
+    /// `strategy`). Default [`SingleProcess`].
+    pub fn strategy(mut self, strategy: &'a dyn Strategy) -> Self {
+        self.strategy = strategy;
         self
     }
-    /// Calls `f` after every optimizer step.
-    pub fn on_step(mut self, f: OnStep<'a>) -> Self {
-        self.on_step = Some(f);
-        self
-    }
-    /// After every optimizer step, calls `f(optimizer)` to set the next step's rates, e.g.
-    /// `&|opt| { let lr = schedule.borrow_mut().advance(opt.lr(), None)?; opt.set_lr(lr); Ok(()) }`
-    /// for a per-step [`LrSchedule`](super::LrSchedule) in a `RefCell`. It runs before `on_step`.
-    pub fn lr_after_step(mut self, f: LrAfterStep<'a>) -> Self {
-        self.lr_after_step = Some(f);
-        self
+    /// The same as [`strategy`](Self::strategy), under the name the course's notebooks use.
+    pub fn hooks(self, strategy: &'a dyn Strategy) -> Self {
+        self.strategy(strategy)
     }
     /// Starts the epoch's sums from `m` (the part done before a resume).
     pub fn start_metrics(mut self, m: RunningMetrics) -> Self {
@@ -172,17 +169,24 @@ impl<'a> EpochOptions<'a> {
         self.clip_grad = Some(clip);
         self
     }
-    /// Sends a [`StepRecord`](super::StepRecord) of every optimizer step to `logging.on_read`:
-    /// the records are read from the device together with the running sums (when progress
-    /// is printed, when `on_step` reads the metrics, at the epoch's end), so they add no wait
-    /// for the device; they arrive in bursts, in step order.
-    pub fn step_records(mut self, logging: StepLogging<'a>) -> Self {
+    /// Sends a [`StepRecord`](super::StepRecord) of every optimizer step, numbered as
+    /// `logging` says, to the epoch's listener
+    /// ([`StepListener::on_steps_read`](super::StepListener::on_steps_read)): the records are
+    /// read from the device together with the running sums (when progress is printed, when
+    /// `on_step` reads the metrics, at the epoch's end), so they add no wait for the device;
+    /// they arrive in bursts, in step order.
+    pub fn step_records(mut self, logging: StepLogging) -> Self {
         self.step_logging = Some(logging);
         self
     }
     /// Also reports the top-`k` accuracy of a classification (`EpochSummary::top_k_accuracy`).
     pub fn top_k(mut self, k: usize) -> Self {
         self.top_k = Some(k);
+        self
+    }
+    /// [`top_k`](Self::top_k) with `Some(k)`; `None` (the default): no top-k accuracy.
+    pub fn top_k_opt(mut self, k: Option<usize>) -> Self {
+        self.top_k = k;
         self
     }
     /// Accumulates the gradients of `k` micro-batches per optimizer step: the first k-1

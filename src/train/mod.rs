@@ -15,6 +15,7 @@ mod metrics;
 mod optim;
 mod predict;
 mod schedule;
+mod step_listener;
 mod step_record;
 mod strategy;
 mod summary;
@@ -30,8 +31,8 @@ pub use determinism::{
 pub use device_metrics::{host_reads, DeviceMetrics};
 pub use ema::ModelEma;
 pub(crate) use epoch::task_of;
-pub use epoch::{evaluate, train_epoch, EpochSummary};
-pub use epoch_options::{EpochOptions, LrAfterStep, OnStep, StepInfo};
+pub use epoch::{evaluate, train_epoch, train_epoch_with, EpochSummary};
+pub use epoch_options::{EpochOptions, StepInfo};
 pub use log::{append_record, history_table, read_records, EpochRecord};
 pub use loss::{
     BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, Loss, MSELoss, SharedLoss,
@@ -44,7 +45,8 @@ pub use schedule::{
     Anneal, Cadence, ChainedScheduler, CosineAnnealingLR, LinearLR, LrSchedule, OneCycleLR,
     ReduceLROnPlateau, SequentialLR, StepLR, Validation,
 };
-pub use step_record::{OnStepsRead, StepLogging, StepRecord};
+pub use step_listener::StepListener;
+pub use step_record::{StepLogging, StepRecord};
 pub use strategy::{Ddp, DdpOptions, SingleProcess, Strategy};
 pub use timing::{data_wait_note, LOADER_BOUND_FRACTION};
 

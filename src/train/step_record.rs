@@ -11,8 +11,6 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor};
 
-use crate::Result;
-
 /// One optimizer step of a training epoch, as logged to `steps.csv` and TensorBoard.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StepRecord {
@@ -35,19 +33,14 @@ pub struct StepRecord {
     pub wall_time: f64,
 }
 
-/// Receives step records as they are read from the device (in bursts, in step order).
-pub type OnStepsRead<'a> = &'a dyn Fn(&[StepRecord]) -> Result<()>;
-
 /// What an epoch needs to number its step records.
-#[derive(Clone, Copy)]
-pub struct StepLogging<'a> {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StepLogging {
     /// The epoch, 0-based.
     pub epoch: u64,
     /// Optimizer steps the run took before this epoch's first step (a resumed epoch: before
     /// its first step after the resume).
     pub steps_before: u64,
-    /// Where the records go.
-    pub on_read: OnStepsRead<'a>,
 }
 
 /// A step whose loss (and norm) are still on the device.

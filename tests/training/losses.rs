@@ -91,8 +91,7 @@ fn evaluated_on_two_ranks(
         let vs = VarStore::new(Device::Cpu);
         let _ = vs.root().zeros("unused", &[1]);
         let ddp = Ddp::wrap(&vs, dist)?;
-        let mut opts = EpochOptions::on(Device::Cpu).quiet().hooks(&ddp);
-        opts.top_k = top_k;
+        let opts = EpochOptions::on(Device::Cpu).quiet().strategy(&ddp).top_k_opt(top_k);
         let v = evaluate(&Identity, &mut loader, &loss, &opts)?;
         Ok((v.task, v.samples, v.metrics))
     })
@@ -169,8 +168,7 @@ fn outputs_that_do_not_fit_the_targets_are_an_error_naming_both() {
     assert!(err.to_string().contains("Regression"), "{err}");
     // A top-k larger than the classes.
     let mut loader = DataLoader::new(TensorDataset::new(&x, &labels, vec![]).unwrap(), 4);
-    let mut opts = EpochOptions::on(Device::Cpu).quiet();
-    opts.top_k = Some(5);
+    let opts = EpochOptions::on(Device::Cpu).quiet().top_k(5);
     let err = evaluate(&Identity, &mut loader, &CrossEntropyLoss::new(), &opts).unwrap_err();
     assert!(err.to_string().contains("k = 5"), "{err}");
 }

@@ -1,7 +1,109 @@
-//! The run's built-in parts that keep state between epochs: early stopping, the frozen
-//! backbone's epochs and the learning-rate schedule.
+//! The run's built-in parts that keep state between epochs (early stopping, the learning-rate
+//! schedule, the float16 loss scaler, the EMA of the weights) and the frozen backbone's epochs.
+//! [`RunParts`] holds those a checkpoint saves: each by its [`Stateful`] key, all of them in one
+//! list, so a new part is its own file plus one line in `run_parts!` below.
+use std::cell::RefCell;
+use std::rc::Rc;
+
 pub(crate) mod early_stopping;
 pub(crate) mod freeze;
 pub(crate) mod run_schedule;
 
 pub use early_stopping::EarlyStopping;
+
+use crate::stateful::{PartState, Stateful};
+use crate::train::{GradScaler, ModelEma};
+use crate::Result;
+use run_schedule::RunSchedule;
+
+/// A part that two holders share: the epoch's steps (through
+/// [`EpochOptions::grad_scaler`](crate::train::EpochOptions::grad_scaler)) and the run's
+/// checkpoints. [`handle`](Self::handle) is the steps' copy.
+pub(crate) struct SharedPart<T>(Rc<RefCell<T>>);
+
+impl<T> SharedPart<T> {
+    pub(crate) fn new(part: T) -> SharedPart<T> {
+        SharedPart(Rc::new(RefCell::new(part)))
+    }
+    /// Another handle to the same part.
+    pub(crate) fn handle(&self) -> Rc<RefCell<T>> {
+        self.0.clone()
+    }
+}
+
+impl<T: Stateful> Stateful for SharedPart<T> {
+    fn state_key(&self) -> String {
+        self.0.borrow().state_key()
+    }
+    fn state_dict(&self) -> Result<PartState> {
+        self.0.borrow().state_dict()
+    }
+    fn load_state_dict(&mut self, state: PartState) -> Result<()> {
+        self.0.borrow_mut().load_state_dict(state)
+    }
+}
+
+/// Declares [`RunParts`] with one optional field per part and the two lists over them.
+macro_rules! run_parts {
+    ($($(#[$doc:meta])* $field:ident: $ty:ty,)*) => {
+        /// The parts of a run that checkpoints keep (each `None` when the run does not use it).
+        #[derive(Default)]
+        pub(crate) struct RunParts {
+            $($(#[$doc])* pub $field: Option<$ty>,)*
+        }
+
+        impl RunParts {
+            /// Every part the run has, for a checkpoint.
+            pub(crate) fn each(&self) -> Vec<&dyn Stateful> {
+                let mut parts: Vec<&dyn Stateful> = Vec::new();
+                $(if let Some(p) = &self.$field { parts.push(p); })*
+                parts
+            }
+            /// Every part the run has, for a resume.
+            pub(crate) fn each_mut(&mut self) -> Vec<&mut dyn Stateful> {
+                let mut parts: Vec<&mut dyn Stateful> = Vec::new();
+                $(if let Some(p) = &mut self.$field { parts.push(p); })*
+                parts
+            }
+        }
+    };
+}
+
+run_parts! {
+    /// The learning-rate schedule (`FitConfig::schedule`), key `schedule`.
+    schedule: RunSchedule,
+    /// float16's loss scaler, key `grad_scaler`.
+    scaler: SharedPart<GradScaler>,
+    /// Early stopping's counters, key `early_stopping`.
+    early: EarlyStopping,
+    /// The EMA of the weights, key `ema`.
+    ema: ModelEma,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::train::Monitor;
+    use tch::Device;
+
+    #[test]
+    fn the_parts_are_listed_by_their_keys_and_a_shared_one_is_one_part() {
+        let mut parts = RunParts {
+            scaler: Some(SharedPart::new(GradScaler::new(Device::Cpu))),
+            early: Some(EarlyStopping::new(Monitor::ValLoss, 2)),
+            ..Default::default()
+        };
+        let keys: Vec<String> = parts.each().iter().map(|p| p.state_key()).collect();
+        assert_eq!(keys, ["grad_scaler", "early_stopping"]);
+        let steps = parts.scaler.as_ref().unwrap().handle();
+        steps.borrow_mut().load_state(&crate::train::GradScalerState {
+            scale: 8.0,
+            ..GradScaler::new(Device::Cpu).state()
+        });
+        let saved = parts.each()[0].state_dict().unwrap();
+        assert_eq!(saved.value["scale"], 8.0, "the checkpoint sees the steps' scaler");
+        let fresh = GradScaler::new(Device::Cpu).state();
+        parts.each_mut()[0].load_state_dict(PartState::of_serde(&fresh).unwrap()).unwrap();
+        assert_eq!(steps.borrow().state(), fresh, "a resume reaches the steps' scaler");
+    }
+}

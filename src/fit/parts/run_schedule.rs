@@ -49,11 +49,6 @@ impl RunSchedule {
         Ok(())
     }
 
-    /// Whether the run has a schedule (only then is it a part of the run's checkpoints).
-    pub(crate) fn configured(&self) -> bool {
-        self.template.is_some()
-    }
-
     /// Starts the schedule unless a checkpoint's state set it already (a new run, or a
     /// checkpoint of a run without a schedule).
     pub(crate) fn ensure_started(&self, opt: &mut Optimizer) -> Result<()> {
