@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
 
 use crate::shim::{check_kernel as check, tensor_ptrs as ptrs};
-use crate::train::device_metrics::count_host_read;
+use crate::train::epoch::device_metrics::count_host_read;
 use crate::train::Optimizer;
 use crate::Result;
 

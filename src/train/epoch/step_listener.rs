@@ -1,18 +1,18 @@
 //! What an epoch tells its caller as it trains: one [`StepListener`], called after every
 //! optimizer step and whenever step records arrive (Lightning's `on_train_batch_end`, burn's
 //! event processor). The loop calls into it one way; the caller's state needs no `RefCell`.
-use super::epoch_options::StepInfo;
-use super::optim::Optimizer;
+use super::options::StepInfo;
 use super::step_record::StepRecord;
+use crate::train::optim::Optimizer;
 use crate::Result;
 
-/// Receives an epoch's events from [`train_epoch_with`](super::train_epoch_with), in this order
+/// Receives an epoch's events from [`train_epoch_with`](crate::train::train_epoch_with), in this order
 /// after every optimizer step: [`lr_after_step`](Self::lr_after_step), then
 /// [`on_step`](Self::on_step); and [`on_steps_read`](Self::on_steps_read) whenever step
 /// records were read from the device (with
-/// [`EpochOptions::step_records`](super::EpochOptions::step_records)). Every method has a
+/// [`EpochOptions::step_records`](crate::train::EpochOptions::step_records)). Every method has a
 /// default that does nothing; an error ends the epoch with that error. `()` is the listener
-/// that does nothing ([`train_epoch`](super::train_epoch) uses it).
+/// that does nothing ([`train_epoch`](crate::train::train_epoch) uses it).
 ///
 /// ```
 /// use trainbook::train::{StepInfo, StepListener};
@@ -30,7 +30,7 @@ use crate::Result;
 /// ```
 pub trait StepListener {
     /// After every optimizer step, first: set the next step's learning rates (a per-step
-    /// [`LrSchedule`](super::LrSchedule)'s `advance` for each param group, then
+    /// [`LrSchedule`](crate::train::LrSchedule)'s `advance` for each param group, then
     /// [`Optimizer::set_group_lrs`]), so that a checkpoint written in `on_step` holds them.
     fn lr_after_step(&mut self, _optimizer: &mut Optimizer) -> Result<()> {
         Ok(())

@@ -4,8 +4,8 @@
 //! positive and false negative counts.
 use tch::{Kind, Tensor};
 
-use super::loss::Task;
-use super::metrics::RunningMetrics;
+use crate::train::loss::Task;
+use crate::train::metrics::RunningMetrics;
 
 /// Which sums an epoch keeps: its task, and for classification the `k` of a top-k accuracy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

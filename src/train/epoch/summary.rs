@@ -1,8 +1,8 @@
 //! [`EpochSummary`]: what one epoch of training or evaluation measured, exactly over its
 //! samples (all ranks), with the task's metrics.
-use super::loss::Task;
-use super::metrics::{ConfusionMatrix, RunningMetrics};
 use super::timing::data_wait_note;
+use crate::train::loss::Task;
+use crate::train::metrics::{ConfusionMatrix, RunningMetrics};
 
 /// The result of an epoch. `loss` and `accuracy` are exact means over `samples`; the task's
 /// other metrics come from [`metrics`](Self::metrics), the sums over all ranks.
@@ -22,21 +22,21 @@ pub struct EpochSummary {
     pub img_per_s: f64,
     /// Seconds each rank (in rank order) waited for its data loader during the epoch.
     pub data_wait_s: Vec<f64>,
-    /// Filled by [`evaluate`](super::evaluate) for classification: rows are true classes,
+    /// Filled by [`evaluate`](crate::train::evaluate) for classification: rows are true classes,
     /// columns predictions (all ranks).
     pub confusion: Option<ConfusionMatrix>,
-    /// With norm clipping ([`EpochOptions::clip_grad`](super::EpochOptions::clip_grad)): the
+    /// With norm clipping ([`EpochOptions::clip_grad`](crate::train::EpochOptions::clip_grad)): the
     /// mean over the epoch's optimizer steps of the total gradient norm before clipping (what
     /// `clip_grad_norm_` returns).
     pub grad_norm: Option<f64>,
     /// Optimizer steps the epoch took (one per accumulation window; 0 from
-    /// [`evaluate`](super::evaluate)): what a hand-written loop passes to
+    /// [`evaluate`](crate::train::evaluate)): what a hand-written loop passes to
     /// [`Checkpointer::add_steps`](crate::checkpoint::Checkpointer::add_steps).
     pub steps: u64,
     /// What the epoch trained or evaluated: which metrics below mean something.
     pub task: Task,
     /// The `k` of the top-k accuracy, when one was asked for
-    /// ([`EpochOptions::top_k`](super::EpochOptions::top_k)).
+    /// ([`EpochOptions::top_k`](crate::train::EpochOptions::top_k)).
     pub top_k: Option<usize>,
     /// The epoch's sums over all ranks, which every metric is computed from.
     pub metrics: RunningMetrics,

@@ -1,22 +1,22 @@
 //! How an epoch runs ([`EpochOptions`]: device, progress, the strategy around each step,
 //! mixed precision, loss scaling, gradient clipping, accumulation, channels_last) and what it
 //! reports after each optimizer step ([`StepInfo`], to a
-//! [`StepListener`](super::StepListener): step-wise checkpoints and schedules).
+//! [`StepListener`](crate::train::StepListener): step-wise checkpoints and schedules).
 use std::cell::RefCell;
 
 use tch::{Device, Tensor};
 
-use super::amp::{GradScaler, Precision};
-use super::clip::GradClip;
 use super::device_metrics::DeviceMetrics;
-use super::metrics::RunningMetrics;
-use super::optim::Optimizer;
 use super::step_record::StepLogging;
-use super::strategy::{SingleProcess, Strategy};
 use crate::progress::{ConsoleProgress, EpochProgress, NoProgress, ProgressReporter};
+use crate::train::amp::{GradScaler, Precision};
+use crate::train::clip::GradClip;
+use crate::train::metrics::RunningMetrics;
+use crate::train::optim::Optimizer;
+use crate::train::strategy::{SingleProcess, Strategy};
 
-/// What [`train_epoch_with`](super::train_epoch_with) reports after each optimizer step to its
-/// [`StepListener::on_step`](super::StepListener::on_step) (for step-wise checkpoints).
+/// What [`train_epoch_with`](crate::train::train_epoch_with) reports after each optimizer step to its
+/// [`StepListener::on_step`](crate::train::StepListener::on_step) (for step-wise checkpoints).
 pub struct StepInfo<'a> {
     /// Batches of this epoch done so far (skipped ones included).
     pub batches_done: usize,
@@ -55,7 +55,7 @@ pub struct EpochOptions<'a> {
     pub(crate) channels_last: bool,
     /// Clip the gradients before each optimizer step.
     pub(crate) clip_grad: Option<GradClip>,
-    /// Per-step records ([`StepRecord`](super::StepRecord)s) for the listener.
+    /// Per-step records ([`StepRecord`](crate::train::StepRecord)s) for the listener.
     pub(crate) step_logging: Option<StepLogging>,
     /// Classification: also count the top-`k` accuracy.
     pub(crate) top_k: Option<usize>,
@@ -169,9 +169,9 @@ impl<'a> EpochOptions<'a> {
         self.clip_grad = Some(clip);
         self
     }
-    /// Sends a [`StepRecord`](super::StepRecord) of every optimizer step, numbered as
+    /// Sends a [`StepRecord`](crate::train::StepRecord) of every optimizer step, numbered as
     /// `logging` says, to the epoch's listener
-    /// ([`StepListener::on_steps_read`](super::StepListener::on_steps_read)): the records are
+    /// ([`StepListener::on_steps_read`](crate::train::StepListener::on_steps_read)): the records are
     /// read from the device together with the running sums (when progress is printed, when
     /// `on_step` reads the metrics, at the epoch's end), so they add no wait for the device;
     /// they arrive in bursts, in step order.

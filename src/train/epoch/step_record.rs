@@ -2,9 +2,9 @@
 //! callbacks, gathered without a single extra wait for the device.
 //!
 //! A step's loss and gradient norm are device tensors. They wait in a [`StepBuffer`] inside
-//! the epoch's [`DeviceMetrics`](super::DeviceMetrics) and are read together with the running
+//! the epoch's [`DeviceMetrics`](crate::train::DeviceMetrics) and are read together with the running
 //! sums whenever those are read anyway (a progress line, a step checkpoint, the epoch's end):
-//! one copy for all of them, counted once by [`host_reads`](super::host_reads). Records
+//! one copy for all of them, counted once by [`host_reads`](crate::train::host_reads). Records
 //! therefore reach their reader in bursts, each in step order, none lost.
 use std::time::{SystemTime, UNIX_EPOCH};
 

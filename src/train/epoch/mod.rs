@@ -1,23 +1,38 @@
 //! One epoch of training or evaluation over a `DataLoader` with any [`Loss`], returning an
-//! exact per-sample summary (loss, the task's metrics, samples, seconds, img/s).
+//! exact per-sample summary (loss, the task's metrics, samples, seconds, img/s); the wing holds
+//! its options (`options.rs`), its listener (`step_listener.rs`), the sums kept on the device
+//! (`device_metrics.rs`, `task_sums.rs`), the step records (`step_record.rs`), the summary
+//! (`summary.rs`) and the loader-wait timing (`timing.rs`).
 //!
 //! A step queues its work on the device and moves on: the running loss and correct counts stay
 //! on the device ([`DeviceMetrics`]) and are read only when progress is printed, when the
 //! listener's `on_step` asks for them (a checkpoint) and at the epoch's end.
+pub(crate) mod device_metrics;
+mod options;
+mod step_listener;
+mod step_record;
+mod summary;
+mod task_sums;
+mod timing;
+
+pub use device_metrics::{host_reads, DeviceMetrics};
+pub use options::{EpochOptions, StepInfo};
+pub use step_listener::StepListener;
+pub use step_record::{StepLogging, StepRecord};
+pub use timing::{data_wait_note, LOADER_BOUND_FRACTION};
+
 use std::time::Instant;
 
 use tch::nn::ModuleT;
 use tch::{Device, Kind, Tensor};
 
+use self::device_metrics::TaskSums;
+pub use self::summary::EpochSummary;
+use self::timing::Timed;
 use super::clip::NormMean;
-use super::device_metrics::{DeviceMetrics, TaskSums};
-use super::epoch_options::{EpochOptions, StepInfo};
 use super::loss::{check_batch, Loss, Task};
 use super::metrics::{ConfusionMatrix, RunningMetrics};
 use super::optim::Optimizer;
-use super::step_listener::StepListener;
-pub use super::summary::EpochSummary;
-use super::timing::Timed;
 use crate::data::{DataLoader, Dataset};
 use crate::Result;
 
@@ -44,8 +59,8 @@ fn forward_and_loss(
 }
 
 /// Trains `model` for one pass over `loader` (which the caller positions with `set_epoch`),
-/// minimising `loss_fn` (a [`CrossEntropyLoss`](super::CrossEntropyLoss) for class labels,
-/// [`MSELoss`](super::MSELoss) for float targets, any [`Loss`]). The summary holds the task's
+/// minimising `loss_fn` (a [`CrossEntropyLoss`](crate::train::CrossEntropyLoss) for class labels,
+/// [`MSELoss`](crate::train::MSELoss) for float targets, any [`Loss`]). The summary holds the task's
 /// metrics ([`Task`]: the loss's, else the data's).
 pub fn train_epoch<D: Dataset + 'static>(
     model: &dyn ModuleT,

@@ -11,9 +11,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use tch::{Device, Kind, Tensor};
 
-use super::metrics::RunningMetrics;
 use super::step_record::{StepBuffer, StepRecord};
 pub(crate) use super::task_sums::TaskSums;
+use crate::train::metrics::RunningMetrics;
 
 static HOST_READS: AtomicU64 = AtomicU64::new(0);
 
@@ -221,7 +221,7 @@ mod tests {
     #[test]
     fn the_training_loop_reads_the_device_only_through_device_metrics() {
         // A read hidden elsewhere in the loop would escape the count that tests rely on.
-        for (name, source) in [("epoch.rs", include_str!("epoch.rs"))] {
+        for (name, source) in [("epoch/mod.rs", include_str!("mod.rs"))] {
             for token in ["double_value", "int64_value", "f64_value", "Vec::try_from", ".item("] {
                 assert!(
                     !source.contains(token),
