@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::decode::load_rgb;
-use super::Dataset;
+use crate::data::decode::decode::load_rgb;
+use crate::data::Dataset;
 use crate::transforms::{AugRng, Compose, TensorImage};
 use crate::{Error, Result, WithPath};
 

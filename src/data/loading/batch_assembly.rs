@@ -6,7 +6,7 @@
 //! finished it, as torch's pin-memory thread does, off the training loop's thread.
 use tch::{Device, Kind, Tensor};
 
-use super::Dataset;
+use crate::data::Dataset;
 use crate::transforms::{aug_rng, TensorImage};
 use crate::{Error, Result};
 

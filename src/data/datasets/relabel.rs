@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::Dataset;
+use crate::data::Dataset;
 use crate::transforms::{AugRng, TensorImage};
 use crate::{Error, Result, WithPath};
 

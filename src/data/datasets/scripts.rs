@@ -12,10 +12,10 @@ use crate::{Result, WithPath};
 /// The data scripts, compiled into the library so that it needs no source checkout: each is
 /// written to a private temporary directory and run with [`python()`].
 const SCRIPTS: [(&str, &str); 4] = [
-    ("mnist.py", include_str!("../../data-scripts/mnist.py")),
-    ("designsafe_standin.py", include_str!("../../data-scripts/designsafe_standin.py")),
-    ("tiny_imagenet_standin.py", include_str!("../../data-scripts/tiny_imagenet_standin.py")),
-    ("stanford_dogs_standin.py", include_str!("../../data-scripts/stanford_dogs_standin.py")),
+    ("mnist.py", include_str!("../../../data-scripts/mnist.py")),
+    ("designsafe_standin.py", include_str!("../../../data-scripts/designsafe_standin.py")),
+    ("tiny_imagenet_standin.py", include_str!("../../../data-scripts/tiny_imagenet_standin.py")),
+    ("stanford_dogs_standin.py", include_str!("../../../data-scripts/stanford_dogs_standin.py")),
 ];
 
 /// Writes the bundled `script` to a fresh temporary directory and returns its path.
@@ -117,7 +117,7 @@ pub fn ensure_designsafe(dir: &Path, small: bool) -> Result<()> {
 }
 
 /// A Tiny ImageNet 200 folder at `root` in the archive's layout (see
-/// [`TinyImageNet`](super::TinyImageNet)): when `root/wnids.txt` is missing, the generated
+/// [`TinyImageNet`](crate::data::TinyImageNet)): when `root/wnids.txt` is missing, the generated
 /// stand-in (data-scripts/tiny_imagenet_standin.py, 64x64 JPEGs of coloured shapes), full size
 /// (200 classes, 500 training and 50 validation images each; a few minutes) or `small` (10
 /// classes, 20 + 5 each; a second). An existing folder, real or generated, is left alone.
@@ -164,7 +164,7 @@ pub fn ensure_tiny_imagenet_standin(
 
 /// A Stanford Dogs folder at `root` in the real set's layout (`root/Images/<wnid>-<Name>/*.jpg`,
 /// as images.tar unpacks) with `root/class_to_imagenet.tsv` (each breed folder's ImageNet-1k
-/// index, for [`Relabel::from_file`](super::Relabel::from_file)): when `root/Images` is
+/// index, for [`Relabel::from_file`](crate::data::Relabel::from_file)): when `root/Images` is
 /// missing, the generated stand-in (data-scripts/stanford_dogs_standin.py: drawn dogs of
 /// Stanford Dogs' first breeds, with their real folder names), full size (12 breeds x 150
 /// images of 200-500 px; about half a minute) or `small` (6 x 40 at 96-160 px; a few seconds).

@@ -3,7 +3,7 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use super::Dataset;
+use crate::data::Dataset;
 use crate::transforms::{AugRng, Compose, Image, TensorImage};
 use crate::{Error, Result, WithPath};
 
@@ -24,7 +24,7 @@ pub const MNIST_CLASSES: [&str; 10] = [
 /// `torchvision.datasets.MNIST(root, train, transform)` read from the four IDX files (plain or
 /// `.gz`) in `root` or torchvision's `root/MNIST/raw`: 28x28 grey images with labels 0-9
 /// (60,000 for training, 10,000 for testing). The whole set is held in memory; the transform
-/// (default: `ToTensor` only) runs when a sample is read. [`ensure_mnist`](super::ensure_mnist)
+/// (default: `ToTensor` only) runs when a sample is read. [`ensure_mnist`](crate::data::ensure_mnist)
 /// fetches or builds the files.
 ///
 /// # Example

@@ -17,7 +17,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use super::{Dataset, ImageFolder};
+use crate::data::{Dataset, ImageFolder};
 use crate::transforms::{AugRng, Compose, TensorImage};
 use crate::{Error, Result, WithPath};
 

@@ -9,8 +9,8 @@
 use super::torch_rng::{randperm, skip_randperm, TorchGenerator};
 
 /// `torch.utils.data.SubsetRandomSampler` with a seeded generator (see the module
-/// documentation). Give it to [`DataLoader::sampler`](super::DataLoader::sampler) to load the
-/// indices in its order; [`DataLoader::set_epoch`](super::DataLoader::set_epoch) selects the
+/// documentation). Give it to [`DataLoader::sampler`](crate::data::DataLoader::sampler) to load the
+/// indices in its order; [`DataLoader::set_epoch`](crate::data::DataLoader::set_epoch) selects the
 /// epoch.
 ///
 /// ```

@@ -3,7 +3,7 @@
 //! regression and multi-label training, for quick experiments, tests and benchmarks.
 use tch::{Device, Kind, Tensor};
 
-use super::Dataset;
+use crate::data::Dataset;
 use crate::transforms::{AugRng, TensorImage};
 use crate::{Error, Result};
 

@@ -8,8 +8,8 @@
 //! remainder one by one, round-robin from the first split.
 use std::sync::Arc;
 
-use super::torch_rng::{randperm, TorchGenerator};
-use super::Dataset;
+use crate::data::loading::torch_rng::{randperm, TorchGenerator};
+use crate::data::Dataset;
 use crate::transforms::{AugRng, TensorImage};
 use crate::{Error, Result};
 

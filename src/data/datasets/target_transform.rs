@@ -3,7 +3,7 @@
 //! digit's value as a number for a regression head, a multi-hot vector for a multi-label one).
 use std::sync::Arc;
 
-use super::Dataset;
+use crate::data::Dataset;
 use crate::transforms::{AugRng, TensorImage};
 use crate::Result;
 

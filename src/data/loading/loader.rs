@@ -8,7 +8,7 @@ use tch::{Device, Tensor};
 
 use super::batches::{Batches, Plans};
 use super::torch_rng::{randperm, TorchGenerator};
-use super::{Dataset, DistributedSampler, SubsetRandomSampler};
+use crate::data::{Dataset, DistributedSampler, SubsetRandomSampler};
 
 /// The order in which a loader visits the data set each epoch.
 #[derive(Clone, Debug)]
@@ -145,7 +145,7 @@ impl<D: Dataset + 'static> DataLoader<D> {
     /// seed=...))` in torch. The shuffle setting and the seed carry over, whichever order the
     /// builder calls come in; a world of one sees the whole data set. It replaces a
     /// [`SubsetRandomSampler`]: to shard part of a data set, build the loader over a
-    /// [`Subset`](super::Subset) instead.
+    /// [`Subset`](crate::data::Subset) instead.
     ///
     /// ```
     /// use trainbook::data::{DataLoader, TensorDataset};

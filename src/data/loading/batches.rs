@@ -1,4 +1,4 @@
-//! The iteration behind [`DataLoader::iter`](super::DataLoader::iter): worker threads that
+//! The iteration behind [`DataLoader::iter`](crate::data::DataLoader::iter): worker threads that
 //! load, augment and stack the epoch's samples ahead of the consumer (bounded prefetch), sharing
 //! out each batch's samples (see [`batch_assembly`](super::batch_assembly)), and the iterator
 //! that hands the batches out in order, moving them to the device; a worker's error (or a
@@ -12,7 +12,7 @@ use std::thread::JoinHandle;
 use tch::{Device, Kind, Tensor};
 
 use super::batch_assembly::{load_batch, load_sample, Assembly, CpuBatch};
-use super::{Batch, Dataset};
+use crate::data::{Batch, Dataset};
 use crate::{Error, Result};
 
 /// Each batch of an epoch as its (sample index, is padding) pairs, in order.
@@ -91,7 +91,7 @@ fn worker(
     }
 }
 
-/// The iterator returned by [`DataLoader::iter`](super::DataLoader::iter).
+/// The iterator returned by [`DataLoader::iter`](crate::data::DataLoader::iter).
 pub struct Batches {
     plans: Arc<Plans>,
     next: usize,

@@ -1,0 +1,3 @@
+//! Decoding images: JPEG through libjpeg-turbo with Pillow's settings, and the other formats through the image crate.
+pub(crate) mod decode;
+pub(crate) mod jpeg;
