@@ -125,7 +125,7 @@ else
 fi
 
 # --- 3. Debian packages --------------------------------------------------------------------
-# Where each is looked for: the same places as build.rs (Gloo) and src/notebook/plot.rs (font).
+# Where each is looked for: the same places as build.rs (Gloo) and src/figures/figure.rs (font).
 gloo_dir() {
   local dir
   for dir in ${GLOO_INCLUDE_DIR:+"$GLOO_INCLUDE_DIR"} "$DEBS/usr/include" /usr/include; do

@@ -11,7 +11,7 @@
 //! - [`fit`]: the whole training run (resume, epochs, checkpoints, logs, plots) in one call.
 //! - [`launch`]: a notebook's closure as ranks ([`launch::spawn`]), and jobs under torchrun,
 //!   Ray or Dask.
-//! - [`notebook`]: figures shown inline in Jupyter, or saved as files outside it;
+//! - [`figures`] (also as [`notebook`]): figures shown inline in Jupyter, or saved as files outside it;
 //!   [`progress`]: progress bars; [`export`]: a notebook as a standalone program;
 //!   [`programs`]: how Python and torchrun are found; [`prelude`]: one import for a notebook;
 //!   [`cuda`]: the GPU's peak memory, as `torch.cuda` reports it.
@@ -26,10 +26,10 @@ mod display;
 pub mod dist;
 mod error;
 pub mod export;
+pub mod figures;
 pub mod fit;
 pub mod launch;
 pub mod models;
-pub mod notebook;
 pub mod prelude;
 pub mod programs;
 pub mod progress;
@@ -49,3 +49,7 @@ pub use stateful::{check_state_key, PartState, Stateful};
 pub struct ReadmeDoctests;
 /// The tch crate (libtorch bindings), re-exported so notebooks need only `:dep trainbook`.
 pub use tch;
+
+/// The figures under the name the notebooks import them by (`trainbook::notebook::...`): the
+/// same module as [`figures`].
+pub use figures as notebook;

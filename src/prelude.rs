@@ -24,15 +24,15 @@ pub use crate::data::{
     TensorDataset, TinyImageNet, MNIST_CLASSES,
 };
 pub use crate::dist::{Backend, Dist, DistOptions};
+pub use crate::figures::{
+    class_gallery, confusion_matrix_plot, image_grid, loss_accuracy_curves, Figure,
+};
 pub use crate::fit::{EarlyStopping, FitConfig, FitReport, LiveCurves, Trainer};
 pub use crate::launch::{spawn, spawn_with, SpawnOptions};
 pub use crate::models::{
     freeze_backbone, load_safetensors, resnet, resnet18, resnet18_classifier, resnet34,
     resnet34_classifier, resnet50, resnet50_classifier, save_safetensors, to_channels_last, Head,
     HeadKind, MnistNet, ResNet,
-};
-pub use crate::notebook::{
-    class_gallery, confusion_matrix_plot, image_grid, loss_accuracy_curves, Figure,
 };
 pub use crate::train::{
     evaluate, history_table, read_records, train_epoch, Anneal, BCEWithLogitsLoss, Cadence,

@@ -6,9 +6,9 @@ use tch::nn::VarStore;
 use crate::checkpoint::{Checkpointer, Policy};
 use crate::data::readable_class_name;
 use crate::dist::Dist;
+use crate::figures::{confusion_matrix_plot, loss_accuracy_curves};
 use crate::fit::config::FitConfig;
 use crate::models::{load_safetensors, save_safetensors};
-use crate::notebook::{confusion_matrix_plot, loss_accuracy_curves};
 use crate::train::{ConfusionMatrix, EpochRecord, ModelEma, Monitor, Task};
 use crate::Result;
 

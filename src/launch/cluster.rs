@@ -140,7 +140,7 @@ impl LaunchResult {
         let text = std::fs::read_to_string(path).with_path(path)?;
         serde_json::from_str(&text).map_err(|e| Error::parse(path, "launcher result (JSON)", e))
     }
-    /// The epochs' records, ready for [`loss_accuracy_curves`](crate::notebook::loss_accuracy_curves).
+    /// The epochs' records, ready for [`loss_accuracy_curves`](crate::figures::loss_accuracy_curves).
     pub fn history(&self) -> Vec<EpochRecord> {
         self.metrics_history.iter().map(|r| r.record.clone()).collect()
     }

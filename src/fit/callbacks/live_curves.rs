@@ -3,8 +3,8 @@
 //! so an image viewer (or an IDE's preview) shows the run so far.
 use std::path::PathBuf;
 
+use crate::figures::loss_accuracy_curves;
 use crate::fit::callbacks::{Callback, FitStart};
-use crate::notebook::loss_accuracy_curves;
 use crate::train::{read_records, EpochRecord};
 use crate::Result;
 

@@ -178,7 +178,7 @@ pub fn loss_accuracy_curves(history: &[EpochRecord]) -> Result<Figure> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::notebook::figure::tests::{colors, keep};
+    use crate::figures::figure::tests::{colors, keep};
 
     fn record(epoch: u64, val: bool) -> EpochRecord {
         let e = epoch as f64;

@@ -120,7 +120,7 @@ fn heat_color(f: f64) -> RGBColor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::notebook::figure::tests::{colors, keep};
+    use crate::figures::figure::tests::{colors, keep};
 
     #[test]
     fn confusion_matrix_renders_and_saves() {

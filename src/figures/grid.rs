@@ -105,7 +105,7 @@ pub fn image_grid(images: &Tensor, titles: &[String], columns: usize) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::notebook::figure::tests::{colors, keep};
+    use crate::figures::figure::tests::{colors, keep};
 
     #[test]
     fn image_grid_renders() {

@@ -174,14 +174,14 @@ pub(super) mod tests {
     use super::*;
 
     /// Decodes the PNG, checks its size, and returns how many distinct colours it has.
-    pub(in crate::notebook) fn colors(fig: &Figure) -> usize {
+    pub(in crate::figures) fn colors(fig: &Figure) -> usize {
         let img = image::load_from_memory(fig.png()).unwrap().to_rgb8();
         assert_eq!((img.width(), img.height()), (fig.width(), fig.height()));
         img.pixels().map(|p| p.0).collect::<std::collections::HashSet<_>>().len()
     }
 
     /// Saves `fig` under `$TRAINBOOK_TEST_PLOTS` when set, to look at the figures.
-    pub(in crate::notebook) fn keep(fig: &Figure, name: &str) {
+    pub(in crate::figures) fn keep(fig: &Figure, name: &str) {
         if let Some(dir) = std::env::var_os("TRAINBOOK_TEST_PLOTS") {
             fig.save(Path::new(&dir).join(name)).unwrap();
         }
