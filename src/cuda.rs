@@ -5,18 +5,13 @@
 //! (benches/gpu.rs) compares these with PyTorch's on the same GPU. Every call dispatches at
 //! run time to the allocator libtorch_cuda registers, so it compiles in every build and is an
 //! error naming CUDA where there is none.
-use std::os::raw::{c_char, c_int};
+use std::os::raw::c_int;
 
 use tch::Device;
 
 use crate::shim::check_kernel;
+use crate::shim::device::{tb_cuda_empty_cache, tb_cuda_memory_peaks, tb_cuda_reset_peak_memory};
 use crate::{Error, Result};
-
-extern "C" {
-    fn tb_cuda_memory_peaks(index: c_int, allocated: *mut i64, reserved: *mut i64) -> *mut c_char;
-    fn tb_cuda_reset_peak_memory(index: c_int) -> *mut c_char;
-    fn tb_cuda_empty_cache(index: c_int) -> *mut c_char;
-}
 
 fn cuda_index(device: Device) -> Result<c_int> {
     match device {

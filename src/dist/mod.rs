@@ -7,7 +7,6 @@
 //! generators' state ([`rng_state`], ...) and [`torch_version`] come from the crate's ground
 //! floor and are re-exported here, where the course meets them.
 mod backend_choice;
-mod ffi;
 mod free_port;
 mod launch_env;
 mod process_group;

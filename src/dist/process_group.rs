@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use tch::{Device, Tensor};
 
-use super::ffi;
 use super::store::{duration_ms, Store};
 use super::LaunchEnv;
+use crate::shim::c10d as ffi;
 use crate::{Error, Result};
 
 /// Joins the process group described by `env`: connects to (or hosts) the TCPStore at

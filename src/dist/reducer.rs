@@ -7,8 +7,8 @@ use std::os::raw::c_int;
 
 use tch::Tensor;
 
-use super::ffi;
 use super::process_group::{tensor_ptrs, ProcessGroup};
+use crate::shim::c10d as ffi;
 use crate::{Error, Result};
 
 /// How each gradient bucket travels between the ranks (torch's DDP communication hooks).

@@ -2,7 +2,7 @@
 use std::ffi::CString;
 use std::time::Duration;
 
-use super::ffi;
+use crate::shim::c10d as ffi;
 use crate::{Error, Result};
 
 /// A c10d key-value store (a `TCPStore`, or a `PrefixStore` view of one), as

@@ -3,34 +3,15 @@
 //! with the statistics of the whole group's batch (`csrc/sync_bn_shim.cpp`, an autograd
 //! function whose forward and backward all-reduce per-channel sums, as torch's SyncBatchNorm
 //! does). The layer that uses it is [`BatchNorm2d`](crate::models::BatchNorm2d).
-use std::os::raw::{c_char, c_void};
+use std::os::raw::c_void;
 
 use tch::Tensor;
 
 use super::{Dist, ProcessGroup};
+use crate::shim::sync_bn::{
+    tb_sync_batch_norm, tb_sync_group_free, tb_sync_group_new, TbSyncGroup,
+};
 use crate::{Error, Result};
-
-#[repr(C)]
-struct TbSyncGroup {
-    _private: [u8; 0],
-}
-
-extern "C" {
-    fn tb_sync_group_new(pg: *mut super::ffi::TbPg, out: *mut *mut TbSyncGroup) -> *mut c_char;
-    fn tb_sync_group_free(g: *mut TbSyncGroup);
-    #[allow(clippy::too_many_arguments)]
-    fn tb_sync_batch_norm(
-        g: *mut TbSyncGroup,
-        input: *const c_void,
-        weight: *const c_void,
-        bias: *const c_void,
-        running_mean: *const c_void,
-        running_var: *const c_void,
-        momentum: f64,
-        eps: f64,
-        out: *mut *mut c_void,
-    ) -> *mut c_char;
-}
 
 /// The process group whose ranks share their BatchNorm statistics (it stays valid after the
 /// [`Dist`] it came from is gone).

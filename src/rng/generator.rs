@@ -2,28 +2,12 @@
 //! (`torch.get_rng_state` / `set_rng_state`) and each CUDA device's
 //! (`torch.cuda.get_rng_state(i)` / `set_rng_state(state, i)`), through the C++ shim; and
 //! [`manual_seed`], which seeds a rank's generators without touching other GPUs'.
-use std::os::raw::{c_char, c_int};
 
 use tch::Device;
 
+use crate::shim::c10d::{tb_rng_get_state, tb_rng_manual_seed, tb_rng_set_state};
 use crate::shim::{check, take_bytes};
 use crate::{Error, Result};
-
-extern "C" {
-    fn tb_rng_get_state(
-        device_type: c_int,
-        index: c_int,
-        out: *mut *mut u8,
-        len: *mut usize,
-    ) -> *mut c_char;
-    fn tb_rng_set_state(
-        device_type: c_int,
-        index: c_int,
-        state: *const u8,
-        len: usize,
-    ) -> *mut c_char;
-    fn tb_rng_manual_seed(device_type: c_int, index: c_int, seed: u64) -> *mut c_char;
-}
 
 /// The state of libtorch's default CPU generator (what `torch.get_rng_state()` returns).
 pub fn cpu_rng_state() -> Result<Vec<u8>> {

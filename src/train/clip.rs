@@ -4,23 +4,15 @@
 //! host read) and `clip_grad_value_` (each element clamped to `[-v, v]`). [`GradClip`] is the
 //! setting `EpochOptions::clip_grad` and `Trainer::clip_grad_norm` apply after each optimizer
 //! step's backward, after `GradScaler::unscale_` under float16, as a PyTorch loop does.
-use std::os::raw::{c_char, c_void};
+use std::os::raw::c_void;
 
 use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor};
 
+use crate::shim::optim_amp::tb_total_norm;
 use crate::shim::{check_kernel, tensor_ptrs};
 use crate::train::Optimizer;
 use crate::{Error, Result};
-
-extern "C" {
-    fn tb_total_norm(
-        tensors: *const *const c_void,
-        n: usize,
-        ord: f64,
-        out: *mut c_void,
-    ) -> *mut c_char;
-}
 
 /// How gradients are clipped before each optimizer step.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]

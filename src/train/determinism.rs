@@ -3,19 +3,11 @@
 //! deterministic algorithms, its benchmark off, and the cuBLAS workspace setting that torch
 //! asks for, through the C++ shim (`csrc/device_shim.cpp`). On the CPU libtorch's kernels are
 //! deterministic already; the switches are the same.
-use std::os::raw::{c_char, c_int};
+use std::os::raw::c_int;
 
 use crate::shim::check_kernel as check;
+use crate::shim::device::{tb_deterministic_state, tb_set_deterministic};
 use crate::Result;
-
-extern "C" {
-    fn tb_set_deterministic(on: c_int) -> *mut c_char;
-    fn tb_deterministic_state(
-        algorithms: *mut c_int,
-        cudnn_deterministic: *mut c_int,
-        cudnn_benchmark: *mut c_int,
-    ) -> *mut c_char;
-}
 
 /// The cuBLAS workspace configuration torch requires for deterministic matrix products
 /// (`CUBLAS_WORKSPACE_CONFIG`; `:16:8` would do too, with less memory and less speed).

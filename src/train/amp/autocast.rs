@@ -1,22 +1,12 @@
 //! `torch.autocast` regions: libtorch's own autocast state for CPU and CUDA, which tch-rs does
 //! not bind, entered and left through trainbook's C++ shim (`csrc/optim_amp_shim.cpp`).
-use std::os::raw::{c_char, c_int};
+use std::os::raw::c_int;
 
 use tch::Kind;
 
 use crate::shim::check_kernel as check;
+use crate::shim::optim_amp::{tb_autocast_enter, tb_autocast_exit};
 use crate::{Error, Result};
-
-extern "C" {
-    fn tb_autocast_enter(
-        device_type: c_int,
-        enabled: c_int,
-        dtype: c_int,
-        prev_enabled: *mut c_int,
-        prev_dtype: *mut c_int,
-    ) -> *mut c_char;
-    fn tb_autocast_exit(device_type: c_int, prev_enabled: c_int, prev_dtype: c_int) -> *mut c_char;
-}
 
 /// An active `torch.autocast(device_type, dtype)` region; dropping it leaves the region and
 /// restores the state from before (nesting works as in torch).

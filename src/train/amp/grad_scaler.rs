@@ -12,24 +12,16 @@
 //! skipping needs the host: a step that would create SGD's momentum buffers (a skipped first
 //! step creates none) and per-tensor Adam/AdamW (their bias corrections take the step count
 //! on the host).
-use std::os::raw::{c_char, c_void};
+use std::os::raw::c_void;
 
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
 
+use crate::shim::optim_amp::tb_amp_unscale;
 use crate::shim::{check_kernel as check, tensor_ptrs as ptrs};
 use crate::train::epoch::device_metrics::count_host_read;
 use crate::train::Optimizer;
 use crate::Result;
-
-extern "C" {
-    fn tb_amp_unscale(
-        grads: *const *const c_void,
-        n: usize,
-        found_inf: *const c_void,
-        inv_scale: *const c_void,
-    ) -> *mut c_char;
-}
 
 /// GradScaler's unscale: every gradient times `inv_scale` in place; `found_inf` (a float32
 /// scalar) becomes 1.0 if any gradient held an inf or nan.

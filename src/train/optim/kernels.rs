@@ -2,45 +2,13 @@
 //! trainbook's C++ shim (`csrc/optim_amp_shim.cpp`): `_fused_adam_` / `_fused_adamw_` and the
 //! `_foreach_*` ops of torch.optim's multi-tensor SGD; and setting gradients to None, which
 //! tch-rs cannot do either.
-use std::os::raw::{c_char, c_int, c_void};
+use std::os::raw::{c_int, c_void};
 
 use tch::Tensor;
 
+use crate::shim::optim_amp::{tb_foreach_sgd, tb_fused_adam, tb_set_grads_to_none};
 use crate::shim::{check_kernel as check, tensor_ptrs as ptrs};
 use crate::{Error, Result};
-
-extern "C" {
-    fn tb_fused_adam(
-        params: *const *const c_void,
-        grads: *const *const c_void,
-        exp_avgs: *const *const c_void,
-        exp_avg_sqs: *const *const c_void,
-        steps: *const *const c_void,
-        n: usize,
-        lr: f64,
-        beta1: f64,
-        beta2: f64,
-        weight_decay: f64,
-        eps: f64,
-        decoupled: c_int,
-        grad_scale: *const c_void,
-        found_inf: *const c_void,
-    ) -> *mut c_char;
-    fn tb_foreach_sgd(
-        params: *const *const c_void,
-        grads: *const *const c_void,
-        bufs: *mut *mut c_void,
-        steps: *const *const c_void,
-        n: usize,
-        lr: f64,
-        momentum: f64,
-        dampening: f64,
-        nesterov: c_int,
-        weight_decay: f64,
-        found_inf: *const c_void,
-    ) -> *mut c_char;
-    fn tb_set_grads_to_none(params: *const *const c_void, n: usize) -> *mut c_char;
-}
 
 /// `p.grad = None` for every parameter (`zero_grad(set_to_none=True)`).
 pub(crate) fn set_grads_to_none(params: &[&Tensor]) -> Result<()> {

@@ -2,25 +2,23 @@
 //! error convention (a C function returns NULL on success, else an owned message), the owned
 //! byte buffers it hands back, and the few queries every layer needs (the libtorch version it
 //! was compiled against, whether NCCL is built in, the versions report, the thread's current
-//! CUDA device). The c10d declarations
-//! live in `dist/ffi.rs`, the optimizer and autocast kernels in `train/`, the generators'
-//! state in `rng/`; all of them read errors through this file.
+//! CUDA device). The raw `extern "C"` declarations are here too, one file per csrc header:
+//! `c10d.rs` (c10d_shim.h: store, process groups, the Reducer, generators' state),
+//! `device.rs` (device_shim.h), `optim_amp.rs` (optim_amp_shim.h) and `sync_bn.rs`
+//! (sync_bn_shim.h); the safe wrappers stay where they are used, and all of them read errors
+//! through this file.
+pub(crate) mod c10d;
+pub(crate) mod device;
+pub(crate) mod optim_amp;
+pub(crate) mod sync_bn;
+
 use std::os::raw::{c_char, c_int, c_void};
 
 use tch::Tensor;
 
 use crate::{Error, Result};
-
-extern "C" {
-    fn tb_string_free(s: *mut c_char);
-    fn tb_bytes_free(b: *mut u8);
-    fn tb_torch_version() -> *const c_char;
-    fn tb_has_nccl() -> c_int;
-    fn tb_cuda_set_device(index: c_int) -> *mut c_char;
-    fn tb_cuda_current_device(index: *mut c_int) -> *mut c_char;
-    fn tb_pin_memory(t: *const c_void, out: *mut *mut c_void) -> *mut c_char;
-    fn tb_cuda_device_uuid(index: c_int, uuid16: *mut u8) -> *mut c_char;
-}
+use c10d::{tb_bytes_free, tb_has_nccl, tb_string_free, tb_torch_version};
+use device::{tb_cuda_current_device, tb_cuda_device_uuid, tb_cuda_set_device, tb_pin_memory};
 
 /// The shim's error convention (NULL = success, else an owned message): the message, if any,
 /// freed here. Every C API of the shim (c10d and the optimizer/autocast kernels) uses it.

@@ -1,6 +1,7 @@
-//! Raw declarations of the C API in `csrc/c10d_shim.h` (compiled by `build.rs`).
-//! Only `dist::store`, `dist::process_group` and `dist::reducer` call these; everything else
-//! uses the safe types. Errors are read through the shim's one convention (`crate::shim`).
+//! Raw declarations of the C API in `csrc/c10d_shim.h` (compiled by `build.rs`): the shim's
+//! strings and buffers, the libtorch version, the generators' state, TCPStore, process groups,
+//! the Reducer. Only `shim`, `rng::generator`, `dist::store`, `dist::process_group` and
+//! `dist::reducer` call these; everything else uses the safe types. Errors are read through the shim's one convention (`crate::shim`).
 use std::os::raw::{c_char, c_int, c_void};
 
 #[repr(C)]
@@ -27,6 +28,24 @@ pub const HOOK_FP16: c_int = 1;
 pub const HOOK_BF16: c_int = 2;
 
 extern "C" {
+    pub(crate) fn tb_string_free(s: *mut c_char);
+    pub(crate) fn tb_bytes_free(b: *mut u8);
+    pub(crate) fn tb_torch_version() -> *const c_char;
+    pub(crate) fn tb_has_nccl() -> c_int;
+    pub(crate) fn tb_rng_get_state(
+        device_type: c_int,
+        index: c_int,
+        out: *mut *mut u8,
+        len: *mut usize,
+    ) -> *mut c_char;
+    pub(crate) fn tb_rng_set_state(
+        device_type: c_int,
+        index: c_int,
+        state: *const u8,
+        len: usize,
+    ) -> *mut c_char;
+    pub(crate) fn tb_rng_manual_seed(device_type: c_int, index: c_int, seed: u64) -> *mut c_char;
+
     pub fn tb_tcp_store_new(
         host: *const c_char,
         port: u16,
@@ -142,4 +161,4 @@ extern "C" {
     pub fn tb_work_free(w: *mut TbWork);
 }
 
-pub(crate) use crate::shim::check;
+pub(crate) use super::check;
