@@ -12,8 +12,8 @@ use tch::nn::{ModuleT, VarStore};
 use crate::checkpoint::Checkpointer;
 use crate::data::{DataLoader, Dataset};
 use crate::dist::Dist;
-use crate::fit::callbacks::epoch_line::epoch_line;
 use crate::fit::callbacks::launcher_report as report;
+use crate::fit::callbacks::metrics_log::METRICS_LOG;
 use crate::fit::callbacks::{Callbacks, FitStart};
 use crate::fit::config::FitConfig;
 use crate::fit::finish::{best_monitor, best_policy, best_val_acc, restore_best, write_outputs};
@@ -25,12 +25,11 @@ use crate::fit::step_events::{train_state, StepEvents};
 use crate::fit::stop::interrupt::{Interruption, StopWatch};
 use crate::models::to_channels_last;
 use crate::train::{
-    append_record, evaluate, task_of, train_epoch_with, ConfusionMatrix, Ddp, EpochOptions,
-    EpochRecord, GradScaler, ModelEma, Monitor, Optimizer, Precision, RunningMetrics, StepLogging,
-    Task, Validation,
+    evaluate, task_of, train_epoch_with, ConfusionMatrix, Ddp, EpochOptions, EpochRecord,
+    GradScaler, ModelEma, Monitor, Optimizer, Precision, RunningMetrics, StepLogging, Task,
+    Validation,
 };
 use crate::Result;
-use crate::WithPath;
 
 /// The model's variables and forward pass, and the optimizer over them.
 pub(crate) struct Model<'a> {
@@ -64,7 +63,8 @@ struct Run<'a> {
     /// Set when a stop request ended the run.
     stopped: Option<Interruption>,
     callbacks: Callbacks,
-    log: PathBuf,
+    /// Whether some callback reads step records (the step logs, or the user's).
+    step_records: bool,
     history: Vec<EpochRecord>,
     confusion: Option<ConfusionMatrix>,
     resumed_from: Option<(PathBuf, u64, u64)>,
@@ -93,7 +93,7 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
         to_channels_last(vs);
     }
     let ddp = Ddp::wrap_with(vs, dist, cfg.ddp.clone())?;
-    let log = cfg.out.join("metrics.jsonl");
+    let log = cfg.out.join(METRICS_LOG);
     let monitor = best_monitor(cfg, task_of(&cfg.loss, train.dataset()));
     let policy = best_policy(cfg, monitor);
     // Checkpoints are written in the background: a save costs the step a copy to host memory.
@@ -127,7 +127,7 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
         watch: StopWatch::start(dist, &cfg.out),
         stopped: None,
         callbacks: Callbacks::for_run(cfg.step_log, &cfg.callbacks),
-        log,
+        step_records: cfg.step_log || !cfg.callbacks.is_empty(),
         history,
         confusion: None,
         resumed_from,
@@ -180,14 +180,9 @@ impl Run<'_> {
         Some(outcome)
     }
 
-    /// The metrics log holds the epochs before `first_epoch` (rank 0), and the callbacks
-    /// learn where the run starts.
+    /// The callbacks learn where the run starts (the metrics log then holds the epochs before
+    /// `first_epoch`).
     fn begin(&mut self, first_epoch: u64) -> Result<()> {
-        if self.dist.is_main() {
-            std::fs::create_dir_all(&self.cfg.out).with_path(&self.cfg.out)?;
-            let _ = std::fs::remove_file(&self.log);
-            self.history.iter().try_for_each(|r| append_record(&self.log, r))?;
-        }
         let start = FitStart {
             rank: self.dist.rank(),
             world_size: self.dist.world_size(),
@@ -195,6 +190,8 @@ impl Run<'_> {
             first_epoch,
             steps_done: self.ckpt.global_step(),
             resumed: self.resumed_from.is_some(),
+            epochs: self.cfg.epochs,
+            history: &self.history,
         };
         self.callbacks.each(|c| c.on_fit_start(&start))
     }
@@ -250,7 +247,7 @@ impl Run<'_> {
         if let Some(c) = cfg.clip_grad {
             opts = opts.clip_grad(c);
         }
-        if !self.callbacks.is_empty() {
+        if self.step_records {
             let steps_before = self.ckpt.global_step();
             opts = opts.step_records(StepLogging { epoch, steps_before });
         }
@@ -293,10 +290,6 @@ impl Run<'_> {
             |e: &crate::train::EpochSummary| (e.task != Task::Regression).then_some(e.accuracy);
         (record.ema_val_loss, record.ema_val_acc) =
             (v_ema.as_ref().map(|e| e.loss), v_ema.as_ref().and_then(ema_acc));
-        self.dist.println(epoch_line(cfg.epochs, &record, t.seconds));
-        if self.dist.is_main() {
-            append_record(&self.log, &record)?;
-        }
         self.history.push(record.clone());
         let stop = self.parts.early.as_mut().is_some_and(|e| e.update(e.monitor.value(&v)));
         self.after_epoch(vs, opt, epoch, &v)?;

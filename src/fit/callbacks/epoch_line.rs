@@ -1,7 +1,35 @@
-//! The line `fit` prints after every epoch (on rank 0): the epoch's training and validation
-//! figures, the EMA's validation when there is one, the rate, the mean gradient norm when
-//! clipping, the throughput and the time spent waiting for data.
-use crate::train::{data_wait_note, EpochRecord};
+//! The line `fit` prints after every epoch (on rank 0), as a callback: the epoch's training and
+//! validation figures, the EMA's validation when there is one, the rate, the mean gradient norm
+//! when clipping, the throughput and the time spent waiting for data.
+use crate::fit::callbacks::{Callback, FitStart};
+use crate::train::{data_wait_note, EpochRecord, EpochSummary};
+use crate::Result;
+
+/// Prints [`epoch_line`] on rank 0 at the end of every epoch.
+#[derive(Default)]
+pub(crate) struct EpochLine {
+    /// The run's epochs in all, on rank 0 once the run started (`None` elsewhere).
+    epochs: Option<u64>,
+    /// The seconds of the epoch's training part (what its data wait is a share of).
+    train_seconds: f64,
+}
+
+impl Callback for EpochLine {
+    fn on_fit_start(&mut self, start: &FitStart) -> Result<()> {
+        self.epochs = (start.rank == 0).then_some(start.epochs);
+        Ok(())
+    }
+    fn on_train_epoch_end(&mut self, _epoch: u64, train: &EpochSummary, _steps: u64) -> Result<()> {
+        self.train_seconds = train.seconds;
+        Ok(())
+    }
+    fn on_epoch_end(&mut self, record: &EpochRecord, _steps_done: u64) -> Result<()> {
+        if let Some(epochs) = self.epochs {
+            println!("{}", epoch_line(epochs, record, self.train_seconds));
+        }
+        Ok(())
+    }
+}
 
 /// `epoch 3/10: train loss .. acc ..% | val loss .. acc ..% | [ema ... | ]lr .. | [grad norm .. | ]..
 /// img/s | data wait ..`, from the epoch's record; `train_seconds` is the training part of it

@@ -91,6 +91,8 @@ mod tests {
             first_epoch: 0,
             steps_done: 0,
             resumed: false,
+            epochs: 1,
+            history: &[],
         };
         let mut other = LiveCurves::every(1);
         other.on_fit_start(&start(1)).unwrap();

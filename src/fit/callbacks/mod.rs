@@ -1,12 +1,14 @@
 //! Hooks into a [`Trainer`](crate::fit::Trainer) run: the [`Callback`] trait, with the moments of
 //! Lightning's callbacks (fit start, train steps, train/validation epoch end, checkpoint
 //! saved, fit end), and the list a run calls them through. The built-in observers live in this
-//! wing as callbacks too: the step logs (`steps.csv`, TensorBoard event files), the live
-//! curves, the epoch line and the launcher's report.
+//! wing as callbacks too: the epoch line, `metrics.jsonl`, the step logs (`steps.csv`,
+//! TensorBoard event files) and the live curves; the launcher's report lines are written from
+//! here as well (`launcher_report.rs`), by the run, since they carry the checkpointer's view.
 pub(crate) mod epoch_line;
 mod event_file;
 pub(crate) mod launcher_report;
 pub(crate) mod live_curves;
+pub(crate) mod metrics_log;
 pub(crate) mod step_csv;
 pub(crate) mod tensorboard;
 
@@ -33,6 +35,10 @@ pub struct FitStart<'a> {
     /// Whether this run continues from a checkpoint: a log written by the interrupted run
     /// holds steps after `steps_done` that this run will take again.
     pub resumed: bool,
+    /// The run's epochs in all (`FitConfig::epochs`).
+    pub epochs: u64,
+    /// The records of the epochs before `first_epoch` (a resumed run's, from its metrics log).
+    pub history: &'a [EpochRecord],
 }
 
 /// Something that acts at the moments of a training run: logging, plotting, a custom metric,
@@ -117,10 +123,13 @@ impl std::fmt::Debug for Callbacks {
 }
 
 impl Callbacks {
-    /// The callbacks of one run: new step logs (with `step_log`, as
-    /// [`FitConfig::step_log`](crate::fit::FitConfig::step_log) says), then the user's `user`.
+    /// The callbacks of one run: the epoch line and the metrics log, new step logs (with
+    /// `step_log`, as [`FitConfig::step_log`](crate::fit::FitConfig::step_log) says), then the
+    /// user's `user`.
     pub(crate) fn for_run(step_log: bool, user: &Callbacks) -> Callbacks {
         let mut all = Callbacks::default();
+        all.push(Arc::new(Mutex::new(epoch_line::EpochLine::default())));
+        all.push(Arc::new(Mutex::new(metrics_log::MetricsLog::default())));
         if step_log {
             all.push(Arc::new(Mutex::new(step_csv::StepCsv::default())));
             all.push(Arc::new(Mutex::new(tensorboard::TensorBoardLog::default())));

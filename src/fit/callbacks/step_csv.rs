@@ -102,7 +102,16 @@ mod tests {
     }
 
     fn start(out: &Path, resumed: bool, steps_done: u64) -> FitStart<'_> {
-        FitStart { rank: 0, world_size: 1, out, first_epoch: 0, steps_done, resumed }
+        FitStart {
+            rank: 0,
+            world_size: 1,
+            out,
+            first_epoch: 0,
+            steps_done,
+            resumed,
+            epochs: 1,
+            history: &[],
+        }
     }
 
     #[test]
