@@ -12,50 +12,66 @@ ifdef CI
 export CARGO_INCREMENTAL = 0
 endif
 
-.PHONY: kernel-times setup setup-demo setup-notebook setup-repl repl test-repl demo lint test notebooks gpu-test torch-2.11-check gpu-bundle
 SHELL := /bin/bash
+.DEFAULT_GOAL := help
+.PHONY: help kernel-times setup setup-demo setup-notebook setup-repl repl test-repl demo lint test notebooks gpu-test torch-2.11-check gpu-bundle
 
+## help: this list (`make` alone)
+help:
+	@echo "trainbook: make demo (the main job) and make test (every test). All the targets:"
+	@sed -n 's/^## \([a-z0-9.-]*\): /  \1	/p' $(firstword $(MAKEFILE_LIST)) | expand -t 20
+
+## setup: install everything `make test` needs (idempotent)
 # Everything `make test` needs: the tests' Python packages (torchvision, Ray, Dask, ...), Debian
 # packages (Gloo headers, font, npm, openmpi-bin), evcxr_jupyter, the kernelspec and evcxr_repl.
 setup:
 	bash scripts/setup.sh
 
+## setup-demo: install what `make demo` and `make lint` need: torch, libtorch link, Gloo headers, font
 # Only what `make demo` needs: torch in .venv, the libtorch link, Gloo headers, the plots' font.
 setup-demo:
 	bash scripts/setup.sh --demo
 
+## setup-notebook: setup-demo plus Jupyter, evcxr_jupyter, the kernel "Rust (trainbook)" and its cache
 # The notebooks: setup-demo plus the Python packages, evcxr_jupyter (a one-time build of ~10
 # minutes), the Jupyter kernel "Rust (trainbook)" and the prebuilt kernel cache (what `:dep
 # trainbook` compiles; TRAINBOOK_KERNEL_CACHE=DIR builds a shared one for a class).
 setup-notebook:
 	bash scripts/setup.sh --notebook
 
+## setup-repl: setup-demo plus evcxr_repl
 # The evcxr REPL: setup-demo plus evcxr_repl (the same version as evcxr_jupyter; a one-time
 # build of 10+ minutes on 2 cores).
 setup-repl:
 	bash scripts/setup.sh --repl
 
+## repl: evcxr's REPL with trainbook's environment
 # evcxr's Rust REPL with trainbook's environment (scripts/trainbook-repl); start with
 # `:dep trainbook = { path = "." }`. Figures are saved under runs/repl-figures/.
 repl: setup-repl
 	TRAINBOOK_FIGURES=runs/repl-figures scripts/trainbook-repl
 
+## demo: the main job: MNIST, then examples/mnist
 # setup-demo, MNIST, then examples/mnist; the first time, cargo compiles what does not need
 # libtorch while pip installs torch (scripts/demo.sh).
 demo:
 	bash scripts/demo.sh
 
+## lint: rustfmt, clippy on every target, rustdoc without warnings
 # The style gate (part of `make test`): formatting, clippy on every target, and the API docs
-# built without a warning (broken links, undocumented public items).
-lint: setup
+# built without a warning (broken links, undocumented public items). It needs only what cargo
+# needs (setup-demo: torch, the Gloo headers), not the notebooks' or the launchers' set-up.
+lint: setup-demo
 	cargo fmt --check
 	cargo clippy --all-targets -- -D warnings
 	RUSTDOCFLAGS="-D warnings" cargo doc --no-deps
 
+## test: everything: set-up, lint, Rust tests, multi-rank tests, doctests, notebooks
 test: setup lint
 	set -o pipefail; mkdir -p target; bash scripts/run-tests.sh 2>&1 | tee target/test.log
 	@awk '/^test result:/ { p += $$4; f += $$6 } /^ *Summary \[/ { for (i = 1; i <= NF; i++) { if ($$i ~ /^passed/) p += $$(i-1); if ($$i ~ /^failed/) f += $$(i-1) } } END { printf "all tests: %d passed, %d failed\n", p, f }' target/test.log
 
+## notebooks: run every notebook headless and commit-ready (outputs written back)
 # Runs every notebook headless and writes the executed notebooks, outputs included, back into
 # notebooks/ (committed, so the plots show on a code host; tests/tooling/notebook_outputs.rs fails
 # when a committed cell was not executed or was edited since). The notebooks start the prebuilt
@@ -64,23 +80,27 @@ notebooks: setup-notebook
 	cargo build --examples
 	.venv/bin/python scripts/run_notebooks.py --in-place
 
+## kernel-times: time a notebook kernel's first :dep trainbook and a warm one
 # What a notebook user waits for: a new slot's first `:dep trainbook` + one cell (seeded from
 # the kernel cache) and a warm kernel's; figures in target/bench/notebook_kernel.json.
 kernel-times: setup-notebook
 	.venv/bin/python scripts/kernel_cache.py time
 
+## gpu-test: the GPU suites with NCCL (SKIP without a GPU)
 # The GPU suites (tests/gpu.rs, tests/gpu_ranks.rs) with NCCL: on a machine with a CUDA GPU
 # they train against PyTorch on that GPU; elsewhere every test prints SKIPPED. Not part of
 # `make test` (which still builds and runs them without the cuda feature, so they always compile).
 gpu-test: setup
 	cargo test --features cuda --test gpu --test gpu_ranks -- --nocapture --test-threads=1
 
+## torch-2.11-check: build and test against a second PyTorch (2.11.0)
 # trainbook against a second PyTorch (2.11.0, the version GPU machines often carry, with tch
 # 0.24): builds it and runs the kernel-level tests against it. Heavy (~5 GB venv, a second
 # build), so not part of `make test`.
 torch-2.11-check:
 	TORCH=2.11.0 TCH=0.24 CUDA_TOOLKIT=13.0.2 bash scripts/check-torch-version.sh
 
+## gpu-bundle: build the GPU bundle in target/gpu-bundle/
 # The GPU bundle (scripts/gpu-bundle.sh): a release build against torch 2.11.0 (tch 0.24) with
 # the cuda feature, stripped, in target/gpu-bundle/ (at most 64 MiB): copy it to a machine with
 # a CUDA GPU and a Python with torch 2.11 + torchvision (no Rust needed there) and run
@@ -90,6 +110,7 @@ torch-2.11-check:
 gpu-bundle: setup
 	bash scripts/gpu-bundle.sh
 
+## test-repl: drive the evcxr REPL (~30 min on 2 cores)
 # The REPL drive (tests/tooling/repl.rs, ignored by make test: the evcxr_repl build and a cold
 # trainbook build inside evcxr take ~30 minutes on 2 cores).
 test-repl: setup-repl
