@@ -2,12 +2,12 @@
 #   make demo   set up what the demo needs, then run the main job
 #   make test   set up everything, then run every test (lint, Rust tests, multi-rank tests,
 #               doctests, notebooks)
-# No root (and no apt-get) needed: without it, scripts/setup.sh unpacks the Debian packages the
-# build needs into .venv/debs (scripts/fetch-debs.sh, or scripts/fetch_debs.py without apt) and
-# says what it had to skip.
+# No root (and no apt-get) needed: without it, scripts/setup/setup.sh unpacks the Debian packages
+# the build needs into .venv/debs (scripts/setup/fetch-debs.sh, or scripts/setup/fetch_debs.py
+# without apt) and says what it had to skip.
 # On CI (a clean clone, built once) incremental-compilation caches only cost time and disk (~1.4
 # GB): off for the lint's and the tests' builds. (The notebook kernels' builds keep evcxr's own
-# setting: scripts/kernel-slots.sh.)
+# setting: scripts/kernel/kernel-slots.sh.)
 ifdef CI
 export CARGO_INCREMENTAL = 0
 endif
@@ -25,31 +25,31 @@ help:
 # Everything `make test` needs: the tests' Python packages (torchvision, Ray, Dask, ...), Debian
 # packages (Gloo headers, font, npm, openmpi-bin), evcxr_jupyter, the kernelspec and evcxr_repl.
 setup:
-	bash scripts/setup.sh
+	bash scripts/setup/setup.sh
 
 ## setup-demo: install what `make demo` and `make lint` need: torch, libtorch link, Gloo headers, font
 # Only what `make demo` needs: torch in .venv, the libtorch link, Gloo headers, the plots' font.
 setup-demo:
-	bash scripts/setup.sh --demo
+	bash scripts/setup/setup.sh --demo
 
 ## setup-notebook: setup-demo plus Jupyter, evcxr_jupyter, the kernel "Rust (trainbook)" and its cache
 # The notebooks: setup-demo plus the Python packages, evcxr_jupyter (a one-time build of ~10
 # minutes), the Jupyter kernel "Rust (trainbook)" and the prebuilt kernel cache (what `:dep
 # trainbook` compiles; TRAINBOOK_KERNEL_CACHE=DIR builds a shared one for a class).
 setup-notebook:
-	bash scripts/setup.sh --notebook
+	bash scripts/setup/setup.sh --notebook
 
 ## setup-repl: setup-demo plus evcxr_repl
 # The evcxr REPL: setup-demo plus evcxr_repl (the same version as evcxr_jupyter; a one-time
 # build of 10+ minutes on 2 cores).
 setup-repl:
-	bash scripts/setup.sh --repl
+	bash scripts/setup/setup.sh --repl
 
 ## repl: evcxr's REPL with trainbook's environment
-# evcxr's Rust REPL with trainbook's environment (scripts/trainbook-repl); start with
+# evcxr's Rust REPL with trainbook's environment (scripts/kernel/trainbook-repl); start with
 # `:dep trainbook = { path = "." }`. Figures are saved under runs/repl-figures/.
 repl: setup-repl
-	TRAINBOOK_FIGURES=runs/repl-figures scripts/trainbook-repl
+	TRAINBOOK_FIGURES=runs/repl-figures scripts/kernel/trainbook-repl
 
 ## demo: the main job: MNIST, then examples/mnist
 # setup-demo, MNIST, then examples/mnist; the first time, cargo compiles what does not need
@@ -78,13 +78,13 @@ test: setup lint
 # examples.
 notebooks: setup-notebook
 	cargo build --examples
-	.venv/bin/python scripts/run_notebooks.py --in-place
+	.venv/bin/python scripts/notebooks/run_notebooks.py --in-place
 
 ## kernel-times: time a notebook kernel's first :dep trainbook and a warm one
 # What a notebook user waits for: a new slot's first `:dep trainbook` + one cell (seeded from
 # the kernel cache) and a warm kernel's; figures in target/bench/notebook_kernel.json.
 kernel-times: setup-notebook
-	.venv/bin/python scripts/kernel_cache.py time
+	.venv/bin/python scripts/kernel/kernel_cache.py time
 
 ## gpu-test: the GPU suites with NCCL (SKIP without a GPU)
 # The GPU suites (tests/gpu.rs, tests/gpu_ranks.rs) with NCCL: on a machine with a CUDA GPU
@@ -98,17 +98,17 @@ gpu-test: setup
 # 0.24): builds it and runs the kernel-level tests against it. Heavy (~5 GB venv, a second
 # build), so not part of `make test`.
 torch-2.11-check:
-	TORCH=2.11.0 TCH=0.24 CUDA_TOOLKIT=13.0.2 bash scripts/check-torch-version.sh
+	TORCH=2.11.0 TCH=0.24 CUDA_TOOLKIT=13.0.2 bash scripts/gpu/check-torch-version.sh
 
 ## gpu-bundle: build the GPU bundle in target/gpu-bundle/
-# The GPU bundle (scripts/gpu-bundle.sh): a release build against torch 2.11.0 (tch 0.24) with
+# The GPU bundle (scripts/gpu/gpu-bundle.sh): a release build against torch 2.11.0 (tch 0.24) with
 # the cuda feature, stripped, in target/gpu-bundle/ (at most 64 MiB): copy it to a machine with
 # a CUDA GPU and a Python with torch 2.11 + torchvision (no Rust needed there) and run
 # `target/gpu-bundle/run.sh REPORT_DIR /path/to/python3`. Heavy (a second venv and build), so
 # not part of `make test`, which builds and runs a dev bundle of the default torch instead
 # (tests/gpu_bundle.rs).
 gpu-bundle: setup
-	bash scripts/gpu-bundle.sh
+	bash scripts/gpu/gpu-bundle.sh
 
 ## test-repl: drive the evcxr REPL (~30 min on 2 cores)
 # The REPL drive (tests/tooling/repl.rs, ignored by make test: the evcxr_repl build and a cold

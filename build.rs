@@ -23,7 +23,10 @@ fn main() {
 
     // torch-sys declares `links = "tch"` and prints `cargo:libtorch_lib=DIR`.
     let lib_dir = PathBuf::from(env::var("DEP_TCH_LIBTORCH_LIB").unwrap_or_else(|_| {
-        fail("torch-sys did not report a libtorch directory; run `make setup` (scripts/setup.sh)")
+        fail(
+            "torch-sys did not report a libtorch directory; run `make setup` \
+             (scripts/setup/setup.sh)",
+        )
     }));
     // Resolve links (.venv/libtorch -> site-packages/torch) so that siblings such as
     // site-packages/nvidia are found.
@@ -46,7 +49,8 @@ fn main() {
         .warnings(false)
         // Fixed, not the profile's: the dev build, clippy, the exported notebooks (opt-level 2)
         // and the kernel cache then compile the shim with the same flags, so the compiler cache
-        // (.cargo/config.toml's CXX, scripts/c++-via-sccache) compiles it once for all of them.
+        // (.cargo/config.toml's CXX, scripts/setup/c++-via-sccache) compiles it once for all of
+        // them.
         .opt_level(2)
         .debug(false)
         .std("c++20")
@@ -133,9 +137,9 @@ fn gloo_include_dir() -> PathBuf {
     fail(&format!(
         "Gloo headers ({HEADER}) not found in {} or {}. Either install Debian's libgloo-dev \
          (as root: apt-get install libgloo-dev), or, without root, run `make setup-demo` \
-         (scripts/setup.sh), which downloads libgloo-dev from Debian's mirrors (`apt-get \
-         download`, or scripts/fetch_debs.py where there is no apt) and unpacks it into {}; or \
-         set GLOO_INCLUDE_DIR to a directory holding gloo/config.h",
+         (scripts/setup/setup.sh), which downloads libgloo-dev from Debian's mirrors (`apt-get \
+         download`, or scripts/setup/fetch_debs.py where there is no apt) and unpacks it into \
+         {}; or set GLOO_INCLUDE_DIR to a directory holding gloo/config.h",
         fetched.display(),
         system.display(),
         venv.join("debs").display()

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/demo.sh (`make demo`): sets up only what the demo needs (scripts/setup.sh --demo),
+# scripts/demo.sh (`make demo`): sets up only what the demo needs (scripts/setup/setup.sh --demo),
 # gets MNIST and trains the course's CNN (examples/mnist). Extra arguments go to the example.
 #
 # The first time, while pip installs torch (minutes, mostly download), cargo already compiles
@@ -47,7 +47,7 @@ if [ ! -e .venv/libtorch ] && command -v cargo >/dev/null 2>&1; then
   prebuild=$!
 fi
 
-bash scripts/setup.sh --demo
+bash scripts/setup/setup.sh --demo
 
 if [ -n "$prebuild" ]; then
   say "torch is in: stopping the background compile, building what needs libtorch"

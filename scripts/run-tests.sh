@@ -25,9 +25,9 @@ else
   echo "run-tests: cargo test, one binary after another ($why)"
   cargo test --no-fail-fast 2>&1 || status=1
 fi
-# What the build scripts' compiler cache saved (scripts/c++-via-sccache), when it is in use.
+# What the build scripts' compiler cache saved (scripts/setup/c++-via-sccache), when it is in use.
 # (A CXX of the caller's own replaces the wrapper: nothing to report then.)
-if [ -z "${CXX:-}" ] && stats=$(scripts/c++-via-sccache --sccache --show-stats 2>/dev/null); then
+if [ -z "${CXX:-}" ] && stats=$(scripts/setup/c++-via-sccache --sccache --show-stats 2>/dev/null); then
   grep -E '^(Compile requests|Cache (hits|misses)) ' <<<"$stats" |
     sed 's/^/compiler cache (sccache, since its server started): /'
 fi

@@ -1,7 +1,7 @@
 //! evcxr's rich-output protocol, on the crate's ground floor (progress bars and figures both ask
 //! [`in_notebook`]; `trainbook::notebook` re-exports this file's public items): a block on stdout framed by `EVCXR_BEGIN_CONTENT <mime>` and
 //! `EVCXR_END_CONTENT` becomes an inline picture or HTML in the Jupyter cell. evcxr's REPL
-//! (`evcxr`, scripts/trainbook-repl) shows no pictures: there the content is saved to a file
+//! (`evcxr`, scripts/kernel/trainbook-repl) shows no pictures: there the content is saved to a file
 //! and its path printed.
 use std::io::Write;
 
@@ -50,7 +50,7 @@ pub fn write_content(out: &mut impl Write, mime: Mime, bytes: &[u8]) -> std::io:
 }
 
 /// True in evcxr's REPL: its runtime process is the REPL's program itself, `evcxr` (the
-/// kernel's is `evcxr_jupyter`), or `TRAINBOOK_REPL=1` (set by scripts/trainbook-repl).
+/// kernel's is `evcxr_jupyter`), or `TRAINBOOK_REPL=1` (set by scripts/kernel/trainbook-repl).
 fn in_repl() -> bool {
     in_notebook()
         && (std::env::var_os("TRAINBOOK_REPL").is_some_and(|v| v == "1")

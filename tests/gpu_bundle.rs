@@ -1,4 +1,4 @@
-//! The GPU bundle never rots: `scripts/gpu-bundle.sh --dev` builds it from this checkout (the
+//! The GPU bundle never rots: `scripts/gpu/gpu-bundle.sh --dev` builds it from this checkout (the
 //! set-up's torch, the dev profile; the GPU suite with the `cuda` feature where that libtorch
 //! has CUDA, as tests/cuda_feature.rs builds it, the other binaries as the test build makes
 //! them, so nothing is compiled twice), and its
@@ -44,9 +44,9 @@ fn the_gpu_bundle_builds_and_its_run_sh_runs_to_the_end() {
     let work = WorkDir::new("gpu-bundle");
     let bundle = work.join("bundle");
     let mut build = Command::new("bash");
-    build.arg(root.join("scripts/gpu-bundle.sh")).arg("--dev").arg(&bundle);
+    build.arg(root.join("scripts/gpu/gpu-bundle.sh")).arg("--dev").arg(&bundle);
     let (built, log) = run_logged(&mut build, &work, "build", BUILD_LIMIT);
-    assert!(built, "scripts/gpu-bundle.sh --dev failed\n{log}");
+    assert!(built, "scripts/gpu/gpu-bundle.sh --dev failed\n{log}");
     for exe in ["gpu", "gpu_ranks", "gpu-bench", "mnist", "designsafe", "tiny_imagenet", "dogs"] {
         assert!(bundle.join("bin").join(exe).is_file(), "bin/{exe} missing from the bundle");
     }

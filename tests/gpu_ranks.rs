@@ -15,7 +15,7 @@
 //!   same bits twice in the deterministic mode, and DDP keeps their weights equal.
 //!
 //! Without a CUDA GPU every test prints SKIPPED. Run with `make gpu-test` or from the GPU
-//! bundle (scripts/gpu-bundle.sh).
+//! bundle (scripts/gpu/gpu-bundle.sh).
 mod common;
 
 use std::path::{Path, PathBuf};

@@ -27,7 +27,7 @@ const SYSTEM_FONTS: &[&str] = &[
 ];
 
 /// The font files to try, in order: the system's, then fonts-dejavu-core unpacked without
-/// root by scripts/setup.sh (fetch-debs.sh or fetch_debs.py) into the venv named by
+/// root by scripts/setup/setup.sh (fetch-debs.sh or fetch_debs.py) into the venv named by
 /// `$TRAINBOOK_VENV` (set by the project's `.cargo/config.toml` and its kernel) or
 /// `$VIRTUAL_ENV`.
 fn font_paths() -> Vec<PathBuf> {

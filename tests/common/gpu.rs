@@ -1,6 +1,6 @@
 //! Helpers of the GPU suites (tests/gpu.rs, tests/gpu_ranks.rs): the GPU or a SKIPPED line,
 //! and the PyTorch oracles they run. Both suites also run from the GPU bundle
-//! (scripts/gpu-bundle.sh), on a machine without this checkout: there `TRAINBOOK_REPO` points
+//! (scripts/gpu/gpu-bundle.sh), on a machine without this checkout: there `TRAINBOOK_REPO` points
 //! at the bundle's copy of `tests/oracle` and `TRAINBOOK_PYTHON` at a Python with torch.
 use std::path::PathBuf;
 use std::process::Command;

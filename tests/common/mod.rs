@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use tch::{Kind, Tensor};
 
-/// The project's Python venv (set by .cargo/config.toml; made by scripts/setup.sh).
+/// The project's Python venv (set by .cargo/config.toml; made by scripts/setup/setup.sh).
 pub fn venv() -> PathBuf {
     let dir = PathBuf::from(
         std::env::var("TRAINBOOK_VENV")

@@ -2,7 +2,7 @@
 //! cluster on localhost (munged with a generated key, slurmctld and slurmd with a generated
 //! slurm.conf, every file in a temporary folder, free ports) and stops it at the end, also when
 //! a check fails. Where it cannot start (not root, slurmctld/slurmd/munged/sbatch missing: as
-//! root, `scripts/setup.sh` installs them) the test prints SKIPPED with the reason.
+//! root, `scripts/setup/setup.sh` installs them) the test prints SKIPPED with the reason.
 //!
 //! Each job is examples/slurm/mnist-cpu.sbatch as written (`--signal=USR1@90 --requeue
 //! --open-mode=append`, srun, `--requeue` for the program), submitted with the test's data,

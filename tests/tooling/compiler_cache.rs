@@ -1,8 +1,8 @@
-//! The build scripts' C++ compiler (scripts/c++-via-sccache, which .cargo/config.toml names as
-//! CXX and the notebook kernels use too): with sccache in the venv, a second compile of the same
+//! The build scripts' C++ compiler (scripts/setup/c++-via-sccache, which .cargo/config.toml names
+//! as CXX and the notebook kernels use too): with sccache in the venv, a second compile of the same
 //! source with the same flags is answered from the cache, and the object file is the one the
-//! compiler itself writes; with `TRAINBOOK_SCCACHE=0` (or no sccache) it is plain `c++`. Each
-//! check uses a private cache directory and server socket, never the user's.
+//! compiler itself writes; with `TRAINBOOK_SCCACHE=0` (or no sccache) it is plain `c++`. Each check
+//! uses a private cache directory and server socket, never the user's.
 use crate::common;
 
 use std::path::{Path, PathBuf};
@@ -15,7 +15,7 @@ const SOURCE: &str = "#include <numeric>\n#include <vector>\n\
                       return std::accumulate(v.begin(), v.end(), 0); }\n";
 
 fn wrapper() -> PathBuf {
-    Path::new(ROOT).join("scripts/c++-via-sccache")
+    Path::new(ROOT).join("scripts/setup/c++-via-sccache")
 }
 
 /// A compile of `dir/shim.cpp` into `dir/OUT` through the wrapper, with a cache and socket of
@@ -112,14 +112,14 @@ fn trainbook_sccache_0_runs_the_compiler_alone() {
 fn the_checkout_and_the_kernels_name_the_same_wrapper() {
     let _turn = common::module_turn(module_path!());
     // cargo reruns a build script whose CXX changed: the checkout's builds (.cargo/config.toml)
-    // and the notebook kernels (scripts/kernel-slots.sh) must name the same file.
+    // and the notebook kernels (scripts/kernel/kernel-slots.sh) must name the same file.
     let config = std::fs::read_to_string(Path::new(ROOT).join(".cargo/config.toml")).unwrap();
     assert!(
-        config.contains(r#"CXX = { value = "scripts/c++-via-sccache", relative = true }"#),
+        config.contains(r#"CXX = { value = "scripts/setup/c++-via-sccache", relative = true }"#),
         ".cargo/config.toml's CXX"
     );
     assert_eq!(std::env::var_os("CXX").map(PathBuf::from), Some(wrapper()), "the tests' CXX");
-    let script = Path::new(ROOT).join("scripts/kernel-slots.sh");
+    let script = Path::new(ROOT).join("scripts/kernel/kernel-slots.sh");
     let env_of = |cxx: Option<&str>| {
         let mut cmd = Command::new("bash");
         cmd.arg("-c").arg(format!(

@@ -1,6 +1,6 @@
-//! The prebuilt kernel cache (scripts/kernel_cache.py, scripts/kernel-slots.sh): a new kernel's
-//! build slot is seeded with a copy of the cache's current version, once per version, and a
-//! failed copy leaves the slot as it was; two kernels started at once are both seeded and run
+//! The prebuilt kernel cache (scripts/kernel/kernel_cache.py, scripts/kernel/kernel-slots.sh): a
+//! new kernel's build slot is seeded with a copy of the cache's current version, once per version,
+//! and a failed copy leaves the slot as it was; two kernels started at once are both seeded and run
 //! their first cell without cargo compiling any dependency again; and the caller's cargo profile
 //! settings do not reach the kernel's builds.
 use crate::common;
@@ -11,10 +11,10 @@ use std::time::Duration;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
-/// Runs `seed_slot SLOT` from scripts/kernel-slots.sh with `cache` as TRAINBOOK_KERNEL_CACHE;
-/// returns its stderr.
+/// Runs `seed_slot SLOT` from scripts/kernel/kernel-slots.sh with `cache` as
+/// TRAINBOOK_KERNEL_CACHE; returns its stderr.
 fn seed(slot: &Path, cache: &str) -> String {
-    let script = Path::new(ROOT).join("scripts/kernel-slots.sh");
+    let script = Path::new(ROOT).join("scripts/kernel/kernel-slots.sh");
     let out = Command::new("bash")
         .arg("-c")
         .arg(format!("set -euo pipefail; source '{}'; seed_slot \"$1\"", script.display()))
@@ -116,7 +116,7 @@ fn kernels_started_together_are_seeded_and_compile_no_dependency() {
     // Brings the cache up to date first (after `make setup`, cargo finds nothing to rebuild).
     let (status, stdout) = common::run_streaming(
         Command::new(common::venv_bin("python"))
-            .arg("scripts/kernel_cache.py")
+            .arg("scripts/kernel/kernel_cache.py")
             .arg("check")
             .current_dir(ROOT),
         Duration::from_secs(2400),
@@ -130,7 +130,7 @@ fn kernels_drop_the_callers_cargo_profile_settings() {
     let _turn = common::module_turn(module_path!());
     // `make test` sets CARGO_INCREMENTAL=0 on CI: a kernel inheriting it would compile trainbook
     // again (the setting is part of each unit's identity) instead of using the cache.
-    let script = Path::new(ROOT).join("scripts/kernel-slots.sh");
+    let script = Path::new(ROOT).join("scripts/kernel/kernel-slots.sh");
     let out = Command::new("bash")
         .arg("-c")
         .arg(format!("source '{}'; same_build_settings; env", script.display()))

@@ -1,10 +1,10 @@
 //! Executes the notebooks under notebooks/ headless in the `trainbook` kernel (through
-//! scripts/run_notebooks.py and nbclient), one test per notebook so that they run beside other
-//! tests, and fails on any cell error; each test then checks what its notebook printed and drew
-//! in the executed copy (target/notebooks/). Two more tests run the kernel checks: an interrupt
-//! during `Trainer::fit`, and `spawn` from a notebook's cells against its exported program.
-//! A notebook added without a test here fails `every_notebook_has_a_test`; the runner's handling
-//! of lines the kernel sends late has a test of its own here too.
+//! scripts/notebooks/run_notebooks.py and nbclient), one test per notebook so that they run beside
+//! other tests, and fails on any cell error; each test then checks what its notebook printed and
+//! drew in the executed copy (target/notebooks/). Two more tests run the kernel checks: an
+//! interrupt during `Trainer::fit`, and `spawn` from a notebook's cells against its exported
+//! program. A notebook added without a test here fails `every_notebook_has_a_test`; the runner's
+//! handling of lines the kernel sends late has a test of its own here too.
 use crate::common;
 
 use std::path::{Path, PathBuf};
@@ -47,12 +47,12 @@ fn printed_text(notebook: &Path) -> String {
     all
 }
 
-/// scripts/run_notebooks.py with `args`; panics with its output unless it succeeded and printed
-/// `expect`. Returns what it printed.
+/// scripts/notebooks/run_notebooks.py with `args`; panics with its output unless it succeeded and
+/// printed `expect`. Returns what it printed.
 fn run_notebooks(args: &[&str], expect: &str, what: &str) -> String {
     let (status, stdout) = run_streaming(
         Command::new(venv_bin("python"))
-            .arg("scripts/run_notebooks.py")
+            .arg("scripts/notebooks/run_notebooks.py")
             .args(args)
             .current_dir(ROOT),
         Duration::from_secs(1800),
@@ -117,12 +117,13 @@ fn every_notebook_has_a_test() {
 
 /// The runner keeps a cell's stdout lines that evcxr sends after the cell's end (a line lost so
 /// failed notebook 02's test on CI) and reports what a failed cell showed:
-/// scripts/test_kernel_output.py against scripted messages.
+/// scripts/notebooks/test_kernel_output.py against scripted messages.
 #[test]
 fn the_runner_keeps_lines_the_kernel_sends_after_a_cell_ended() {
     let _turn = common::module_turn(module_path!());
     let out = Command::new(venv_bin("python"))
-        .args(["-m", "unittest", "discover", "-s", "scripts", "-p", "test_kernel_output.py", "-v"])
+        .args(["-m", "unittest", "discover", "-s", "scripts/notebooks"])
+        .args(["-p", "test_kernel_output.py", "-v"])
         .current_dir(ROOT)
         .output()
         .expect("the venv's python");

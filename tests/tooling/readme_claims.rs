@@ -56,7 +56,7 @@ fn every_path_the_readme_names_exists() {
     let readme = read("README.md");
     let mut checked = 0;
     for span in code_spans(&readme) {
-        // A command's first word: `scripts/setup.sh --demo`.
+        // A command's first word: `scripts/setup/setup.sh --demo`.
         let path = span.split_whitespace().next().unwrap_or("");
         if !TOP_FOLDERS.iter().any(|top| path.starts_with(top)) || path.contains('*') {
             continue;

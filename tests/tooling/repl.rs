@@ -1,4 +1,4 @@
-//! The evcxr REPL and JupyterLab, as a student starts them: scripts/trainbook-repl driven
+//! The evcxr REPL and JupyterLab, as a student starts them: scripts/kernel/trainbook-repl driven
 //! through its stdin (`:dep trainbook`, a tensor, a training epoch, a figure saved to a file),
 //! and the venv's `jupyter` (the `trainbook` kernel listed, JupyterLab installed). Both need the
 //! set-up (`make setup`, which `make test` runs; or `make setup-repl` / `make setup-notebook`)
@@ -13,14 +13,14 @@ use crate::common::{run_streaming, run_with_deadline, text, venv_bin, WorkDir};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
-/// A version pinned in scripts/setup.sh (`NAME=x.y.z`).
+/// A version pinned in scripts/setup/setup.sh (`NAME=x.y.z`).
 fn pinned(name: &str) -> String {
-    let setup = std::fs::read_to_string(Path::new(ROOT).join("scripts/setup.sh")).unwrap();
+    let setup = std::fs::read_to_string(Path::new(ROOT).join("scripts/setup/setup.sh")).unwrap();
     let prefix = format!("{name}=");
     setup
         .lines()
         .find_map(|l| l.strip_prefix(&prefix))
-        .unwrap_or_else(|| panic!("scripts/setup.sh pins no {name}"))
+        .unwrap_or_else(|| panic!("scripts/setup/setup.sh pins no {name}"))
         .to_string()
 }
 
@@ -41,7 +41,7 @@ fn the_repl_loads_trainbook_trains_and_saves_a_figure() {
     assert!(
         cargo_bin.join("evcxr").exists(),
         "evcxr_repl (its program `evcxr`) is not installed in {}: run `make setup` (or \
-         `make setup-repl`, scripts/setup.sh --repl) first",
+         `make setup-repl`, scripts/setup/setup.sh --repl) first",
         cargo_bin.display()
     );
     common::venv();
@@ -68,14 +68,14 @@ fig
         Command::new("bash")
             .arg("-c")
             .arg(r#"exec "$0" 2>&1"#)
-            .arg(Path::new(ROOT).join("scripts/trainbook-repl"))
+            .arg(Path::new(ROOT).join("scripts/kernel/trainbook-repl"))
             .current_dir(&dir)
             .env_remove("TRAINBOOK_FIGURES")
             // evcxr's own config (~/.config/evcxr: init.evcxr, prelude.rs, history) stays out.
             .env("XDG_CONFIG_HOME", dir.join("config"))
             .stdin(Stdio::from(std::fs::File::open(&input_file).unwrap())),
         Duration::from_secs(3600),
-        "scripts/trainbook-repl",
+        "scripts/kernel/trainbook-repl",
     );
     println!("REPL session: {:.0} s", start.elapsed().as_secs_f64());
     assert!(status.success(), "the REPL exited with {status}:\n{out}");
@@ -126,7 +126,10 @@ fn jupyterlab_and_the_trainbook_kernel_are_in_the_venv() {
     )
     .unwrap();
     assert_eq!(spec["display_name"], "Rust (trainbook)", "{spec}");
-    assert!(spec["argv"][0].as_str().unwrap().ends_with("scripts/trainbook-kernel"), "{spec}");
+    assert!(
+        spec["argv"][0].as_str().unwrap().ends_with("scripts/kernel/trainbook-kernel"),
+        "{spec}"
+    );
 
     let out = run_with_deadline(
         Command::new(&jupyter).args(["lab", "--version"]),

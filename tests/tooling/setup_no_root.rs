@@ -1,8 +1,8 @@
-//! The set-up without root (issues 14 and 29): the parts of `scripts/setup.sh` that get Gloo's
-//! headers where `apt-get install` is not possible, run as an unprivileged user (`nobody`, with
-//! a fresh HOME) into a temporary folder:
-//! - `scripts/fetch-debs.sh` (`apt-get download` + `dpkg -x`), where apt exists;
-//! - `scripts/fetch_debs.py` (Python's standard library only: Debian's package pool, checked
+//! The set-up without root (issues 14 and 29): the parts of `scripts/setup/setup.sh` that get
+//! Gloo's headers where `apt-get install` is not possible, run as an unprivileged user (`nobody`,
+//! with a fresh HOME) into a temporary folder:
+//! - `scripts/setup/fetch-debs.sh` (`apt-get download` + `dpkg -x`), where apt exists;
+//! - `scripts/setup/fetch_debs.py` (Python's standard library only: Debian's package pool, checked
 //!   against the archive's checksums), with `apt-get` and `dpkg` hidden from `PATH` (a scratch
 //!   folder of links to the few programs it may use), as on RHEL/Rocky; it also fetches the
 //!   font and nasm, which must run from the fetched folder.
@@ -57,7 +57,7 @@ fn an_unprivileged_user_fetches_the_gloo_headers_the_shim_compiles_with() {
     }
     // A copy the unprivileged user can read wherever the checkout is.
     let script = scratch.0.join("fetch-debs.sh");
-    fs::copy(Path::new(ROOT).join("scripts/fetch-debs.sh"), &script).unwrap();
+    fs::copy(Path::new(ROOT).join("scripts/setup/fetch-debs.sh"), &script).unwrap();
     open_to_all(&script, 0o755);
     let dest = work.join("debs");
 
@@ -161,7 +161,7 @@ fn without_apt_or_dpkg_an_unprivileged_user_fetches_the_gloo_headers_with_python
     assert!(status.is_some_and(|s| !s.success()), "apt or dpkg is still on PATH={path}: {out}");
 
     let script = scratch.0.join("fetch_debs.py");
-    fs::copy(Path::new(ROOT).join("scripts/fetch_debs.py"), &script).unwrap();
+    fs::copy(Path::new(ROOT).join("scripts/setup/fetch_debs.py"), &script).unwrap();
     open_to_all(&script, 0o755);
     let dest = work.join("debs");
     let fetch = || {

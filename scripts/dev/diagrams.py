@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Draws the notebooks' two diagrams as PNG files (Pillow and the DejaVu font, as the plots use):
 
-    .venv/bin/python scripts/diagrams.py      ->  notebooks/figures/ddp.png, checkpoints.png
+    .venv/bin/python scripts/dev/diagrams.py      ->  notebooks/figures/ddp.png, checkpoints.png
 
 ddp.png (notebook 02): how one DDP step runs on two ranks. checkpoints.png (notebook 04): a
 crashed run restarting from its last checkpoint. The PNGs are committed; rerun this script
@@ -11,7 +11,7 @@ import pathlib
 
 from PIL import Image, ImageDraw, ImageFont
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parent.parent.parent
 OUT = ROOT / "notebooks" / "figures"
 FONT_DIRS = [pathlib.Path("/usr/share/fonts/truetype/dejavu"),
              ROOT / ".venv/debs/usr/share/fonts/truetype/dejavu"]

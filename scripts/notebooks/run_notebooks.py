@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Executes trainbook's notebooks headless, top to bottom, in the `trainbook` Jupyter kernel.
 
-    .venv/bin/python scripts/run_notebooks.py [NOTEBOOK ...] [--out DIR | --in-place] [--cell-timeout S]
-    .venv/bin/python scripts/run_notebooks.py --check interrupt|spawn
+    .venv/bin/python scripts/notebooks/run_notebooks.py [NOTEBOOK ...] [--out DIR | --in-place] [--cell-timeout S]
+    .venv/bin/python scripts/notebooks/run_notebooks.py --check interrupt|spawn
 
 Without arguments it runs every notebooks/*.ipynb in name order, then the two kernel checks
 (an interrupt during `Trainer::fit`; `spawn` from a notebook's cells); `--check` runs one of
@@ -26,7 +26,7 @@ from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernel
 
 from kernel_output import KernelSession, NotebookRunner
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parent.parent.parent
 
 
 def error_outputs(nb):
@@ -55,7 +55,7 @@ def run_one(path, out_dir, cell_timeout):
     try:
         KernelSpecManager().get_kernel_spec(kernel)
     except NoSuchKernel:
-        return f"kernel {kernel!r} is not installed: run `make setup` (scripts/setup.sh) first"
+        return f"kernel {kernel!r} is not installed: run `make setup` (scripts/setup/setup.sh) first"
     client = NotebookRunner(
         nb,
         kernel_name=kernel,

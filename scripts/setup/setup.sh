@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
-# scripts/setup.sh [--demo | --notebook | --repl | --all]: installs what trainbook needs on a fresh
-# Debian machine, and nothing twice. Safe to run again: each step checks first and says "ok" or
-# what it installs. Root is not required: without root (and without passwordless sudo) the
-# Debian packages the build needs are downloaded and unpacked into .venv/debs instead, also on
-# a Linux without apt-get (RHEL, Rocky: see README.md's "RHEL / Rocky / HPC modules").
+# scripts/setup/setup.sh [--demo | --notebook | --repl | --all]: installs what trainbook needs on a
+# fresh Debian machine, and nothing twice. Safe to run again: each step checks first and says "ok"
+# or what it installs. Root is not required: without root (and without passwordless sudo) the Debian
+# packages the build needs are downloaded and unpacked into .venv/debs instead, also on a Linux
+# without apt-get (RHEL, Rocky: see README.md's "RHEL / Rocky / HPC modules").
 #
 #   --demo      what `make demo` needs: steps 1 (torch only), 2 and 3 (Gloo headers, font)
 #   --notebook  the notebooks (`make setup-notebook`): steps 1-3, 4, 5 and 7
-#   --repl      the evcxr REPL (`make setup-repl`, scripts/trainbook-repl): steps 1 (torch
+#   --repl      the evcxr REPL (`make setup-repl`, scripts/kernel/trainbook-repl): steps 1 (torch
 #               only), 2, 3 and 6
 #   --all       everything, for `make test` (the default, `make setup`): also npm and openmpi-bin
 #
-#   1. .venv: --demo installs scripts/requirements-demo.txt (torch 2.13.0, the libtorch that
-#      tch binds); the others scripts/requirements.txt (torchvision as test oracle, nbclient &
+#   1. .venv: --demo installs scripts/setup/requirements-demo.txt (torch 2.13.0, the libtorch that
+#      tch binds); the others scripts/setup/requirements.txt (torchvision as test oracle, nbclient &
 #      co, CUDA headers, Ray and Dask for the launchers) and JupyterLab ($JUPYTERLAB_VERSION below);
 #      both include CMake, which builds libjpeg-turbo for the turbojpeg-sys crate
 #   2. .venv/libtorch -> site-packages/torch (read by .cargo/config.toml)
@@ -24,19 +24,19 @@
 #      passwordless sudo (tried for members of sudo/wheel/admin, or with TRAINBOOK_SUDO=1):
 #      apt-get install.
 #      Otherwise they are unpacked into .venv/debs, where build.rs and the plots look: with
-#      scripts/fetch-debs.sh (apt-get download + dpkg -x) where apt-get exists, and where it
-#      does not or that fails, with scripts/fetch_debs.py (Python's standard library only:
+#      scripts/setup/fetch-debs.sh (apt-get download + dpkg -x) where apt-get exists, and where it
+#      does not or that fails, with scripts/setup/fetch_debs.py (Python's standard library only:
 #      Debian's package pool over HTTP(S), checked against the archive's SHA256 lists); npm,
 #      openmpi-bin and Slurm cannot be had that way and are skipped with a note.
 #   4. evcxr_jupyter (the Rust Jupyter kernel), pinned
 #   5. the Jupyter kernelspec "trainbook" inside .venv (and for the user, unless CI)
 #   6. evcxr_repl (the Rust REPL; its program is called `evcxr`), the same version as
 #      evcxr_jupyter (--repl only)
-#   7. the prebuilt kernel cache (scripts/kernel_cache.py build): --notebook and --all
+#   7. the prebuilt kernel cache (scripts/kernel/kernel_cache.py build): --notebook and --all
 #   Steps 4 and 6 build in $EVCXR_BUILD, removed afterwards.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 VENV="$ROOT/.venv"
 DEBS="$VENV/debs"
 TORCH_VERSION=2.13.0
@@ -81,14 +81,14 @@ fi
 # requirements.txt includes requirements-demo.txt: its stamp covers both files (and the
 # JupyterLab pin, installed with them so that pip keeps their pins), and a full install also
 # satisfies the demo's.
-DEMO_REQUIREMENTS="$ROOT/scripts/requirements-demo.txt"
-FULL_REQUIREMENTS="$ROOT/scripts/requirements.txt"
+DEMO_REQUIREMENTS="$ROOT/scripts/setup/requirements-demo.txt"
+FULL_REQUIREMENTS="$ROOT/scripts/setup/requirements.txt"
 DEMO_STAMP="$VENV/.trainbook-requirements-demo.sha256"
 FULL_STAMP="$VENV/.trainbook-requirements.sha256"
 demo_sum=$(cat "$DEMO_REQUIREMENTS" | sha256sum | cut -d' ' -f1)
 full_sum=$({ cat "$FULL_REQUIREMENTS" "$DEMO_REQUIREMENTS"; echo "jupyterlab==$JUPYTERLAB_VERSION"; } | sha256sum | cut -d' ' -f1)
 pip_install() { # FILE WHAT [MORE REQUIREMENTS...]
-  say "installing Python packages from scripts/$(basename "$1")${3:+ and ${*:3}} ($2)"
+  say "installing Python packages from scripts/setup/$(basename "$1")${3:+ and ${*:3}} ($2)"
   "$VENV/bin/pip" install --disable-pip-version-check --no-cache-dir --no-compile -q -r "$1" "${@:3}" ||
     die "pip install failed (see above). Is PyPI reachable? Retry, or remove $VENV and run again."
 }
@@ -223,14 +223,14 @@ else
       # without apt, or where it fails, Python's standard library straight from Debian's pool.
       fetched=no
       if command -v apt-get >/dev/null 2>&1 && command -v dpkg >/dev/null 2>&1; then
-        if bash "$ROOT/scripts/fetch-debs.sh" "$DEBS" "${fetch[@]}"; then
+        if bash "$ROOT/scripts/setup/fetch-debs.sh" "$DEBS" "${fetch[@]}"; then
           fetched=yes
         else
-          say "fetch-debs.sh (apt-get download) failed (see above); trying scripts/fetch_debs.py (no apt needed)"
+          say "fetch-debs.sh (apt-get download) failed (see above); trying scripts/setup/fetch_debs.py (no apt needed)"
         fi
       fi
       if [ "$fetched" = no ]; then
-        "$VENV/bin/python" "$ROOT/scripts/fetch_debs.py" "$DEBS" "${fetch[@]}" ||
+        "$VENV/bin/python" "$ROOT/scripts/setup/fetch_debs.py" "$DEBS" "${fetch[@]}" ||
           say "could not download ${fetch[*]} (see above)"
       fi
     fi
@@ -296,7 +296,7 @@ install_evcxr() { # PACKAGE WHAT
 
 if [ "$MODE" = repl ]; then
   install_evcxr evcxr_repl "a one-time build of 10+ minutes on 2 cores"
-  say "done (repl: start it with scripts/trainbook-repl or make repl)${skipped:+; skipped: ${skipped[*]}}"
+  say "done (repl: start it with scripts/kernel/trainbook-repl or make repl)${skipped:+; skipped: ${skipped[*]}}"
   exit 0
 fi
 
@@ -312,14 +312,14 @@ root, evcxr, torch_dir, lib, venv, cargo_bin = sys.argv[1:]
 rest = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and p not in (os.path.join(venv, "bin"), cargo_bin)]
 path = os.pathsep.join(dict.fromkeys([os.path.join(venv, "bin"), cargo_bin] + rest + ["/usr/local/bin", "/usr/bin", "/bin"]))
 spec = {
-    "argv": [os.path.join(root, "scripts", "trainbook-kernel"), evcxr, "--control_file", "{connection_file}"],
+    "argv": [os.path.join(root, "scripts", "kernel", "trainbook-kernel"), evcxr, "--control_file", "{connection_file}"],
     "display_name": "Rust (trainbook)",
     "language": "rust",
     "interrupt_mode": "signal",
     "env": {
-        # Spelled as .cargo/config.toml spells it for the checkout's own builds (the link, not
-        # its target): tch's C++ wrapper then compiles with the same include paths in the kernel
-        # cache and in the checkout, so the compiler cache (scripts/c++-via-sccache) serves both.
+        # Spelled as .cargo/config.toml spells it for the checkout's own builds (the link, not its
+        # target): tch's C++ wrapper then compiles with the same include paths in the kernel cache
+        # and in the checkout, so the compiler cache (scripts/setup/c++-via-sccache) serves both.
         "LIBTORCH": os.path.join(venv, "libtorch"),
         "LIBTORCH_CXX11_ABI": "1",
         "LD_LIBRARY_PATH": lib,
@@ -327,7 +327,7 @@ spec = {
         "TRAINBOOK_VENV": venv,
     },
 }
-# A shared prebuilt kernel cache (an instructor's, scripts/kernel_cache.py) must reach every
+# A shared prebuilt kernel cache (an instructor's, scripts/kernel/kernel_cache.py) must reach every
 # user's kernel; the default one (~/.cache/trainbook/kernel-cache) needs no entry.
 if os.environ.get("TRAINBOOK_KERNEL_CACHE"):
     spec["env"]["TRAINBOOK_KERNEL_CACHE"] = os.path.abspath(os.environ["TRAINBOOK_KERNEL_CACHE"])
@@ -354,11 +354,11 @@ fi
 
 # --- 7. the prebuilt kernel cache ----------------------------------------------------------
 # What the notebooks' `:dep trainbook` compiles (tch, trainbook: ~15 minutes cold on 2 cores),
-# built once here so a new kernel's first cell only copies it (scripts/kernel_cache.py;
+# built once here so a new kernel's first cell only copies it (scripts/kernel/kernel_cache.py;
 # TRAINBOOK_KERNEL_CACHE=DIR builds a shared one, e.g. for a class). Checked by cargo itself on
 # every run: when nothing changed, nothing is rebuilt and the current version stays.
 say "kernel cache: checking (the first time: a cold build of tch and trainbook inside evcxr)"
-"$VENV/bin/python" "$ROOT/scripts/kernel_cache.py" build ||
+"$VENV/bin/python" "$ROOT/scripts/kernel/kernel_cache.py" build ||
   die "building the kernel cache failed (see above)."
 
 # --- 6. evcxr_repl: only with --repl (make setup-repl, make test-repl), not with --all: its

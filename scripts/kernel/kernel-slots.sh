@@ -1,5 +1,5 @@
-# Sourced by scripts/trainbook-kernel and scripts/trainbook-repl: evcxr's build slots and the
-# prebuilt kernel cache (scripts/kernel_cache.py) they are seeded from.
+# Sourced by scripts/kernel/trainbook-kernel and scripts/kernel/trainbook-repl: evcxr's build slots
+# and the prebuilt kernel cache (scripts/kernel/kernel_cache.py) they are seeded from.
 #
 # slot_root: where the build slots live (TRAINBOOK_KERNEL_SLOTS, else EVCXR_TMPDIR, else
 # ~/.cache/trainbook/evcxr). kernel_cache_dir: the prebuilt cache (TRAINBOOK_KERNEL_CACHE, else
@@ -23,7 +23,7 @@ kernel_cache_dir() {
 same_build_settings() {
   local name wrapper
   unset CARGO_INCREMENTAL
-  wrapper=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/c++-via-sccache
+  wrapper=$(cd "$(dirname "${BASH_SOURCE[0]}")/../setup" && pwd)/c++-via-sccache
   if [ -n "${CXX:-}" ] && [ "$CXX" != "$wrapper" ]; then
     export TRAINBOOK_CXX=${TRAINBOOK_CXX:-$CXX}
   fi

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# scripts/gpu-bundle.sh [--dev OUT]: builds the GPU bundle, a folder that runs every GPU check
+# scripts/gpu/gpu-bundle.sh [--dev OUT]: builds the GPU bundle, a folder that runs every GPU check
 # of trainbook on a Linux machine with a CUDA GPU and a Python with torch and torchvision, but
 # no Rust toolchain and no network (a cluster's compute node; the GPU machines this project
 # borrows). Copy the folder there and run `./run.sh REPORT_DIR [PYTHON]` (see
-# scripts/gpu-bundle/run.sh).
+# scripts/gpu/bundle/run.sh).
 #
 #   make gpu-bundle       release build against torch 2.11.0 with tch 0.24 and the `cuda`
 #                         feature (as `make torch-2.11-check` builds), stripped, into
 #                         target/gpu-bundle/ (at most 64 MiB). TORCH/TCH/CUDA_TOOLKIT pick
-#                         another PyTorch (scripts/torch-version-copy.sh).
+#                         another PyTorch (scripts/gpu/torch-version-copy.sh).
 #   --dev OUT             the checkout's own build (the set-up's torch, dev profile) into OUT,
 #                         unstripped: what tests/gpu_bundle.rs builds in `make test` to run
 #                         run.sh on the CPU. The GPU suite is built with `cuda` where the
@@ -24,7 +24,7 @@
 # benchmark's data, drawn there); data/mnist/*.gz; fonts/DejaVuSans.ttf (the figures'); MANIFEST.json (commit, torch,
 # tch, profile, features).
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 MODE=release
 OUT=$ROOT/target/gpu-bundle
 case "${1:-}" in
@@ -40,7 +40,7 @@ dirty=$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null | gre
 
 TARGETS=(--examples --test gpu --test gpu_ranks --bench gpu)
 if [ "$MODE" = release ]; then
-  . "$ROOT/scripts/torch-version-copy.sh"   # cds into the copy bound to torch $TORCH
+  . "$ROOT/scripts/gpu/torch-version-copy.sh"   # cds into the copy bound to torch $TORCH
   FEATURES=cuda
   PROFILE_ARGS=(--release)
   TORCH_BUILT=$TORCH
@@ -108,7 +108,7 @@ rm -rf "$OUT/tests/oracle/__pycache__"
 cp "$ROOT/benches/pytorch_gpu.py" "$OUT/benches/"
 mkdir -p "$OUT/data-scripts"
 cp "$ROOT/data-scripts/designsafe_standin.py" "$OUT/data-scripts/"
-install -m 0755 "$ROOT/scripts/gpu-bundle/run.sh" "$OUT/run.sh"
+install -m 0755 "$ROOT/scripts/gpu/bundle/run.sh" "$OUT/run.sh"
 # The figures' font (compute nodes often lack fonts-dejavu-core; DejaVu's licence lets it be
 # copied): run.sh points TRAINBOOK_FONT at it unless the caller set one.
 for f in ${TRAINBOOK_FONT:+"$TRAINBOOK_FONT"} /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf \

@@ -3,9 +3,9 @@
 into every new kernel's build directory, so a user's first cell does not compile tch and
 trainbook again.
 
-    .venv/bin/python scripts/kernel_cache.py build [--cache DIR]
-    .venv/bin/python scripts/kernel_cache.py time [--cache DIR] [--json FILE]
-    .venv/bin/python scripts/kernel_cache.py check [--cache DIR]
+    .venv/bin/python scripts/kernel/kernel_cache.py build [--cache DIR]
+    .venv/bin/python scripts/kernel/kernel_cache.py time [--cache DIR] [--json FILE]
+    .venv/bin/python scripts/kernel/kernel_cache.py check [--cache DIR]
 
 `build` (what `make setup-notebook` runs) starts the `trainbook` kernel once in a scratch build
 directory, runs the notebooks' `:dep trainbook` line and one cell, and publishes that build
@@ -14,7 +14,7 @@ atomically, so kernels that are copying the previous version are not disturbed. 
 already exists the scratch directory starts from a copy of it, so a rebuild after a trainbook
 change recompiles only what changed. Builds take a lock (DIR/.build.lock); kernels never do.
 
-scripts/trainbook-kernel (the kernelspec's program) seeds each new build slot from
+scripts/kernel/trainbook-kernel (the kernelspec's program) seeds each new build slot from
 DIR/current with `cp -a --reflink=auto` before evcxr starts (TRAINBOOK_KERNEL_CACHE names DIR
 in the kernelspec; the default is ~/.cache/trainbook/kernel-cache). An instructor builds DIR
 once on a shared file system and every student's kernel copies from it.
@@ -37,7 +37,7 @@ import sys
 import tempfile
 import time
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parent.parent.parent
 # The line every notebook starts with; evcxr makes the path absolute (canonical), so building
 # with the canonical checkout path gives the same dependency as a notebook under notebooks/.
 DEP_LINE = f':dep trainbook = {{ path = "{ROOT.resolve()}", default-features = false }}'
@@ -183,7 +183,7 @@ def measure(cache, json_path, trainbook=None):
     the figures."""
     current = (cache / "current").resolve()
     if not current.exists():
-        raise SystemExit(f"no kernel cache at {cache}: run `scripts/kernel_cache.py build` first")
+        raise SystemExit(f"no kernel cache at {cache}: run `scripts/kernel/kernel_cache.py build` first")
     meta = json.loads((current / "kernel-cache.json").read_text())
     dep = DEP_LINE if trainbook is None else DEP_LINE.replace(str(ROOT.resolve()), str(trainbook.resolve()))
     with tempfile.TemporaryDirectory(prefix="kernel-time-") as root:
@@ -251,7 +251,7 @@ def main():
     named = kernelspec_cache()
     if named and named.absolute() != cache:
         raise SystemExit(f"the trainbook kernelspec names the kernel cache {named}, not {cache}: its kernels "
-                         f"would not use {cache} (rerun `TRAINBOOK_KERNEL_CACHE={cache} scripts/setup.sh --notebook`)")
+                         f"would not use {cache} (rerun `TRAINBOOK_KERNEL_CACHE={cache} scripts/setup/setup.sh --notebook`)")
     if args.command == "build":
         build(cache)
     elif args.command == "check":

@@ -1,6 +1,6 @@
 """Tests of kernel_output.py against scripted kernel messages in the order evcxr can send them
 (a cell's last stdout line after its `idle`). Run by tests/tooling/notebooks.rs:
-    .venv/bin/python -m unittest discover -s scripts -p 'test_kernel_output.py'
+    .venv/bin/python -m unittest discover -s scripts/notebooks -p 'test_kernel_output.py'
 """
 import asyncio
 import unittest

@@ -2,7 +2,7 @@
 """Counts the import circles of the crate's source: which files and which top-level folders of
 src/ import each other in a circle, and how many imports point up.
 
-Usage: scripts/import_circles.py [SRC_DIR]   (default: src/ of this checkout)
+Usage: scripts/dev/import_circles.py [SRC_DIR]   (default: src/ of this checkout)
 
 An import is a `crate::`, `super::` or `self::` path outside `#[cfg(test)]` code and comments
 (in `use` trees and inline), resolved to the file that defines the named item: a path through a
@@ -20,7 +20,7 @@ import re
 import sys
 from pathlib import Path
 
-SRC = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).resolve().parent.parent / "src")
+SRC = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).resolve().parent.parent.parent / "src")
 
 
 def module_of(path: Path) -> tuple:

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""scripts/fetch_debs.py DEST PKG...: fetches Debian packages straight from Debian's package
+"""scripts/setup/fetch_debs.py DEST PKG...: fetches Debian packages straight from Debian's package
 pool and unpacks them under DEST (DEST/usr/include/..., DEST/usr/share/...), with Python's
-standard library only: no apt-get, no dpkg, no root. scripts/setup.sh uses it, with
+standard library only: no apt-get, no dpkg, no root. scripts/setup/setup.sh uses it, with
 DEST=.venv/debs, where apt-get is missing (RHEL, Rocky, any non-Debian Linux) or where
-scripts/fetch-debs.sh (apt-get download + dpkg -x) fails; build.rs finds Gloo's headers in
+scripts/setup/fetch-debs.sh (apt-get download + dpkg -x) fails; build.rs finds Gloo's headers in
 .venv/debs/usr/include. It is self-contained, so that tests/tooling/setup_no_root.rs can run a
 copy of it as an unprivileged user with apt-get and dpkg hidden.
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# scripts/fetch-debs.sh DEST PKG...: downloads Debian packages with `apt-get download` and
+# scripts/setup/fetch-debs.sh DEST PKG...: downloads Debian packages with `apt-get download` and
 # unpacks them under DEST with `dpkg -x` (DEST/usr/include/..., DEST/usr/share/...), as any
-# user: nothing is installed system-wide and no root is needed. scripts/setup.sh uses it, with
+# user: nothing is installed system-wide and no root is needed. scripts/setup/setup.sh uses it, with
 # DEST=.venv/debs, where `apt-get install` is not possible (not root, no passwordless sudo);
 # build.rs finds Gloo's headers in .venv/debs/usr/include. It is self-contained, so that
 # tests/tooling/setup_no_root.rs can run a copy of it as an unprivileged user.

@@ -1,4 +1,4 @@
-# Sourced by scripts/check-torch-version.sh and scripts/gpu-bundle.sh: a venv with a second
+# Sourced by scripts/gpu/check-torch-version.sh and scripts/gpu/gpu-bundle.sh: a venv with a second
 # PyTorch and a copy of this working tree whose Cargo.toml binds it, ready for cargo.
 #
 # GPU machines often carry PyTorch 2.11, which tch 0.26 cannot compile against (its generated

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run.sh REPORT_DIR [PYTHON]: every GPU check of trainbook, from the GPU bundle that
-# scripts/gpu-bundle.sh (`make gpu-bundle`) builds. Needs a Linux machine with a CUDA GPU and a
+# scripts/gpu/gpu-bundle.sh (`make gpu-bundle`) builds. Needs a Linux machine with a CUDA GPU and a
 # Python with torch (the version the bundle was built against: MANIFEST.json) and
 # torchvision; no Rust, no network. PYTHON defaults to $PYTHON, then python3.
 #
