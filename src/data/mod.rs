@@ -19,7 +19,7 @@ pub use datasets::subset::{random_split, random_split_with, SplitLengths, Subset
 pub use datasets::target_transform::{LabelToTarget, TargetTransform};
 pub use datasets::tensor_dataset::TensorDataset;
 pub use datasets::tiny_imagenet::{Split, TinyImageNet};
-pub use decode::decode::{decode_rgb, load_rgb};
+pub use decode::rgb::{decode_rgb, load_rgb};
 pub use loading::batches::Batches;
 pub use loading::loader::{Batch, DataLoader, Order};
 pub use loading::sampler::DistributedSampler;

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::data::decode::decode::load_rgb;
+use crate::data::decode::rgb::load_rgb;
 use crate::data::Dataset;
 use crate::transforms::{AugRng, Compose, TensorImage};
 use crate::{Error, Result, WithPath};

@@ -1,4 +1,5 @@
-//! Data sets with torchvision's names and layouts: MNIST, ImageFolder, Tiny ImageNet, tensors, relabelled and subset views, target transforms, and the scripts that fetch the course's data.
+//! Data sets with torchvision's names and layouts: MNIST, ImageFolder, Tiny ImageNet, tensors,
+//! relabelled and subset views, target transforms, and the scripts that fetch the course's data.
 pub(crate) mod image_folder;
 pub(crate) mod mnist;
 pub(crate) mod relabel;

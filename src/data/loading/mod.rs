@@ -1,4 +1,5 @@
-//! Loading: the DataLoader (batches assembled by worker threads, pinned and delivered), its samplers (distributed, subset) and torch's own random permutation.
+//! Loading: the DataLoader (batches assembled by worker threads, pinned and delivered), its
+//! samplers (distributed, subset) and torch's own random permutation.
 pub(crate) mod batch_assembly;
 pub(crate) mod batches;
 pub(crate) mod loader;
