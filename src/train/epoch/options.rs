@@ -88,7 +88,7 @@ impl<'a> EpochOptions<'a> {
     /// let opts = EpochOptions::on(tch::Device::Cpu)
     ///     .quiet()
     ///     .strategy(&SingleProcess)
-    ///     .precision(Precision::BF16)
+    ///     .precision(Precision::Bf16)
     ///     .accumulate(2);
     /// assert_eq!(opts.device(), tch::Device::Cpu);
     /// ```
