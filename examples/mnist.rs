@@ -10,7 +10,7 @@
 //!
 //! Its own flags: --data, --epochs, --batch-size, --lr, --out. The shared ones live in
 //! examples/common/mod.rs: `RunArgs` (--device, --seed, --workers, --no-resume, --precision,
-//! --channels-last, --clip-grad-norm, --monitor, --early-stop, --requeue, --no-step-log, --ema, --sync-bn) and `FitArgs` (--save-every, --save-every-steps, --keep-last, --accumulate,
+//! --channels-last, --clip-grad-norm, --monitor-metric, --early-stop, --requeue, --no-step-log, --ema, --sync-bn) and `FitArgs` (--save-every, --save-every-steps, --keep-last, --accumulate,
 //! --find-unused-parameters).
 //!
 //! Exit status: 0 when the run finished, or stopped on Ctrl-C or OUT/STOP; 99 when SIGTERM or
@@ -95,10 +95,13 @@ fn main() -> anyhow::Result<()> {
             "lr": args.lr, "seed": args.run.seed
         }))
         .fit(&mut vs, &net, &mut opt, &mut train_loader, &mut test_loader)?;
-    dist.println(format!(
-        "wrote {}/{{metrics.jsonl, curves.png, confusion.png, model.safetensors, checkpoints/}}",
-        args.out.display()
-    ));
+    // A stopped run wrote only its checkpoint (and said where); a finished one, the rest too.
+    if report.interrupted.is_none() {
+        dist.println(format!(
+            "wrote {}/{{metrics.jsonl, curves.png, confusion.png, model.safetensors, checkpoints/}}",
+            args.out.display()
+        ));
+    }
     // 5. Leave the group cleanly.
     dist.destroy()?;
     // 6. Exit status 99 after a stop by SIGTERM/SIGUSR1 (see examples/common).

@@ -13,7 +13,7 @@
 //! smooth_l1), --train-limit and --test-limit (the first N pictures of each split), and
 //! --initial-weights (start from these weights, e.g. a PyTorch state_dict saved with
 //! safetensors, instead of a fresh initialisation). The shared flags are examples/common's
-//! (`--monitor val_mae` keeps best/ by the mean absolute error). Exit status as
+//! (`--monitor-metric val_mae` keeps best/ by the mean absolute error). Exit status as
 //! examples/mnist.rs.
 mod common;
 
@@ -148,10 +148,12 @@ fn main() -> anyhow::Result<()> {
             last.val_rmse.unwrap_or(f64::NAN)
         ));
     }
-    dist.println(format!(
-        "wrote {}/{{metrics.jsonl, curves.png, model.safetensors, checkpoints/}}",
-        args.out.display()
-    ));
+    if report.interrupted.is_none() {
+        dist.println(format!(
+            "wrote {}/{{metrics.jsonl, curves.png, model.safetensors, checkpoints/}}",
+            args.out.display()
+        ));
+    }
     dist.destroy()?;
     common::exit_if_preempted(&report);
     Ok(())

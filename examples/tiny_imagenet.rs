@@ -27,7 +27,7 @@
 //! Its own flags: --data, --small-data, --epochs, --batch-size, --lr, --momentum, --image-size,
 //! --resize, --num-classes, --weights, --out, --save-every-steps, and --workers' default of 4.
 //! The shared ones live in examples/common/mod.rs: `RunArgs` (--device, --seed, --workers,
-//! --no-resume, --precision, --channels-last, --clip-grad-norm, --monitor, --early-stop,
+//! --no-resume, --precision, --channels-last, --clip-grad-norm, --monitor-metric, --early-stop,
 //! --requeue, --no-step-log, --ema, --sync-bn).
 //!
 //! Exit status: 0 when the run finished, or stopped on Ctrl-C or OUT/STOP; 99 when SIGTERM or

@@ -2,7 +2,7 @@
 //! file with `mod common;`; Cargo builds no example of its own from a folder without main.rs).
 //!
 //! - [`RunArgs`], in every example: `--device`, `--seed`, `--workers`, `--no-resume`,
-//!   `--precision`, `--channels-last`, `--clip-grad-norm`, `--monitor`, `--early-stop`,
+//!   `--precision`, `--channels-last`, `--clip-grad-norm`, `--monitor-metric`, `--early-stop`,
 //!   `--requeue`, `--no-step-log`, `--ema`, `--freeze-epochs`, `--sync-bn`, with
 //!   [`RunArgs::dist`] (join the launcher's process group), [`RunArgs::trainer`] (a [`Trainer`]
 //!   with those settings) and [`RunArgs::sync_batchnorm`] (the ResNet examples' `--sync-bn`).
@@ -54,8 +54,10 @@ pub struct RunArgs {
     /// The validation metric that best/ (the kept best model), early stopping and the plateau
     /// schedule judge epochs by: val_loss, val_acc (classification), val_mae, val_rmse
     /// (regression) or val_f1 (multi-label) (default: best/ by accuracy for classification,
-    /// by the loss for regression; the schedule and early stopping by the loss).
-    #[arg(long)]
+    /// by the loss for regression; the schedule and early stopping by the loss). `--monitor`
+    /// is the same flag for runs without torchrun, whose parser reads `--monitor` as an
+    /// abbreviation of its own `--monitor-interval` and stops.
+    #[arg(long = "monitor-metric", alias = "monitor", value_name = "METRIC")]
     pub monitor: Option<Monitor>,
     /// Stop after PATIENCE epochs in which the monitored metric did not improve.
     #[arg(long, value_name = "PATIENCE")]
@@ -92,7 +94,7 @@ impl RunArgs {
 
     /// A [`Trainer`] on `dist` that resumes unless `--no-resume`, records `--seed` in its
     /// checkpoints and trains in `--precision`, channels_last with `--channels-last`,
-    /// clipping gradients with `--clip-grad-norm`, judging epochs by `--monitor`, stopping
+    /// clipping gradients with `--clip-grad-norm`, judging epochs by `--monitor-metric`, stopping
     /// early with `--early-stop`, requeueing its Slurm job with `--requeue`, logging steps
     /// unless `--no-step-log`, averaging the weights with `--ema`, freezing the backbone for
     /// the first `--freeze-epochs`.
@@ -136,7 +138,7 @@ impl RunArgs {
         Ok(())
     }
 
-    /// The mode of the example's `ReduceLROnPlateau`: `--monitor`'s, else the loss's (`Min`).
+    /// The mode of the example's `ReduceLROnPlateau`: `--monitor-metric`'s, else the loss's (`Min`).
     pub fn plateau_mode(&self) -> Mode {
         self.monitor.map_or(Mode::Min, Monitor::mode)
     }

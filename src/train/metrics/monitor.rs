@@ -15,7 +15,7 @@ pub enum Mode {
 
 /// The validation metric a run judges its epochs by (Lightning's `monitor`): which epoch
 /// `best/` keeps, what early stopping watches, and, in the examples, what the plateau
-/// schedule watches. Parsed from its name in `metrics.jsonl` (the examples' `--monitor`):
+/// schedule watches. Parsed from its name in `metrics.jsonl` (the examples' `--monitor-metric`):
 /// `val_loss`, `val_acc`, `val_mae`, `val_rmse` or `val_f1`.
 ///
 /// ```
