@@ -130,6 +130,8 @@ fn sigterm_to_torchrun_then_rerun_ends_on_identical_weights() {
     println!("after SIGTERM to torchrun: {line}");
     assert!(text.contains("exit status 99"), "{text}");
     assert!(!b.join("model.safetensors").exists(), "a stopped run writes no final model");
+    let said_wrote = text.contains("model.safetensors, checkpoints/}");
+    assert!(!said_wrote, "a stopped run says it wrote no final files:\n{text}");
 
     let o = common::run_with_deadline(
         &mut torchrun_with(&b, &data, 0, &ONE_EPOCH),
