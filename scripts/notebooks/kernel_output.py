@@ -16,6 +16,14 @@ order (evcxr sends it without a completion mark), so only stdout is guaranteed.
 When a cell fails, nbclient's error names the cell's source only: evcxr sends the error itself
 as an `error` output of the cell and a reply without it. The runner therefore gives a failed
 cell's late lines a short settle and `failed_cell_report` says what the cell showed.
+
+A `?` that returns an error from a cell is not a failed cell to Jupyter: evcxr prints the error
+on stderr, answers "ok" and keeps none of the variables the cell bound
+(evcxr/src/eval_context.rs, USER_ERROR_OCCURRED), so the notebook failed later, at the first cell
+that used one ("cannot find value `result_file`"), with the error itself out of sight. After a
+cell that binds variables at its top level the runner asks the kernel for its variables
+(`:vars`) and fails that cell when none of them is there (a cell may move a variable it bound,
+and evcxr drops a moved variable too, so one missing name proves nothing).
 """
 import re
 import time
@@ -26,6 +34,10 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionComplete, CellExecutionError
 from nbclient.util import ensure_async
 
+# `let NAME`, `let mut NAME` or `let (A, mut B, ..)` at the start of a line: a variable the
+# cell binds at its top level (lines inside a function or a block are indented).
+TOP_LEVEL_LET = re.compile(r"^let\s+(?:mut\s+)?(\([^)=]*\)|[A-Za-z_][A-Za-z0-9_]*)", re.MULTILINE)
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 MARKER = "trainbook-notebook-runner: every earlier line has arrived"
 MARKER_CELL = f'println!("{MARKER}");'
 # How long a failed cell's late lines get to arrive before the failure is reported.
@@ -50,6 +62,22 @@ class LateOutput:
             self.sinks[parent](msg)
             return True
         return False
+
+
+def bound_variables(source):
+    """The names a cell's source binds with a `let` at its top level, in order; names starting
+    with `_` are left out (evcxr keeps no `_` and the cell does not mean to keep `_name`)."""
+    names = []
+    for pattern in TOP_LEVEL_LET.findall(source):
+        for name in IDENTIFIER.findall(pattern):
+            if name != "mut" and not name.startswith("_") and name not in names:
+                names.append(name)
+    return names
+
+
+def variable_names(vars_text):
+    """The names in evcxr's `:vars` text (one `name: Type` per line)."""
+    return {line.split(":", 1)[0].strip() for line in vars_text.splitlines() if ":" in line}
 
 
 def is_marker(msg, msg_id):
@@ -118,10 +146,50 @@ class NotebookRunner(NotebookClient):
             except Exception:  # a dead or stuck kernel: report what arrived
                 pass
             raise
+        names = bound_variables(cell.source) if cell.cell_type == "code" else []
+        if names:
+            kept = variable_names(await self.async_kernel_text(":vars"))
+            # A cell may move a variable it bound (`with_transform(transform)`), which evcxr
+            # then drops too; a `?` error loses every one of them.
+            lost = [name for name in names if name not in kept]
+            if lost == names:
+                try:
+                    await self.async_settle(timeout=FAILED_CELL_SETTLE)
+                except Exception:
+                    pass
+                raise CellExecutionError(
+                    "", "LostVariables",
+                    f"cell {cell_index} answered ok but the kernel kept none of {', '.join(lost)}: a `?` "
+                    "in the cell returned an error (evcxr prints it on the cell's stderr and keeps "
+                    "none of the variables the cell bound)")
         self.failed_index = None
         if cell_index == self.last_code_index:
             await self.async_settle()
         return done
+
+    async def async_kernel_text(self, code, timeout=60):
+        """Runs `code` (a kernel command such as `:vars`) outside the notebook and returns the
+        text/plain of its result; other requests' messages are filed as usual."""
+        msg_id = await ensure_async(self.kc.execute(code, store_history=False))
+        text, deadline = "", time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"the kernel did not answer {code!r} within {timeout} s")
+            try:
+                msg = await ensure_async(self.kc.iopub_channel.get_msg(timeout=left))
+            except Empty:
+                continue
+            if msg.get("parent_header", {}).get("msg_id") != msg_id:
+                self.late.file(msg)
+                continue
+            kind, content = msg.get("msg_type"), msg.get("content", {})
+            if kind in ("execute_result", "display_data"):
+                text += content.get("data", {}).get("text/plain", "")
+            elif kind == "stream":
+                text += content.get("text", "")
+            elif kind == "status" and content.get("execution_state") == "idle":
+                return text
 
     def failed_cell_report(self):
         """What the cell that failed showed (see `cell_report`); "" when none failed."""

@@ -10,7 +10,7 @@ import nbformat
 
 from nbclient.exceptions import CellExecutionError
 
-from kernel_output import MARKER, MARKER_CELL, KernelSession, NotebookRunner
+from kernel_output import MARKER, MARKER_CELL, KernelSession, NotebookRunner, bound_variables
 
 
 def stream(parent, text, name="stdout"):
@@ -21,6 +21,12 @@ def error(parent, evalue, traceback):
     """An `error` output as evcxr sends it for a cell whose evaluation failed."""
     content = {"ename": "Error", "evalue": evalue, "traceback": traceback}
     return {"msg_type": "error", "header": {"msg_type": "error"}, "parent_header": {"msg_id": parent}, "content": content}
+
+
+def result(parent, text):
+    """An `execute_result` with plain text, as evcxr answers `:vars`."""
+    content = {"data": {"text/plain": text}, "metadata": {}}
+    return {"msg_type": "execute_result", "header": {"msg_type": "execute_result"}, "parent_header": {"msg_id": parent}, "content": content}
 
 
 def idle(parent):
@@ -170,6 +176,49 @@ class FailedCell(unittest.TestCase):
             "stderr, last 1 of 1 lines:",
             "a late stderr line",
         ]))
+
+
+class LostVariables(unittest.TestCase):
+    # Cell 1's `?` returned an error: evcxr printed it on stderr, answered ok and kept none of
+    # the cell's variables; the `:vars` after it lists cell 0's only.
+    SCRIPT = [
+        lambda me: [idle(me)],
+        lambda me: [result(me, "data: PathBuf\n"), idle(me)],
+        lambda me: [stream(me, "launching\n"), stream(me, "ray_launch: could not reserve 2 x CPU\n", name="stderr"), idle(me)],
+        lambda me: [result(me, "data: PathBuf\n"), idle(me)],
+        lambda me: [stream(me, MARKER + "\n"), idle(me)],
+    ]
+    CELLS = ["let data = PathBuf::from(\"x\");", "let out = data.join(\"run\");\nlet (a, mut b) = (1, 2);\nrun(&out)?;"]
+
+    def test_a_cell_that_lost_its_variables_fails_with_its_stderr(self):
+        nb = nbformat.v4.new_notebook()
+        nb.cells = [nbformat.v4.new_code_cell(source) for source in self.CELLS]
+        kernel = ScriptedKernel(self.SCRIPT)
+        runner = runner_for(nb, kernel)
+
+        async def run_cells():
+            for index, cell in enumerate(nb.cells):
+                await runner.async_execute_cell(cell, index)
+
+        with self.assertRaises(CellExecutionError) as failed:
+            asyncio.run(run_cells())
+        self.assertIn("cell 1 answered ok but the kernel kept none of out, a, b", str(failed.exception))
+        self.assertEqual(kernel.requests, [self.CELLS[0], ":vars", self.CELLS[1], ":vars", MARKER_CELL])
+        self.assertIn("ray_launch: could not reserve 2 x CPU", runner.failed_cell_report())
+
+    def test_a_cell_that_moved_one_of_its_variables_passes(self):
+        nb = nbformat.v4.new_notebook()
+        nb.cells = [nbformat.v4.new_code_cell("let t = compose![ToTensor];\nlet set = Mnist::new(root)?.with_transform(t);")]
+        kernel = ScriptedKernel([lambda me: [idle(me)], lambda me: [result(me, "set: Mnist\n"), idle(me)],
+                                 lambda me: [stream(me, MARKER + "\n"), idle(me)]])
+        runner = runner_for(nb, kernel)
+        asyncio.run(runner.async_execute_cell(nb.cells[0], 0))
+        self.assertEqual(kernel.requests[1:], [":vars", MARKER_CELL])
+
+    def test_only_top_level_lets_count(self):
+        source = "let data = 1;\nlet mut views = vec![];\nlet (c, _r, mut e): (u32, u32, u64) = (1, 2, 3);\n" \
+                 "let _ = f();\nfn g() {\n    let inner = 1;\n}\n{\n    let args = 2;\n}\nlet data = 2;"
+        self.assertEqual(bound_variables(source), ["data", "views", "c", "e"])
 
 
 if __name__ == "__main__":

@@ -129,7 +129,7 @@ fn the_runner_keeps_lines_the_kernel_sends_after_a_cell_ended() {
         .expect("the venv's python");
     let text =
         format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success() && text.contains("Ran 6 tests"), "{text}");
+    assert!(out.status.success() && text.contains("Ran 9 tests"), "{text}");
 }
 
 #[test]
