@@ -1,4 +1,4 @@
-# trainbook's two commands (see README.md):
+# trainbook's two commands (see README.md; the book in docs/ has the rest: make docs):
 #   make demo   set up what the demo needs, then run the main job
 #   make test   set up everything, then run every test (lint, Rust tests, multi-rank tests,
 #               doctests, notebooks)
@@ -14,7 +14,7 @@ endif
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
-.PHONY: help kernel-times setup setup-demo setup-notebook setup-repl repl test-repl demo lint test notebooks gpu-test torch-2.11-check gpu-bundle
+.PHONY: help kernel-times setup setup-demo setup-notebook setup-repl repl test-repl demo lint test notebooks docs gpu-test torch-2.11-check gpu-bundle
 
 ## help: this list (`make` alone)
 help:
@@ -69,7 +69,15 @@ lint: setup-demo
 ## test: everything: set-up, lint, Rust tests, multi-rank tests, doctests, notebooks
 test: setup lint
 	set -o pipefail; mkdir -p target; bash scripts/run-tests.sh 2>&1 | tee target/test.log
-	@awk '/^test result:/ { p += $$4; f += $$6 } /^ *Summary \[/ { for (i = 1; i <= NF; i++) { if ($$i ~ /^passed/) p += $$(i-1); if ($$i ~ /^failed/) f += $$(i-1) } } END { printf "all tests: %d passed, %d failed\n", p, f }' target/test.log
+	@awk '/^test result:/ { p += $$4; f += $$6 } /^ *Summary \[/ { for (i = 1; i <= NF; i++) { if ($$i ~ /^passed/) p += $$(i-1); if ($$i ~ /^failed/) f += $$(i-1) } } /^run-tests: [0-9]+ tests skipped/ { s = $$2 } END { printf "all tests: %d passed, %d failed (of the passed, %d skipped on this machine: see above)\n", p, f, s }' target/test.log
+
+## docs: build the book (docs/, mdBook) into docs/book; open docs/book/index.html
+# The book: install mdbook if missing (scripts/setup/setup.sh --docs, a one-time build of about a
+# minute), then build it. `make test` builds it too and checks its links and claims
+# (tests/tooling/docs_claims.rs).
+docs:
+	bash scripts/setup/setup.sh --docs
+	"$${CARGO_HOME:-$$HOME/.cargo}/bin/mdbook" build docs
 
 ## notebooks: run every notebook headless and commit-ready (outputs written back)
 # Runs every notebook headless and writes the executed notebooks, outputs included, back into

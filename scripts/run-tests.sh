@@ -11,6 +11,9 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 status=0
+# Skipped tests leave their reason here (tests/common/mod.rs, `skip`); counted at the end.
+skipped_dir=target/tmp/skipped
+rm -rf "$skipped_dir"
 nextest=$(cargo nextest --version 2>/dev/null | head -1)
 if [ "${TRAINBOOK_TESTS:-}" != cargo ] && [ -n "$nextest" ]; then
   echo "run-tests: $nextest, then the doctests"
@@ -31,4 +34,9 @@ if [ -z "${CXX:-}" ] && stats=$(scripts/setup/c++-via-sccache --sccache --show-s
   grep -E '^(Compile requests|Cache (hits|misses)) ' <<<"$stats" |
     sed 's/^/compiler cache (sccache, since its server started): /'
 fi
+# Which tests skipped, and why: only where this machine cannot host them (no GPU, no root, no
+# network); the Makefile's last line adds the count.
+skips=$(cat "$skipped_dir"/*.txt 2>/dev/null | sort)
+echo "run-tests: $(grep -c . <<<"$skips") tests skipped on this machine${skips:+:}"
+[ -n "$skips" ] && sed 's/^/  SKIPPED /' <<<"$skips"
 exit $status

@@ -47,6 +47,49 @@ pub use stateful::{check_state_key, PartState, Stateful};
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
+
+/// The book's pages (docs/src, built with mdBook: `make docs`), their Rust snippets compiled as
+/// doctests so that they stay true.
+#[cfg(doctest)]
+mod book {
+    #[doc = include_str!("../docs/src/checkpoints.md")]
+    pub struct Checkpoints;
+    #[doc = include_str!("../docs/src/contributing.md")]
+    pub struct Contributing;
+    #[doc = include_str!("../docs/src/course-path.md")]
+    pub struct CoursePath;
+    #[doc = include_str!("../docs/src/cuda.md")]
+    pub struct Cuda;
+    #[doc = include_str!("../docs/src/data.md")]
+    pub struct Data;
+    #[doc = include_str!("../docs/src/distributed.md")]
+    pub struct Distributed;
+    #[doc = include_str!("../docs/src/gpu-speed.md")]
+    pub struct GpuSpeed;
+    #[doc = include_str!("../docs/src/install.md")]
+    pub struct Install;
+    #[doc = include_str!("../docs/src/introduction.md")]
+    pub struct Introduction;
+    #[doc = include_str!("../docs/src/launching.md")]
+    pub struct Launching;
+    #[doc = include_str!("../docs/src/layout.md")]
+    pub struct Layout;
+    #[doc = include_str!("../docs/src/limitations.md")]
+    pub struct Limitations;
+    #[doc = include_str!("../docs/src/notebooks.md")]
+    pub struct Notebooks;
+    #[doc = include_str!("../docs/src/performance.md")]
+    pub struct Performance;
+    #[doc = include_str!("../docs/src/repl.md")]
+    pub struct Repl;
+    #[doc = include_str!("../docs/src/training-parts.md")]
+    pub struct TrainingParts;
+    #[doc = include_str!("../docs/src/training.md")]
+    pub struct Training;
+    #[doc = include_str!("../docs/src/troubleshooting.md")]
+    pub struct Troubleshooting;
+}
+
 /// The tch crate (libtorch bindings), re-exported so notebooks need only `:dep trainbook`.
 pub use tch;
 

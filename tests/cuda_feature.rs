@@ -61,11 +61,14 @@ fn test_executable(messages: &str, name: &str) -> Option<PathBuf> {
 fn cuda_feature_links_and_loads_libtorch_cuda() {
     let lib = Path::new(trainbook::versions().libtorch_lib_dir);
     if !lib.join("libtorch_cuda.so").exists() {
-        println!(
-            "SKIPPED cuda_feature_links_and_loads_libtorch_cuda: {} has no libtorch_cuda.so (a \
-             CPU build of libtorch), so there is nothing to link the cuda feature against; \
-             `cargo check --features cuda` still runs (cuda_feature_compiles)",
-            lib.display()
+        common::skip(
+            "cuda_feature_links_and_loads_libtorch_cuda",
+            &format!(
+                "{} has no libtorch_cuda.so (a CPU build of libtorch), so there is nothing to \
+                 link the cuda feature against; `cargo check --features cuda` still runs \
+                 (cuda_feature_compiles)",
+                lib.display()
+            ),
         );
         return;
     }

@@ -165,7 +165,7 @@ fn nccl_ranks_set_and_bind_their_own_gpus() {
     let test = "nccl_ranks_set_and_bind_their_own_gpus";
     let Some(_) = gpu(test) else { return };
     if tch::Cuda::device_count() < 2 {
-        println!("SKIPPED {test}: NCCL needs a GPU per rank, and 1 is visible");
+        common::skip(test, "NCCL needs a GPU per rank, and 1 is visible");
         return;
     }
     let opts = SpawnOptions { device: Some(Device::Cuda(0)), ..Default::default() };
@@ -429,7 +429,7 @@ fn the_cuda_generator_state_round_trips() {
     if !tch::Cuda::is_available() {
         let err = rng_state(Device::Cuda(0)).unwrap_err().to_string();
         assert!(err.contains("Cuda(0)"), "{err}");
-        println!("SKIPPED the GPU half of the_cuda_generator_state_round_trips: no CUDA GPU");
+        common::skip("the GPU half of the_cuda_generator_state_round_trips", "no CUDA GPU");
         return;
     }
     let device = Device::Cuda(0);

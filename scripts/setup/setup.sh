@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# scripts/setup/setup.sh [--demo | --notebook | --repl | --all]: installs what trainbook needs on a
+# scripts/setup/setup.sh [--demo | --notebook | --repl | --docs | --all]: installs what trainbook needs on a
 # fresh Debian machine, and nothing twice. Safe to run again: each step checks first and says "ok"
 # or what it installs. Root is not required: without root (and without passwordless sudo) the Debian
 # packages the build needs are downloaded and unpacked into .venv/debs instead, also on a Linux
-# without apt-get (RHEL, Rocky: see README.md's "RHEL / Rocky / HPC modules").
+# without apt-get (RHEL, Rocky: see the book's docs/src/install.md, "RHEL / Rocky / HPC modules").
 #
 #   --demo      what `make demo` needs: steps 1 (torch only), 2 and 3 (Gloo headers, font)
 #   --notebook  the notebooks (`make setup-notebook`): steps 1-3, 4, 5 and 7
 #   --repl      the evcxr REPL (`make setup-repl`, scripts/kernel/trainbook-repl): steps 1 (torch
 #               only), 2, 3 and 6
-#   --all       everything, for `make test` (the default, `make setup`): also npm and openmpi-bin
+#   --docs      the book's builder only (`make docs`): step 8
+#   --all       everything, for `make test` (the default, `make setup`): also npm and openmpi-bin,
+#               and step 8
 #
 #   1. .venv: --demo installs scripts/setup/requirements-demo.txt (torch 2.13.0, the libtorch that
 #      tch binds); the others scripts/setup/requirements.txt (torchvision as test oracle, nbclient &
@@ -33,7 +35,8 @@
 #   6. evcxr_repl (the Rust REPL; its program is called `evcxr`), the same version as
 #      evcxr_jupyter (--repl only)
 #   7. the prebuilt kernel cache (scripts/kernel/kernel_cache.py build): --notebook and --all
-#   Steps 4 and 6 build in $EVCXR_BUILD, removed afterwards.
+#   8. mdbook, pinned, without its server and file watcher (the book in docs/: `make docs`)
+#   Steps 4, 6 and 8 build in $EVCXR_BUILD, removed afterwards.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -41,6 +44,7 @@ VENV="$ROOT/.venv"
 DEBS="$VENV/debs"
 TORCH_VERSION=2.13.0
 EVCXR_VERSION=0.22.0
+MDBOOK_VERSION=0.5.4
 JUPYTERLAB_VERSION=4.6.6
 CARGO_BIN="${CARGO_HOME:-$HOME/.cargo}/bin"
 EVCXR_BUILD="${XDG_CACHE_HOME:-$HOME/.cache}/trainbook/evcxr-install"
@@ -54,8 +58,28 @@ case "${1:-}" in
   --demo) MODE=demo ;;
   --notebook) MODE=notebook ;;
   --repl) MODE=repl ;;
-  *) die "usage: $0 [--demo | --notebook | --repl | --all]" ;;
+  --docs) MODE=docs ;;
+  *) die "usage: $0 [--demo | --notebook | --repl | --docs | --all]" ;;
 esac
+
+# --- 8. mdbook (defined here, run last with --all, alone with --docs) ------------------------
+# The book in docs/ is built with mdBook from crates.io; without the `serve` and `watch` features
+# (a web server and a file watcher) it is a one-time build of about a minute on 2 cores.
+install_mdbook() {
+  if [ -x "$CARGO_BIN/mdbook" ] && cargo install --list 2>/dev/null | grep -q "^mdbook v$MDBOOK_VERSION:"; then
+    say "ok: mdbook $MDBOOK_VERSION"
+    return
+  fi
+  say "installing mdbook $MDBOOK_VERSION (a one-time build of about a minute on 2 cores)"
+  cargo install --locked mdbook --version "$MDBOOK_VERSION" --no-default-features --features search \
+    --target-dir "$EVCXR_BUILD" || die "cargo install mdbook failed (see above)."
+  rm -rf "$EVCXR_BUILD"
+}
+if [ "$MODE" = docs ]; then
+  install_mdbook
+  say "done (docs: build the book with make docs)"
+  exit 0
+fi
 
 # --- 0. the toolchain the build needs (not installed here) --------------------------------
 command -v cargo >/dev/null 2>&1 || [ -x "$CARGO_BIN/cargo" ] ||
@@ -360,6 +384,10 @@ fi
 say "kernel cache: checking (the first time: a cold build of tch and trainbook inside evcxr)"
 "$VENV/bin/python" "$ROOT/scripts/kernel/kernel_cache.py" build ||
   die "building the kernel cache failed (see above)."
+
+if [ "$MODE" = all ]; then
+  install_mdbook
+fi
 
 # --- 6. evcxr_repl: only with --repl (make setup-repl, make test-repl), not with --all: its
 # build (~16 CPU-minutes) would not fit CI's budget next to make test.

@@ -12,7 +12,7 @@ pub fn gpu(test: &str) -> Option<Device> {
     if tch::Cuda::is_available() {
         Some(Device::Cuda(0))
     } else {
-        println!("SKIPPED {test}: no CUDA GPU on this machine (libtorch sees none)");
+        super::skip(test, "no CUDA GPU on this machine (libtorch sees none)");
         None
     }
 }

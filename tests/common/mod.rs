@@ -26,6 +26,29 @@ pub fn venv_bin(name: &str) -> PathBuf {
     venv().join("bin").join(name)
 }
 
+/// Where skipped tests leave their reason: `skipped/` under cargo's `target/tmp` (or
+/// `TRAINBOOK_TEST_TMPDIR`). scripts/run-tests.sh empties it first and ends `make test` with the
+/// count of skipped tests and their reasons.
+pub fn skipped_dir() -> PathBuf {
+    std::env::var_os("TRAINBOOK_TEST_TMPDIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")), PathBuf::from)
+        .join("skipped")
+}
+
+/// Says that `test` is skipped on this machine and why (a line `SKIPPED test: reason`, which the
+/// GPU bundle's run.sh counts too) and records the first line of the reason in [`skipped_dir`].
+/// A test skips only where the machine cannot host it (no GPU, no root, no network).
+pub fn skip(test: &str, reason: &str) {
+    println!("SKIPPED {test}: {reason}");
+    let dir = skipped_dir();
+    let file: String =
+        test.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '-' }).collect();
+    let first = reason.lines().next().unwrap_or("");
+    if std::fs::create_dir_all(&dir).is_ok() {
+        let _ = std::fs::write(dir.join(format!("{file}.txt")), format!("{test}: {first}\n"));
+    }
+}
+
 /// A scratch folder under cargo's `target/tmp` (or `TRAINBOOK_TEST_TMPDIR`, as the GPU bundle
 /// sets it on a machine without this checkout) for one test, removed when dropped (also when
 /// the test panics), so that checkpoints and data sets of many runs do not fill the disk. Set

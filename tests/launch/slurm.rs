@@ -416,7 +416,10 @@ fn slurm_preemption_requeues_and_resumes_exactly() {
     let cluster = match Cluster::start(&work.join("cluster")) {
         Ok(c) => c,
         Err(why) => {
-            println!("SKIPPED: cannot start a Slurm cluster on localhost: {why}");
+            common::skip(
+                "slurm_preemption_requeues_and_resumes_exactly",
+                &format!("cannot start a Slurm cluster on localhost: {why}"),
+            );
             return;
         }
     };

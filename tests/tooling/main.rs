@@ -1,6 +1,6 @@
 //! The project's tools and documents: the set-up without root, the compiler and kernel caches,
 //! the REPL and JupyterLab, the notebooks (run headless, and committed with their outputs),
-//! the README's claims against the tree, the ResNet weights script, and trainbook used from a
+//! the README's and the book's claims against the tree, the ResNet weights script, and trainbook used from a
 //! project outside the checkout.
 //!
 //! One module per former test binary (`tests/tooling/<module>.rs`); a test's full name is
@@ -11,11 +11,12 @@
 mod common;
 
 mod compiler_cache;
+mod docs_book;
+mod docs_claims;
 mod kernel_cache;
 mod notebook_outputs;
 mod notebooks;
 mod outside_project;
-mod readme_claims;
 mod repl;
 mod resnet_weights_script;
 mod setup_no_root;

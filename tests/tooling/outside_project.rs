@@ -45,7 +45,7 @@ fn a_project_outside_the_checkout_prepares_data_trains_and_plots() {
     let _turn = common::module_turn(module_path!());
     let venv = common::venv();
     let python = venv.join("bin/python");
-    // The venv's torch package (what the README's `LIBTORCH=$(python3 -c ...)` line names: setup.sh
+    // The venv's torch package (what the book's `LIBTORCH=$(python3 -c ...)` line in docs/src/cuda.md names: setup.sh
     // links .venv/libtorch to it), spelled as .cargo/config.toml spells it for this checkout: the
     // project builds into this checkout's target directory, and another spelling of LIBTORCH
     // would make cargo rebuild torch-sys and tch here and again at the checkout's next build.

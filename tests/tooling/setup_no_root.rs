@@ -36,14 +36,14 @@ fn an_unprivileged_user_fetches_the_gloo_headers_the_shim_compiles_with() {
     let test = "an_unprivileged_user_fetches_the_gloo_headers_the_shim_compiles_with";
     for tool in ["apt-get", "dpkg", "c++"] {
         if !have(tool) {
-            println!("SKIPPED {test}: no {tool} on this machine (not Debian/Ubuntu?)");
+            common::skip(test, &format!("no {tool} on this machine (not Debian/Ubuntu?)"));
             return;
         }
     }
     let prefix = match unprivileged_prefix() {
         Ok(prefix) => prefix,
         Err(why) => {
-            println!("SKIPPED {test}: running as root and {why}");
+            common::skip(test, &format!("running as root and {why}"));
             return;
         }
     };
@@ -73,12 +73,13 @@ fn an_unprivileged_user_fetches_the_gloo_headers_the_shim_compiles_with() {
     match status.map(|s| s.code()) {
         Some(Some(0)) => {}
         Some(Some(code @ (2 | 3))) => {
-            println!("SKIPPED {test}: fetch-debs.sh as {who} exited {code} (no apt, or Debian's mirrors unreachable):\n{log}");
+            common::skip(test, &format!("fetch-debs.sh as {who} exited {code} (no apt, or Debian's mirrors unreachable):\n{log}"));
             return;
         }
         None => {
-            println!(
-                "SKIPPED {test}: fetch-debs.sh as {who} took over 3 minutes (network?):\n{log}"
+            common::skip(
+                test,
+                &format!("fetch-debs.sh as {who} took over 3 minutes (network?):\n{log}"),
             );
             return;
         }
@@ -116,13 +117,13 @@ fn without_apt_or_dpkg_an_unprivileged_user_fetches_the_gloo_headers_with_python
     let started = Instant::now();
     let test = "without_apt_or_dpkg_an_unprivileged_user_fetches_the_gloo_headers_with_python";
     if !have("c++") {
-        println!("SKIPPED {test}: no c++ on this machine");
+        common::skip(test, "no c++ on this machine");
         return;
     }
     let prefix = match unprivileged_prefix() {
         Ok(prefix) => prefix,
         Err(why) => {
-            println!("SKIPPED {test}: running as root and {why}");
+            common::skip(test, &format!("running as root and {why}"));
             return;
         }
     };
@@ -136,7 +137,7 @@ fn without_apt_or_dpkg_an_unprivileged_user_fetches_the_gloo_headers_with_python
         open_to_all(dir, 0o777);
     }
     let Some(python) = python_for(&prefix, &home) else {
-        println!("SKIPPED {test}: no python3 that the unprivileged user can run");
+        common::skip(test, "no python3 that the unprivileged user can run");
         return;
     };
     // PATH: links to the programs the fetcher and this test may run, nothing else (no apt-get,
@@ -179,12 +180,16 @@ fn without_apt_or_dpkg_an_unprivileged_user_fetches_the_gloo_headers_with_python
     match status.map(|s| s.code()) {
         Some(Some(0)) => {}
         Some(Some(3)) => {
-            println!("SKIPPED {test}: fetch_debs.py as {who} exited 3 (Debian's mirrors unreachable):\n{log}");
+            common::skip(
+                test,
+                &format!("fetch_debs.py as {who} exited 3 (Debian's mirrors unreachable):\n{log}"),
+            );
             return;
         }
         None => {
-            println!(
-                "SKIPPED {test}: fetch_debs.py as {who} took over 3 minutes (network?):\n{log}"
+            common::skip(
+                test,
+                &format!("fetch_debs.py as {who} took over 3 minutes (network?):\n{log}"),
             );
             return;
         }

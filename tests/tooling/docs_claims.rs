@@ -1,11 +1,16 @@
-//! The README against the tree: statements a quick test can check without running anything.
-//! - every repository path it names (`src/...`, `tests/...`, `scripts/...`) exists, and every
-//!   file or folder the layout table ("Where things are") names is in the row's folder;
-//! - the claims of exactness it backs with a named test are asserted exactly by that test
-//!   (bit-for-bit comparisons, not tolerances), and the tests it names for a fact exist and do
-//!   what it says (`cargo check` for the `cuda` feature, the examples' own tests run them);
-//! - it states one figure for the number of tests `make test` ran, with its date and commit;
+//! The README and the book (docs/src) against the tree: statements a quick test can check
+//! without running anything.
+//! - every repository path they name (`src/...`, `tests/...`, `scripts/...`) exists, and every
+//!   file or folder the layout table ("Where things are", docs/src/layout.md) names is in the
+//!   row's folder;
+//! - the claims of exactness they back with a named test are asserted exactly by that test
+//!   (bit-for-bit comparisons, not tolerances), and the tests they name for a fact exist and do
+//!   what they say (`cargo check` for the `cuda` feature, the examples' own tests run them);
+//! - the README is a front door: at most 300 lines; neither it nor the book holds run history (a
+//!   commit hash, a count of tests);
 //! - sentences found untrue (issue 30) stay gone.
+//!
+//! The book's links and its build are checked in `docs_book.rs`.
 use crate::common;
 
 use std::path::{Path, PathBuf};
@@ -18,16 +23,38 @@ fn read(path: &str) -> String {
     std::fs::read_to_string(root().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
-/// The README with every run of whitespace made one space (sentences wrap anywhere).
-fn readme_flat() -> String {
-    read("README.md").split_whitespace().collect::<Vec<_>>().join(" ")
+/// The documents users read: README.md, then the book's pages (docs/src/*.md), as (path, text).
+pub(crate) fn documents() -> Vec<(String, String)> {
+    let mut pages: Vec<String> = std::fs::read_dir(root().join("docs/src"))
+        .expect("docs/src, the book's pages")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".md"))
+        .map(|name| format!("docs/src/{name}"))
+        .collect();
+    pages.sort();
+    std::iter::once("README.md".to_string()).chain(pages).map(|p| (p.clone(), read(&p))).collect()
 }
 
-/// The README's inline code spans (`...`), fenced code blocks left out.
-fn code_spans(readme: &str) -> Vec<String> {
+/// Every document with every run of whitespace made one space (sentences wrap anywhere).
+fn documents_flat() -> String {
+    documents().iter().map(|(_, text)| flat(text)).collect::<Vec<_>>().join(" ")
+}
+
+fn flat(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// A document's inline code spans (`...`), fenced code blocks left out.
+pub(crate) fn code_spans(text: &str) -> Vec<String> {
+    prose(text).split('`').skip(1).step_by(2).map(str::to_string).collect()
+}
+
+/// A document without its fenced code blocks.
+pub(crate) fn prose(text: &str) -> String {
     let mut prose = String::new();
     let mut fenced = false;
-    for line in readme.lines() {
+    for line in text.lines() {
         if line.trim_start().starts_with("```") {
             fenced = !fenced;
         } else if !fenced {
@@ -35,7 +62,7 @@ fn code_spans(readme: &str) -> Vec<String> {
             prose.push('\n');
         }
     }
-    prose.split('`').skip(1).step_by(2).map(str::to_string).collect()
+    prose
 }
 
 const TOP_FOLDERS: [&str; 9] = [
@@ -51,22 +78,23 @@ const TOP_FOLDERS: [&str; 9] = [
 ];
 
 #[test]
-fn every_path_the_readme_names_exists() {
+fn every_path_the_readme_and_the_book_name_exists() {
     let _turn = common::module_turn(module_path!());
-    let readme = read("README.md");
     let mut checked = 0;
-    for span in code_spans(&readme) {
-        // A command's first word: `scripts/setup/setup.sh --demo`.
-        let path = span.split_whitespace().next().unwrap_or("");
-        if !TOP_FOLDERS.iter().any(|top| path.starts_with(top)) || path.contains('*') {
-            continue;
+    for (doc, text) in documents() {
+        for span in code_spans(&text) {
+            // A command's first word: `scripts/setup/setup.sh --demo`.
+            let path = span.split_whitespace().next().unwrap_or("");
+            if !TOP_FOLDERS.iter().any(|top| path.starts_with(top)) || path.contains('*') {
+                continue;
+            }
+            // `examples/dogs` names the example examples/dogs.rs, as cargo does.
+            let exists = root().join(path).exists() || root().join(format!("{path}.rs")).exists();
+            assert!(exists, "{doc} names `{span}`, but {path} is not in the tree");
+            checked += 1;
         }
-        // `examples/dogs` names the example examples/dogs.rs, as cargo does.
-        let exists = root().join(path).exists() || root().join(format!("{path}.rs")).exists();
-        assert!(exists, "README names `{span}`, but {path} is not in the tree");
-        checked += 1;
     }
-    assert!(checked > 50, "only {checked} paths found: did the README's format change?");
+    assert!(checked > 50, "only {checked} paths found: did the documents' format change?");
 }
 
 /// Files under `dir` (recursively) whose path ends with `/name`.
@@ -82,12 +110,12 @@ fn found_under(dir: &Path, name: &str) -> bool {
 #[test]
 fn the_layout_table_matches_the_tree() {
     let _turn = common::module_turn(module_path!());
-    let readme = read("README.md");
-    let table = readme
+    let layout = read("docs/src/layout.md");
+    let table = layout
         .split("## Where things are")
         .nth(1)
         .and_then(|rest| rest.split("\n## ").next())
-        .expect("the README's section \"Where things are\"");
+        .expect("docs/src/layout.md's section \"Where things are\"");
     let file_like = |s: &str| {
         !s.contains(' ')
             && !s.starts_with('-')
@@ -112,7 +140,7 @@ fn the_layout_table_matches_the_tree() {
     assert!(rows >= 20, "only {rows} rows found in the layout table");
 }
 
-/// (what the README says, in its words; the test it names; what that test must contain;
+/// (what the README or the book says, in its words; the test it names; what that test must contain;
 /// what it must not).
 const BACKED: [(&str, &str, &[&str], &[&str]); 6] = [
     (
@@ -159,20 +187,20 @@ const BACKED: [(&str, &str, &[&str], &[&str]); 6] = [
 #[test]
 fn exactness_claims_are_asserted_exactly_by_the_tests_they_name() {
     let _turn = common::module_turn(module_path!());
-    let readme = readme_flat();
+    let docs = documents_flat();
     let common = read("tests/common/mod.rs");
     assert!(
         common.contains("x.data()) != (y.dtype(), y.shape(), y.data())"),
         "assert_same_weights compares the tensors' bytes"
     );
     for (claim, file, must, must_not) in BACKED {
-        assert!(readme.contains(claim), "the README no longer says: {claim}");
+        assert!(docs.contains(&flat(claim)), "neither the README nor the book says: {claim}");
         let source = read(file);
         for want in must {
-            assert!(source.contains(want), "README: \"{claim}\", but {file} lacks `{want}`");
+            assert!(source.contains(want), "docs: \"{claim}\", but {file} lacks `{want}`");
         }
         for bad in must_not {
-            assert!(!source.contains(bad), "README: \"{claim}\", but {file} has `{bad}`");
+            assert!(!source.contains(bad), "docs: \"{claim}\", but {file} has `{bad}`");
         }
     }
 }
@@ -180,12 +208,12 @@ fn exactness_claims_are_asserted_exactly_by_the_tests_they_name() {
 #[test]
 fn the_examples_own_tests_run_them() {
     let _turn = common::module_turn(module_path!());
-    let readme = readme_flat();
-    let list = readme
+    let docs = documents_flat();
+    let list = docs
         .split("(their own tests run them: ")
         .nth(1)
         .and_then(|rest| rest.split(')').next())
-        .expect("the README's sentence on the examples' tests");
+        .expect("the docs' sentence on the examples' tests");
     let names: Vec<&str> = list.split(", ").map(|n| n.trim_matches('`')).collect();
     assert!(names.len() >= 3, "{names:?}");
     for name in names {
@@ -206,51 +234,61 @@ fn test_module(name: &str) -> (String, String) {
         .filter(|p| p.is_file())
         .map(|p| p.strip_prefix(root()).unwrap().display().to_string())
         .collect();
-    assert_eq!(found.len(), 1, "the README names the test `{name}`: found {found:?}");
+    assert_eq!(found.len(), 1, "the docs name the test `{name}`: found {found:?}");
     let source = read(&found[0]);
     (found[0].clone(), source)
 }
 
+/// Whether `word` looks like a commit hash: 7 to 40 lowercase hex digits, with a letter and a
+/// digit (so that "decade" or "1000000" are not).
+fn commit_like(word: &str) -> bool {
+    (7..=40).contains(&word.len())
+        && word.chars().all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c))
+        && word.chars().any(|c| c.is_ascii_digit())
+        && word.chars().any(|c| c.is_ascii_alphabetic())
+}
+
 #[test]
-fn one_measured_test_count_with_its_date_and_commit() {
+fn the_readme_is_short_and_no_document_holds_run_history() {
     let _turn = common::module_turn(module_path!());
-    let readme = readme_flat();
-    let words: Vec<&str> = readme.split(' ').collect();
-    let counts: Vec<usize> = words
-        .windows(2)
-        .filter(|w| w[1].trim_end_matches([',', '.', ';', ')']) == "tests")
-        .filter_map(|w| w[0].trim_start_matches(|c: char| !c.is_ascii_digit()).parse().ok())
-        .collect();
-    assert_eq!(counts.len(), 1, "the README states these test counts: {counts:?}");
-    let at = readme.find(&format!("{} tests", counts[0])).unwrap();
-    let sentence = &readme[readme[..at].rfind(". ").map_or(0, |i| i + 2)..at];
-    let has = |pred: &dyn Fn(&str) -> bool| sentence.split([' ', '(', ')', ',', ':']).any(pred);
-    let date = |w: &str| {
-        w.len() == 10
-            && w.chars().enumerate().all(|(i, c)| {
-                if i == 4 || i == 7 {
-                    c == '-'
-                } else {
-                    c.is_ascii_digit()
-                }
-            })
-    };
-    let commit = |w: &str| {
-        w.len() >= 7
-            && w.chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
-            && w.chars().any(|c| c.is_ascii_alphabetic())
-    };
-    assert!(has(&date), "no date beside the test count: {sentence}");
-    assert!(
-        sentence.contains("commit") && has(&commit),
-        "no commit beside the test count: {sentence}"
-    );
+    let readme = read("README.md");
+    let lines = readme.lines().count();
+    assert!(lines <= 300, "README.md has {lines} lines: at most 300 (the rest goes into docs/src)");
+    for (doc, text) in documents() {
+        let words: Vec<&str> = text.split(|c: char| !c.is_ascii_alphanumeric()).collect();
+        let hashes: Vec<&&str> = words.iter().filter(|w| commit_like(w)).collect();
+        assert!(
+            hashes.is_empty(),
+            "{doc} names commits {hashes:?}: run history goes into CHANGELOG.md"
+        );
+        let flat = flat(&text);
+        let counts: Vec<&str> = flat
+            .split(' ')
+            .collect::<Vec<_>>()
+            .windows(2)
+            .filter(|w| w[1].trim_end_matches([',', '.', ';', ')']) == "tests")
+            .filter(|w| w[0].trim_start_matches('(').parse::<u32>().is_ok())
+            .map(|w| w[0])
+            .collect();
+        assert!(
+            counts.is_empty(),
+            "{doc} states a count of tests ({counts:?}): it changes with every commit"
+        );
+    }
+}
+
+#[test]
+fn commit_hashes_are_told_from_words_and_numbers() {
+    let _turn = common::module_turn(module_path!());
+    assert!(commit_like("ed2eceb") && commit_like("6b9d6d3"));
+    assert!(!commit_like("decade") && !commit_like("defaced") && !commit_like("1000000"));
+    assert!(!commit_like("Ed2eceb") && !commit_like("ed2ecebz"));
 }
 
 #[test]
 fn sentences_found_untrue_stay_gone() {
     let _turn = common::module_turn(module_path!());
-    let readme = readme_flat();
+    let docs = documents_flat();
     for old in [
         "ResNet34's eval output equals torchvision's bit for bit",
         "`best` keeps the best by a monitored metric",
@@ -264,6 +302,6 @@ fn sentences_found_untrue_stay_gone() {
         "with bitwise the same weights as an uninterrupted run (tested)",
         "renames it into place and fsyncs the parent, while the other ranks wait at a barrier",
     ] {
-        assert!(!readme.contains(old), "the README says again: {old}");
+        assert!(!docs.contains(old), "the README or the book says again: {old}");
     }
 }
