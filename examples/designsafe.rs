@@ -13,7 +13,7 @@
 //! Its own flags: --data, --small-data, --epochs, --batch-size, --lr, --label-smoothing,
 //! --image-size, --weights, --freeze, --out. The shared ones live in examples/common/mod.rs:
 //! `RunArgs` (--device, --seed, --workers, --no-resume, --precision, --channels-last,
-//! --clip-grad-norm, --monitor-metric, --early-stop, --requeue, --no-step-log, --ema, --sync-bn) and
+//! --clip-grad-norm, --monitor-metric, --early-stop, --requeue, --no-step-log, --ema, --sync-bn, --weight-trail) and
 //! `FitArgs` (--save-every, --save-every-steps, --keep-last, --accumulate,
 //! --find-unused-parameters).
 //!

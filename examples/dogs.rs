@@ -35,7 +35,7 @@
 //! --batch-size, --lr, --momentum, --patience, --resize, --image-size, --weights, --out, and
 //! --seed's help (it also draws the split). The shared ones live in examples/common/mod.rs:
 //! `RunArgs` (--device, --seed, --workers, --no-resume, --precision, --channels-last,
-//! --clip-grad-norm, --monitor-metric, --early-stop, --requeue, --no-step-log, --ema, --sync-bn).
+//! --clip-grad-norm, --monitor-metric, --early-stop, --requeue, --no-step-log, --ema, --sync-bn, --weight-trail).
 //!
 //! Exit status: 0 when the run finished, or stopped on Ctrl-C or OUT/STOP; 99 when SIGTERM or
 //! SIGUSR1 stopped it (a Slurm time limit or `--signal=USR1@N`, `scancel`, torchrun's SIGTERM):

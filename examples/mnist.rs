@@ -10,7 +10,7 @@
 //!
 //! Its own flags: --data, --epochs, --batch-size, --lr, --out. The shared ones live in
 //! examples/common/mod.rs: `RunArgs` (--device, --seed, --workers, --no-resume, --precision,
-//! --channels-last, --clip-grad-norm, --monitor-metric, --early-stop, --requeue, --no-step-log, --ema, --sync-bn) and `FitArgs` (--save-every, --save-every-steps, --keep-last, --accumulate,
+//! --channels-last, --clip-grad-norm, --monitor-metric, --early-stop, --requeue, --no-step-log, --ema, --sync-bn, --weight-trail) and `FitArgs` (--save-every, --save-every-steps, --keep-last, --accumulate,
 //! --find-unused-parameters).
 //!
 //! Exit status: 0 when the run finished, or stopped on Ctrl-C or OUT/STOP; 99 when SIGTERM or

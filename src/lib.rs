@@ -8,6 +8,7 @@
 //! - [`train`]: one epoch (the step, optimizers, mixed precision, LR schedules, metrics).
 //! - [`dist`]: the launcher's environment, c10d process groups (Gloo, NCCL) and `Ddp`.
 //! - [`checkpoint`]: atomic, checksummed checkpoints written in the background.
+//! - [`trail`]: the weight trail, checksums of the weights every N steps, to compare two runs.
 //! - [`fit`]: the whole training run (resume, epochs, checkpoints, logs, plots) in one call.
 //! - [`launch`]: a notebook's closure as ranks ([`launch::spawn`]), and jobs under torchrun,
 //!   Ray or Dask.
@@ -36,6 +37,7 @@ pub mod progress;
 mod rng;
 mod shim;
 mod stateful;
+pub mod trail;
 pub mod train;
 pub mod transforms;
 

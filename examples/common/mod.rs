@@ -3,7 +3,7 @@
 //!
 //! - [`RunArgs`], in every example: `--device`, `--seed`, `--workers`, `--no-resume`,
 //!   `--precision`, `--channels-last`, `--clip-grad-norm`, `--monitor-metric`, `--early-stop`,
-//!   `--requeue`, `--no-step-log`, `--ema`, `--freeze-epochs`, `--sync-bn`, with
+//!   `--requeue`, `--no-step-log`, `--ema`, `--freeze-epochs`, `--sync-bn`, `--weight-trail`, with
 //!   [`RunArgs::dist`] (join the launcher's process group), [`RunArgs::trainer`] (a [`Trainer`]
 //!   with those settings) and [`RunArgs::sync_batchnorm`] (the ResNet examples' `--sync-bn`).
 //! - [`exit_if_preempted`]: every example's exit status after a run stopped by SIGTERM or
@@ -83,6 +83,11 @@ pub struct RunArgs {
     /// SyncBatchNorm.convert_sync_batchnorm; the ResNet examples; nothing changes on one rank).
     #[arg(long)]
     pub sync_bn: bool,
+    /// Write OUT/weight_trail.jsonl: checksums of the weights and of the optimizer's state every
+    /// N optimizer steps, which `trainbook-diff RUN_A RUN_B` compares to name the first step
+    /// and tensor at which two runs differ.
+    #[arg(long, value_name = "N")]
+    pub weight_trail: Option<u64>,
 }
 
 impl RunArgs {
@@ -97,7 +102,7 @@ impl RunArgs {
     /// clipping gradients with `--clip-grad-norm`, judging epochs by `--monitor-metric`, stopping
     /// early with `--early-stop`, requeueing its Slurm job with `--requeue`, logging steps
     /// unless `--no-step-log`, averaging the weights with `--ema`, freezing the backbone for
-    /// the first `--freeze-epochs`.
+    /// the first `--freeze-epochs`, keeping the weight trail with `--weight-trail`.
     /// The example adds its epochs, output folder, schedule and recorded config.
     pub fn trainer<'d>(&self, dist: &'d Dist) -> Trainer<'d> {
         let trainer = Trainer::new(dist)
@@ -108,6 +113,10 @@ impl RunArgs {
             .requeue(self.requeue)
             .step_log(!self.no_step_log)
             .freeze_backbone_epochs(self.freeze_epochs);
+        let trainer = match self.weight_trail {
+            Some(n) => trainer.weight_trail(n),
+            None => trainer,
+        };
         let trainer = match self.ema {
             Some(decay) => trainer.ema(decay),
             None => trainer,

@@ -88,6 +88,10 @@ pub struct FitConfig {
     /// `out/tb/` (the examples' `--no-step-log` turns it off). The step values are read from the
     /// device with the running metrics, never on their own. Default `true`.
     pub step_log: bool,
+    /// Rank 0 writes the weight trail, `out/weight_trail.jsonl`: checksums of every tensor of
+    /// the model and of the optimizer's state every this many optimizer steps, to compare runs
+    /// step by step (`trainbook-diff`, [`crate::trail`]). Default `None`.
+    pub weight_trail: Option<u64>,
     /// Called at the moments of the run, in order, after the built-in step logs.
     pub callbacks: Callbacks,
 }
@@ -96,7 +100,7 @@ impl Default for FitConfig {
     /// One epoch into `runs/fit`, resuming if a checkpoint is there, checkpoints per
     /// [`Policy::default`], no schedule, progress shown, float32, no accumulation, default
     /// DDP options, plain cross-entropy, no Slurm requeue, pinned batches on CUDA, no clipping,
-    /// no early stopping, no EMA, the step logs on, no callbacks.
+    /// no early stopping, no EMA, the step logs on, no weight trail, no callbacks.
     fn default() -> Self {
         FitConfig {
             epochs: 1,
@@ -122,6 +126,7 @@ impl Default for FitConfig {
             ema: None,
             freeze_backbone_epochs: 0,
             step_log: true,
+            weight_trail: None,
             callbacks: Callbacks::default(),
         }
     }

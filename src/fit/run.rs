@@ -24,12 +24,13 @@ use crate::fit::resume::{resume, resume_parts, Start};
 use crate::fit::step_events::{train_state, StepEvents};
 use crate::fit::stop::interrupt::{Interruption, StopWatch};
 use crate::models::to_channels_last;
+use crate::trail::{TrailHeader, TrailRecorder};
 use crate::train::{
     evaluate, task_of, train_epoch_with, ConfusionMatrix, Ddp, EpochOptions, EpochRecord,
     GradScaler, ModelEma, Monitor, Optimizer, Precision, RunningMetrics, StepLogging, Task,
     Validation,
 };
-use crate::Result;
+use crate::{Error, Result};
 
 /// The model's variables and forward pass, and the optimizer over them.
 pub(crate) struct Model<'a> {
@@ -68,6 +69,8 @@ struct Run<'a> {
     history: Vec<EpochRecord>,
     confusion: Option<ConfusionMatrix>,
     resumed_from: Option<(PathBuf, u64, u64)>,
+    /// The weight trail's writer (rank 0, with `FitConfig::weight_trail`).
+    trail: Option<TrailRecorder>,
 }
 
 pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
@@ -83,6 +86,9 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
         cfg.schedule.as_deref().map(|s| RunSchedule::new(Some(s), groups)).transpose()?;
     if let Some(c) = &cfg.clip_grad {
         c.validate()?;
+    }
+    if cfg.weight_trail == Some(0) {
+        return Err(Error::InvalidArgument("weight_trail: a checksum every 0 steps".into()));
     }
     let mut early = cfg.early_stopping.clone();
     if let Some(e) = &mut early {
@@ -131,10 +137,12 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
         history,
         confusion: None,
         resumed_from,
+        trail: None,
     };
     if let Some(done) = run.finished_already(first_epoch) {
         return Ok(done);
     }
+    run.trail = start_trail(&run, (train.dataset().len(), train.batch_size()))?;
     run.begin(first_epoch)?;
     let (mut skip, mut metrics) = (skip, metrics);
     let mut early_stopped = None;
@@ -159,6 +167,30 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
     let model = (&*vs, run.parts.ema.as_ref());
     write_outputs(dist, cfg, model, &run.history, run.confusion.as_ref(), &names)?;
     run.end(early_stopped)
+}
+
+/// The weight trail's writer on rank 0 when the run keeps one: a resumed run keeps the lines
+/// up to its checkpoint's step.
+fn start_trail(
+    run: &Run,
+    (train_samples, batch_size): (usize, usize),
+) -> Result<Option<TrailRecorder>> {
+    let (cfg, dist) = (run.cfg, run.dist);
+    let Some(every) = cfg.weight_trail.filter(|_| dist.is_main()) else { return Ok(None) };
+    let (program, program_crc32) = crate::trail::program_checksum();
+    let header = TrailHeader {
+        every,
+        trainbook: env!("CARGO_PKG_VERSION").to_string(),
+        program,
+        program_crc32,
+        world_size: dist.world_size(),
+        seed: cfg.seed,
+        config: cfg.config.clone(),
+        train_samples,
+        batch_size,
+    };
+    let resumed_steps = run.resumed_from.is_some().then(|| run.ckpt.global_step());
+    TrailRecorder::start(&cfg.out, header, resumed_steps).map(Some)
 }
 
 impl Run<'_> {
@@ -261,6 +293,7 @@ impl Run<'_> {
             watch: &mut self.watch,
             callbacks: &self.callbacks,
             stopped: &mut self.stopped,
+            trail: self.trail.as_mut(),
         };
         let t = match train_epoch_with(net, train, opt, &cfg.loss, &opts, &mut events) {
             Err(crate::Error::Interrupted(_)) if self.stopped.is_some() => {

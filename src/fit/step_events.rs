@@ -13,6 +13,7 @@ use crate::fit::callbacks::Callbacks;
 use crate::fit::config::FitConfig;
 use crate::fit::parts::RunParts;
 use crate::fit::stop::interrupt::{Interruption, StopWatch};
+use crate::trail::TrailRecorder;
 use crate::train::{Optimizer, RunningMetrics, StepInfo, StepListener, StepRecord};
 use crate::Result;
 
@@ -47,6 +48,8 @@ pub(crate) struct StepEvents<'r> {
     pub callbacks: &'r Callbacks,
     /// Set when a stop request ended the epoch: where, why, and its checkpoint.
     pub stopped: &'r mut Option<Interruption>,
+    /// The weight trail's writer (rank 0, when the run keeps one).
+    pub trail: Option<&'r mut TrailRecorder>,
 }
 
 impl StepListener for StepEvents<'_> {
@@ -69,6 +72,10 @@ impl StepListener for StepEvents<'_> {
         let state = || train_state(cfg, parts, model, (self.epoch, batches_done, info.metrics()));
         if let Some(dir) = self.ckpt.after_step(self.dist, state)? {
             self.saved(&dir)?;
+        }
+        if let Some(trail) = &mut self.trail {
+            let at = (self.ckpt.global_step(), self.epoch, batches_done);
+            trail.after_step(at, self.vs, info.optimizer)?;
         }
         if let Some(reason) = self.watch.after_step(self.dist)? {
             let checkpoint = self.ckpt.save_now(self.dist, state)?;

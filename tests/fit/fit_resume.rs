@@ -107,6 +107,8 @@ fn run_with(
         ema: Some(0.9),
         // The step logs on: a resumed run rewrites the steps after its checkpoint.
         step_log: true,
+        // The weight trail on: a resumed run keeps its lines up to the checkpoint's step.
+        weight_trail: Some(1),
         callbacks: Default::default(),
     };
     tch::manual_seed(99); // the dropout stream; a resumed run restores it from the checkpoint

@@ -17,3 +17,4 @@ mod fit_without_font;
 mod freeze_epochs;
 mod step_logs;
 mod stop_agreement;
+mod weight_trail;

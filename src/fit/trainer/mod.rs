@@ -314,6 +314,15 @@ impl<'d> Trainer<'d> {
         self
     }
 
+    /// Writes the weight trail every `every_steps` optimizer steps (`out/weight_trail.jsonl`,
+    /// rank 0): checksums of the model's tensors and of the optimizer's state, which
+    /// `trainbook-diff RUN_A RUN_B` compares to name the first step and tensor at which two runs
+    /// differ. See [`FitConfig::weight_trail`] and [`crate::trail`].
+    pub fn weight_trail(mut self, every_steps: u64) -> Self {
+        self.cfg.weight_trail = Some(every_steps);
+        self
+    }
+
     /// Adds a [`Callback`] (after those added before). To read what it gathers after the run,
     /// keep a handle and pass it with [`callback_shared`](Self::callback_shared).
     pub fn callback(self, callback: impl Callback + 'static) -> Self {
