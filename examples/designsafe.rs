@@ -65,7 +65,11 @@ struct Args {
     fit: FitArgs,
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
+    common::exit_status("designsafe", run())
+}
+
+fn run() -> anyhow::Result<()> {
     let mut args = Args::parse();
     if args.small_data && args.data == std::path::Path::new("data/designsafe/Dataset_2") {
         args.data = PathBuf::from("data/designsafe-small/Dataset_2");

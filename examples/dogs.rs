@@ -101,7 +101,11 @@ struct Args {
     run: RunArgs,
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
+    common::exit_status("dogs", run())
+}
+
+fn run() -> anyhow::Result<()> {
     let mut args = Args::parse();
     if args.small_data && args.data == std::path::Path::new("data/stanford-dogs") {
         args.data = PathBuf::from("data/stanford-dogs-small");

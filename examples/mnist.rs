@@ -48,7 +48,11 @@ struct Args {
     fit: FitArgs,
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
+    common::exit_status("mnist", run())
+}
+
+fn run() -> anyhow::Result<()> {
     let args = Args::parse();
     // 1. Join the process group the launcher describes (a world of one without a launcher).
     let dist = args.run.dist()?;

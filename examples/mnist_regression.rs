@@ -86,7 +86,11 @@ fn digit_values(
     Ok(TargetTransform::new(first, |label| vec![label as f32]))
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
+    common::exit_status("mnist_regression", run())
+}
+
+fn run() -> anyhow::Result<()> {
     let args = Args::parse();
     // 1. Join the process group the launcher describes (a world of one without a launcher).
     let dist = args.run.dist()?;

@@ -90,7 +90,11 @@ struct Args {
     run: RunArgs,
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
+    common::exit_status("tiny_imagenet", run())
+}
+
+fn run() -> anyhow::Result<()> {
     let mut args = Args::parse();
     if args.small_data && args.data == std::path::Path::new("data/tiny-imagenet-200") {
         args.data = PathBuf::from("data/tiny-imagenet-small");

@@ -6,6 +6,8 @@
 //!   `--requeue`, `--no-step-log`, `--ema`, `--freeze-epochs`, `--sync-bn`, `--weight-trail`, with
 //!   [`RunArgs::dist`] (join the launcher's process group), [`RunArgs::trainer`] (a [`Trainer`]
 //!   with those settings) and [`RunArgs::sync_batchnorm`] (the ResNet examples' `--sync-bn`).
+//! - [`exit_status`]: one line on stderr after an error (the rank, what happened; a broken
+//!   connection to another rank said as such, with what the launcher does next), exit status 1.
 //! - [`exit_if_preempted`]: every example's exit status after a run stopped by SIGTERM or
 //!   SIGUSR1 is 99 ([`PREEMPTED_EXIT_CODE`]: checkpoint written, run the same command again
 //!   to continue; with `--requeue` under Slurm the job is requeued first); 0 after a finished
@@ -22,7 +24,10 @@
 // Every example uses RunArgs, not every example FitArgs.
 #![allow(dead_code)]
 
+use std::process::ExitCode;
+
 use clap::Args;
+use trainbook::dist::{failure_line, LaunchEnv};
 use trainbook::fit::PREEMPTED_EXIT_CODE;
 use trainbook::prelude::*;
 
@@ -151,6 +156,27 @@ impl RunArgs {
     pub fn plateau_mode(&self) -> Mode {
         self.monitor.map_or(Mode::Min, Monitor::mode)
     }
+}
+
+/// The exit status of an example whose run returned `result`: 0, or after an error one line on
+/// stderr, `PROGRAM: rank R of W stopped: ...` (the rank as the launcher set it), and 1. When
+/// another rank's connection broke (it died or was killed), the line says so and what the
+/// launcher does next ([`failure_line`]); never a backtrace, even with `RUST_BACKTRACE=1`
+/// (which evcxr sets for every program a notebook starts).
+pub fn exit_status(program: &str, result: anyhow::Result<()>) -> ExitCode {
+    let Err(error) = result else { return ExitCode::SUCCESS };
+    let env = LaunchEnv::from_env().ok().flatten();
+    let line = match error.downcast_ref::<trainbook::Error>() {
+        Some(e) => failure_line(e, env.as_ref()),
+        None => {
+            let who = env.map_or("stopped".into(), |e| {
+                format!("rank {} of {} stopped", e.rank, e.world_size)
+            });
+            format!("{who}: {error:#}").split_whitespace().collect::<Vec<_>>().join(" ")
+        }
+    };
+    eprintln!("{program}: {line}");
+    ExitCode::FAILURE
 }
 
 /// Ends the process with status [`PREEMPTED_EXIT_CODE`] (99) when `report` says the run was

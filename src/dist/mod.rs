@@ -9,6 +9,7 @@
 mod backend_choice;
 mod free_port;
 mod launch_env;
+mod peer_loss;
 mod process_group;
 mod reducer;
 mod store;
@@ -17,6 +18,7 @@ mod world;
 
 pub use free_port::free_port;
 pub use launch_env::{first_host, LaunchEnv, Launcher, DEFAULT_MASTER_PORT};
+pub use peer_loss::{failure_line, peer_lost};
 pub use process_group::{
     connect, connect_on_device, default_group_store, Backend, ProcessGroup, Work,
 };

@@ -55,9 +55,14 @@ fn killed_worker_resumes_to_identical_weights() {
     );
     assert!(o.status.success(), "{}", common::text(&o));
 
-    // The same run, with rank 1 killed once the first checkpoint exists.
-    let mut run =
-        torchrun(&b, &data, 1).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    // The same run, with rank 1 killed once the first checkpoint exists; with RUST_BACKTRACE=1,
+    // as a notebook's programs have it (evcxr sets it), so that a backtrace would show.
+    let mut run = torchrun(&b, &data, 1)
+        .env("RUST_BACKTRACE", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     let killed = common::kill_rank_after_first_checkpoint(
         &mut run,
         &b.join("checkpoints"),
@@ -75,6 +80,18 @@ fn killed_worker_resumes_to_identical_weights() {
         .find(|l| l.contains("resuming from"))
         .unwrap_or_else(|| panic!("no resume in:\n{stdout}"));
     println!("killed rank 1 (pid {killed}); {resumed}");
+    // Rank 0 may stop on its broken connection before torchrun ends it: then it says so in one
+    // line (examples/common's exit_status), never with a backtrace or Gloo's message alone.
+    let text = format!("{stdout}\n{stderr}");
+    assert!(!text.contains("Stack backtrace") && !text.contains("rust_begin_unwind"), "{text}");
+    for line in text.lines().filter(|l| l.contains("by peer") || l.contains("mnist: rank")) {
+        println!("the surviving rank said: {line}");
+        assert!(
+            line.starts_with("mnist: rank 0 of 2 stopped: the connection to another rank broke"),
+            "{line}"
+        );
+        assert!(line.contains("torchrun restarts every rank"), "{line}");
+    }
     assert_eq!(read_records(&b.join("metrics.jsonl")).unwrap().len(), 2);
 
     // Both runs: the same binary, arguments, world size and thread counts (torchrun's
@@ -145,5 +162,69 @@ fn sigterm_to_torchrun_then_rerun_ends_on_identical_weights() {
         &a.join("model.safetensors"),
         &b.join("model.safetensors"),
         "final weights, SIGTERM + rerun vs uninterrupted",
+    );
+}
+
+/// Two ranks of the MNIST example started by hand with a torchrun worker's variables (no agent
+/// to stop the survivor), rank 1 SIGKILLed once the first checkpoint exists: rank 0's next
+/// all-reduce finds the connection broken, and it stops with one line on stderr that says which
+/// rank it is, that the other rank's connection broke and what torchrun does next; no
+/// backtrace, although RUST_BACKTRACE=1 (as evcxr sets it for a notebook's programs).
+#[test]
+fn a_surviving_rank_says_in_one_line_that_another_rank_died() {
+    let _turn = common::module_turn(module_path!());
+    let work = common::WorkDir::new("peer-died");
+    let (data, out) = (work.join("mnist"), work.join("run"));
+    common::offline_mnist(&data);
+    let port = trainbook::dist::free_port().unwrap().to_string();
+    let rank = |r: &str| {
+        Command::new(common::target_exe("examples/mnist"))
+            .args(ARGS)
+            .arg("--out")
+            .arg(&out)
+            .arg("--data")
+            .arg(&data)
+            .envs([("RANK", r), ("LOCAL_RANK", r), ("WORLD_SIZE", "2"), ("LOCAL_WORLD_SIZE", "2")])
+            .envs([("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", port.as_str())])
+            .envs([("TORCHELASTIC_RUN_ID", "peer-died"), ("RUST_BACKTRACE", "1")])
+            .env("TRAINBOOK_DIST_TIMEOUT", "60")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (survivor, mut victim) = (rank("0"), rank("1"));
+    let checkpoints = out.join("checkpoints");
+    let started = std::time::Instant::now();
+    let has_checkpoint = || {
+        std::fs::read_dir(&checkpoints).is_ok_and(|d| {
+            d.flatten().any(|e| e.file_name().to_string_lossy().starts_with("step-"))
+        })
+    };
+    while !has_checkpoint() {
+        assert!(started.elapsed() < Duration::from_secs(600), "no checkpoint in 10 minutes");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    victim.kill().unwrap();
+    let _ = victim.wait();
+    let o = common::wait_with_deadline(survivor, Duration::from_secs(300), "the surviving rank");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{}", common::text(&o));
+    let said: Vec<&str> = stderr.lines().filter(|l| l.starts_with("mnist: ")).collect();
+    assert_eq!(said.len(), 1, "one line:\n{stderr}");
+    println!("rank 0 said: {}", said[0]);
+    assert!(
+        said[0].starts_with(
+            "mnist: rank 0 of 2 stopped: the connection to another rank broke during "
+        ),
+        "{stderr}"
+    );
+    assert!(
+        said[0].contains("that rank exited or was killed; torchrun restarts every rank"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("Stack backtrace") && !stderr.contains("rust_begin_unwind"),
+        "{stderr}"
     );
 }
