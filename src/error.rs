@@ -93,6 +93,20 @@ pub enum Error {
     #[error("interrupted: {0}")]
     Interrupted(String),
 
+    /// Training diverged: an epoch's mean training loss (over all ranks) is NaN or infinite,
+    /// so the weights are no longer finite; `Trainer::fit` stops before validating the epoch.
+    #[error(
+        "training diverged: the mean training loss of epoch {epoch} is {loss}; the run stopped \
+         before validating it (try a lower learning rate, gradient clipping, or check the data \
+         for NaN; step checkpoints of this epoch may hold non-finite weights)"
+    )]
+    Diverged {
+        /// The epoch, counted from 1 as the epoch lines do.
+        epoch: u64,
+        /// Its mean training loss.
+        loss: f64,
+    },
+
     /// A data-loading worker thread died (a panic in a data set or transform).
     #[error("data loader: {0}")]
     Loader(String),

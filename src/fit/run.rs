@@ -302,6 +302,12 @@ impl Run<'_> {
             }
             other => other?,
         };
+        // A NaN or infinite mean (all ranks', so every rank stops here alike) means the weights
+        // diverged (an epoch without samples has no mean); under float16 the loss scaler handles overflowing steps, so no check there.
+        if t.samples > 0 && !t.loss.is_finite() && cfg.precision != Precision::F16 {
+            self.ckpt.wait()?;
+            return Err(Error::Diverged { epoch: epoch + 1, loss: t.loss });
+        }
         let steps = self.ckpt.global_step();
         self.callbacks.each(|c| c.on_train_epoch_end(epoch, &t, steps))?;
         let v = evaluate(net, val, &cfg.loss, &opts)?;

@@ -10,6 +10,7 @@
 mod common;
 
 mod checkpoint;
+mod divergence;
 mod early_stopping;
 mod fit_interrupt;
 mod fit_resume;
