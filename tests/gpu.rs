@@ -39,14 +39,35 @@ fn cuda_train_steps_match_pytorch_in_f32_and_bf16() {
 
 /// Runs the ignored test `probe` of this binary in a child process and fails with its output.
 fn run_probe(probe: &str) {
+    match probe_outcome(probe) {
+        Ok(stdout) => println!("{stdout}"),
+        Err(why) => panic!("{why}"),
+    }
+}
+
+/// The output of the ignored test `probe` run in a child process; an error when it failed or
+/// did not run exactly one test (a renamed probe would otherwise pass having checked nothing).
+fn probe_outcome(probe: &str) -> Result<String, String> {
     let out = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", probe, "--ignored", "--nocapture", "--test-threads=1"])
         .output()
         .unwrap();
     let (stdout, stderr) =
         (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    println!("{stdout}");
-    assert!(out.status.success(), "{probe} failed:\n{stdout}\n{stderr}");
+    if !out.status.success() {
+        return Err(format!("{probe} failed:\n{stdout}\n{stderr}"));
+    }
+    if !stdout.contains("test result: ok. 1 passed") {
+        return Err(format!("{probe} ran no test (renamed?):\n{stdout}\n{stderr}"));
+    }
+    Ok(stdout.into_owned())
+}
+
+/// A probe name that matches no test fails `run_probe` instead of passing (on any machine).
+#[test]
+fn a_probe_that_runs_no_test_is_a_failure() {
+    let why = probe_outcome("no_such_probe").unwrap_err();
+    assert!(why.contains("no_such_probe ran no test"), "{why}");
 }
 
 #[test]
