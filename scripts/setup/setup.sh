@@ -351,10 +351,14 @@ spec = {
         "TRAINBOOK_VENV": venv,
     },
 }
-# A shared prebuilt kernel cache (an instructor's, scripts/kernel/kernel_cache.py) must reach every
-# user's kernel; the default one (~/.cache/trainbook/kernel-cache) needs no entry.
-if os.environ.get("TRAINBOOK_KERNEL_CACHE"):
-    spec["env"]["TRAINBOOK_KERNEL_CACHE"] = os.path.abspath(os.environ["TRAINBOOK_KERNEL_CACHE"])
+# The kernelspec names the prebuilt kernel cache this set-up builds (step 7: TRAINBOOK_KERNEL_CACHE,
+# else the installer's ~/.cache/trainbook/kernel-cache), so that everyone who starts a kernel from
+# this venv (a class sharing one .venv, each student with a fresh home) seeds from it instead of
+# compiling tch and trainbook again; a set but empty TRAINBOOK_KERNEL_CACHE turns seeding off.
+cache = os.environ.get("TRAINBOOK_KERNEL_CACHE")
+if cache is None:
+    cache = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "trainbook", "kernel-cache")
+spec["env"]["TRAINBOOK_KERNEL_CACHE"] = os.path.abspath(cache) if cache else ""
 print(json.dumps(spec, indent=1))
 PY
 }

@@ -130,6 +130,16 @@ fn jupyterlab_and_the_trainbook_kernel_are_in_the_venv() {
         spec["argv"][0].as_str().unwrap().ends_with("scripts/kernel/trainbook-kernel"),
         "{spec}"
     );
+    // The kernelspec names the kernel cache the set-up built, so that a user with another home
+    // (a class sharing this venv) seeds from it instead of compiling tch and trainbook again.
+    let built = std::env::var("TRAINBOOK_KERNEL_CACHE").unwrap_or_else(|_| {
+        let base = std::env::var("XDG_CACHE_HOME")
+            .unwrap_or_else(|_| format!("{}/.cache", std::env::var("HOME").unwrap()));
+        format!("{base}/trainbook/kernel-cache")
+    });
+    let named = spec["env"]["TRAINBOOK_KERNEL_CACHE"].as_str().unwrap_or_default();
+    assert_eq!(Path::new(named), Path::new(&built), "{spec}");
+    assert!(Path::new(named).join("current").exists(), "no built cache at {named}");
 
     let out = run_with_deadline(
         Command::new(&jupyter).args(["lab", "--version"]),
