@@ -1,8 +1,9 @@
 //! Pre-emption under a real Slurm (Debian's slurm-wlm 22.05): the test starts a one-node
 //! cluster on localhost (munged with a generated key, slurmctld and slurmd with a generated
 //! slurm.conf, every file in a temporary folder, free ports) and stops it at the end, also when
-//! a check fails. Where it cannot start (not root, slurmctld/slurmd/munged/sbatch missing: as
-//! root, `scripts/setup/setup.sh` installs them) the test prints SKIPPED with the reason.
+//! a check fails. Where the machine cannot host it (not root, one CPU) the test prints SKIPPED
+//! with the reason; as root, where `scripts/setup/setup.sh` installs Slurm and munge, a missing
+//! program or a daemon that does not start is a failure.
 //!
 //! Each job is examples/slurm/mnist-cpu.sbatch as written (`--signal=USR1@90 --requeue
 //! --open-mode=append`, srun, `--requeue` for the program), submitted with the test's data,
@@ -75,23 +76,40 @@ impl Drop for Cluster {
     }
 }
 
+/// Why there is no cluster: a machine that cannot host one (a skip), or one that should have
+/// and failed to start it (a failure: the set-up installs Slurm wherever it runs as root).
+enum NoCluster {
+    CannotHost(String),
+    Failed(String),
+}
+
+impl From<String> for NoCluster {
+    fn from(why: String) -> Self {
+        NoCluster::Failed(why)
+    }
+}
+
 impl Cluster {
     /// Starts the cluster in `dir`, or says why it cannot.
-    fn start(dir: &Path) -> Result<Cluster, String> {
+    fn start(dir: &Path) -> Result<Cluster, NoCluster> {
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
-            return Err("not root (slurmd must start tasks as the submitting user)".into());
+            let why = "not root (slurmd must start tasks as the submitting user)";
+            return Err(NoCluster::CannotHost(why.into()));
         }
         let mut bin = std::collections::HashMap::new();
         for name in ["munged", "slurmctld", "slurmd", "sbatch", "scontrol", "scancel", "squeue"] {
             let path = find_program(name).ok_or_else(|| {
-                format!("{name} not found (Debian: apt-get install slurmctld slurmd slurm-client munge)")
+                format!(
+                    "{name} not found: as root, `make setup` (scripts/setup/setup.sh) installs \
+                     slurmctld, slurmd, slurm-client and munge"
+                )
             })?;
             bin.insert(name, path);
         }
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         if cpus < 2 {
-            return Err(format!("{cpus} CPU: the 2-task job needs 2"));
+            return Err(NoCluster::CannotHost(format!("{cpus} CPU: the 2-task job needs 2")));
         }
         let mem_mb = std::fs::read_to_string("/proc/meminfo")
             .ok()
@@ -184,11 +202,11 @@ impl Cluster {
         }
         let ready = wait_for(|| cluster.node_state() == "idle", Duration::from_secs(60));
         if ready.is_err() {
-            return Err(format!(
+            return Err(NoCluster::Failed(format!(
                 "the node did not become idle in 60 s\nslurmctld.log:\n{}\nslurmd.log:\n{}",
                 read(&dir.join("slurmctld.log")),
                 read(&dir.join("slurmd.log"))
-            ));
+            )));
         }
         Ok(cluster)
     }
@@ -415,12 +433,15 @@ fn slurm_preemption_requeues_and_resumes_exactly() {
     let work = common::WorkDir::new("slurm");
     let cluster = match Cluster::start(&work.join("cluster")) {
         Ok(c) => c,
-        Err(why) => {
+        Err(NoCluster::CannotHost(why)) => {
             common::skip(
                 "slurm_preemption_requeues_and_resumes_exactly",
-                &format!("cannot start a Slurm cluster on localhost: {why}"),
+                &format!("this machine cannot host a Slurm cluster on localhost: {why}"),
             );
             return;
+        }
+        Err(NoCluster::Failed(why)) => {
+            panic!("the Slurm cluster on localhost did not start: {why}")
         }
     };
     let t = Instant::now();
