@@ -3,7 +3,8 @@
 //!
 //! - [`RunArgs`], in every example: `--device`, `--seed`, `--workers`, `--no-resume`,
 //!   `--precision`, `--channels-last`, `--clip-grad-norm`, `--monitor-metric`, `--early-stop`,
-//!   `--requeue`, `--no-step-log`, `--ema`, `--freeze-epochs`, `--sync-bn`, `--weight-trail`, with
+//!   `--requeue`, `--no-step-log`, `--ema`, `--freeze-epochs`, `--sync-bn`, `--weight-trail`,
+//!   `--limit-train-batches`, `--limit-val-batches`, with
 //!   [`RunArgs::dist`] (join the launcher's process group), [`RunArgs::trainer`] (a [`Trainer`]
 //!   with those settings) and [`RunArgs::sync_batchnorm`] (the ResNet examples' `--sync-bn`).
 //! - [`exit_status`]: one line on stderr after an error (the rank, what happened; a broken
@@ -93,6 +94,13 @@ pub struct RunArgs {
     /// and tensor at which two runs differ.
     #[arg(long, value_name = "N")]
     pub weight_trail: Option<u64>,
+    /// Train on at most N batches per epoch (per rank), the first of each epoch's order, for a
+    /// quick look or a debug run (Lightning's limit_train_batches).
+    #[arg(long, value_name = "N")]
+    pub limit_train_batches: Option<usize>,
+    /// Validate on at most N batches per epoch (per rank; Lightning's limit_val_batches).
+    #[arg(long, value_name = "N")]
+    pub limit_val_batches: Option<usize>,
 }
 
 impl RunArgs {
@@ -107,7 +115,8 @@ impl RunArgs {
     /// clipping gradients with `--clip-grad-norm`, judging epochs by `--monitor-metric`, stopping
     /// early with `--early-stop`, requeueing its Slurm job with `--requeue`, logging steps
     /// unless `--no-step-log`, averaging the weights with `--ema`, freezing the backbone for
-    /// the first `--freeze-epochs`, keeping the weight trail with `--weight-trail`.
+    /// the first `--freeze-epochs`, keeping the weight trail with `--weight-trail`, on at most
+    /// `--limit-train-batches` / `--limit-val-batches` batches per epoch.
     /// The example adds its epochs, output folder, schedule and recorded config.
     pub fn trainer<'d>(&self, dist: &'d Dist) -> Trainer<'d> {
         let trainer = Trainer::new(dist)
@@ -118,6 +127,7 @@ impl RunArgs {
             .requeue(self.requeue)
             .step_log(!self.no_step_log)
             .freeze_backbone_epochs(self.freeze_epochs);
+        let trainer = trainer.limit_batches(self.limit_train_batches, self.limit_val_batches);
         let trainer = match self.weight_trail {
             Some(n) => trainer.weight_trail(n),
             None => trainer,

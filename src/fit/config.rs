@@ -92,6 +92,13 @@ pub struct FitConfig {
     /// the model and of the optimizer's state every this many optimizer steps, to compare runs
     /// step by step (`trainbook-diff`, [`crate::trail`]). Default `None`.
     pub weight_trail: Option<u64>,
+    /// Train on at most this many batches per epoch, the first of each epoch's order
+    /// (Lightning's `limit_train_batches` as a count; every rank takes as many of its own
+    /// shard): a quick look or a debug run. Default `None`: all.
+    pub limit_train_batches: Option<usize>,
+    /// Validate on at most this many batches per epoch (Lightning's `limit_val_batches`).
+    /// Default `None`: all.
+    pub limit_val_batches: Option<usize>,
     /// Called at the moments of the run, in order, after the built-in step logs.
     pub callbacks: Callbacks,
 }
@@ -100,7 +107,7 @@ impl Default for FitConfig {
     /// One epoch into `runs/fit`, resuming if a checkpoint is there, checkpoints per
     /// [`Policy::default`], no schedule, progress shown, float32, no accumulation, default
     /// DDP options, plain cross-entropy, no Slurm requeue, pinned batches on CUDA, no clipping,
-    /// no early stopping, no EMA, the step logs on, no weight trail, no callbacks.
+    /// no early stopping, no EMA, the step logs on, no weight trail, every batch, no callbacks.
     fn default() -> Self {
         FitConfig {
             epochs: 1,
@@ -127,6 +134,8 @@ impl Default for FitConfig {
             freeze_backbone_epochs: 0,
             step_log: true,
             weight_trail: None,
+            limit_train_batches: None,
+            limit_val_batches: None,
             callbacks: Callbacks::default(),
         }
     }

@@ -80,6 +80,26 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
     train: &mut DataLoader<A>,
     val: &mut DataLoader<B>,
 ) -> Result<FitReport> {
+    // The batch limits hold for this run only: the caller's loaders get theirs back.
+    let limits = (train.batch_limit(), val.batch_limit());
+    if cfg.limit_train_batches == Some(0) {
+        return Err(Error::InvalidArgument("limit_train_batches: 0 batches to train on".into()));
+    }
+    train.set_limit_batches(cfg.limit_train_batches.or(limits.0));
+    val.set_limit_batches(cfg.limit_val_batches.or(limits.1));
+    let report = run_limited(dist, cfg, model, train, val);
+    train.set_limit_batches(limits.0);
+    val.set_limit_batches(limits.1);
+    report
+}
+
+fn run_limited<A: Dataset + 'static, B: Dataset + 'static>(
+    dist: &Dist,
+    cfg: &FitConfig,
+    model: Model,
+    train: &mut DataLoader<A>,
+    val: &mut DataLoader<B>,
+) -> Result<FitReport> {
     let Model { vs, net, opt } = model;
     let groups = opt.group_lrs().len();
     let schedule =

@@ -109,6 +109,8 @@ fn run_with(
         step_log: true,
         // The weight trail on: a resumed run keeps its lines up to the checkpoint's step.
         weight_trail: Some(1),
+        limit_train_batches: None,
+        limit_val_batches: None,
         callbacks: Default::default(),
     };
     tch::manual_seed(99); // the dropout stream; a resumed run restores it from the checkpoint

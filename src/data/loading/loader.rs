@@ -102,6 +102,7 @@ pub struct DataLoader<D: Dataset> {
     epoch: u64,
     device: Device,
     skip: usize,
+    limit: Option<usize>,
 }
 
 impl<D: Dataset + 'static> DataLoader<D> {
@@ -124,6 +125,7 @@ impl<D: Dataset + 'static> DataLoader<D> {
             epoch: 0,
             device: Device::Cpu,
             skip: 0,
+            limit: None,
         }
     }
 
@@ -248,6 +250,31 @@ impl<D: Dataset + 'static> DataLoader<D> {
     pub fn skip_batches(&mut self, batches: usize) {
         self.skip = batches;
     }
+    /// At most `batches` batches per epoch, the first ones of its order (Lightning's
+    /// `limit_train_batches` / `limit_val_batches` as a count): for a quick look or a debug run.
+    /// Under a [`DistributedSampler`] every rank takes `batches` of its own shard.
+    ///
+    /// ```
+    /// use tch::{Device, Kind, Tensor};
+    /// use trainbook::data::{DataLoader, TensorDataset};
+    /// let x = Tensor::zeros([40, 1, 2, 2], (Kind::Float, Device::Cpu));
+    /// let y = Tensor::zeros([40], (Kind::Int64, Device::Cpu));
+    /// let mut loader = DataLoader::new(TensorDataset::new(&x, &y, vec![])?, 4).limit_batches(3);
+    /// assert_eq!((loader.len(), loader.iter().count()), (3, 3));
+    /// # Ok::<(), trainbook::Error>(())
+    /// ```
+    pub fn limit_batches(mut self, batches: usize) -> Self {
+        self.limit = Some(batches);
+        self
+    }
+    /// Sets or clears ([`None`]) the limit of [`limit_batches`](Self::limit_batches).
+    pub fn set_limit_batches(&mut self, batches: Option<usize>) {
+        self.limit = batches;
+    }
+    /// The limit of [`limit_batches`](Self::limit_batches), if any.
+    pub fn batch_limit(&self) -> Option<usize> {
+        self.limit
+    }
     /// Batches the next iteration skips ([`skip_batches`](Self::skip_batches); 0 once an
     /// iteration has started).
     pub fn batches_to_skip(&self) -> usize {
@@ -296,14 +323,12 @@ impl<D: Dataset + 'static> DataLoader<D> {
         }
     }
 
-    /// Batches per epoch (`len(loader)`).
+    /// Batches per epoch (`len(loader)`; at most the [`limit_batches`](Self::limit_batches)).
     pub fn len(&self) -> usize {
         let n = self.num_samples();
-        if self.drop_last {
-            n / self.batch_size
-        } else {
-            n.div_ceil(self.batch_size)
-        }
+        let batches =
+            if self.drop_last { n / self.batch_size } else { n.div_ceil(self.batch_size) };
+        self.limit.map_or(batches, |limit| batches.min(limit))
     }
     /// `true` when an epoch yields no batch.
     pub fn is_empty(&self) -> bool {
@@ -316,6 +341,9 @@ impl<D: Dataset + 'static> DataLoader<D> {
         let mut plans: Plans = order.chunks(self.batch_size).map(<[_]>::to_vec).collect();
         if self.drop_last && plans.last().is_some_and(|b| b.len() < self.batch_size) {
             plans.pop();
+        }
+        if let Some(limit) = self.limit {
+            plans.truncate(limit);
         }
         let skip = std::mem::take(&mut self.skip);
         let dataset = self.dataset.clone() as Arc<dyn Dataset>;

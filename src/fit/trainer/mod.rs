@@ -323,6 +323,16 @@ impl<'d> Trainer<'d> {
         self
     }
 
+    /// Trains on at most `batches` batches per epoch and validates on at most `val_batches`
+    /// (Lightning's `limit_train_batches` and `limit_val_batches` as counts), the first of each
+    /// epoch's order: a quick look at a run, or a debug run. The loaders get the limits for the
+    /// run only ([`DataLoader::limit_batches`](crate::data::DataLoader::limit_batches)).
+    pub fn limit_batches(mut self, batches: Option<usize>, val_batches: Option<usize>) -> Self {
+        self.cfg.limit_train_batches = batches;
+        self.cfg.limit_val_batches = val_batches;
+        self
+    }
+
     /// Adds a [`Callback`] (after those added before). To read what it gathers after the run,
     /// keep a handle and pass it with [`callback_shared`](Self::callback_shared).
     pub fn callback(self, callback: impl Callback + 'static) -> Self {

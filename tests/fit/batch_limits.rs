@@ -1,0 +1,82 @@
+//! `Trainer::limit_batches` (Lightning's `limit_train_batches` / `limit_val_batches`): each
+//! epoch trains on its first N batches and validates on its first M, a resumed run keeps the
+//! limit, and the caller's loaders get their own lengths back after the run.
+use crate::common;
+
+use std::sync::{Arc, Mutex};
+
+use tch::nn::VarStore;
+use tch::{Device, Kind, Tensor};
+use trainbook::data::{DataLoader, DistributedSampler, TensorDataset};
+use trainbook::dist::Dist;
+use trainbook::fit::{Callback, Trainer};
+use trainbook::models::MnistNet;
+use trainbook::trail::read_trail;
+use trainbook::train::{EpochSummary, Optimizer};
+
+/// libtorch's random generator is shared by the test threads: one run at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn loader(seed: i64, n: i64) -> DataLoader<TensorDataset> {
+    tch::manual_seed(seed);
+    let x = Tensor::randn([n, 1, 28, 28], (Kind::Float, Device::Cpu));
+    let y = Tensor::randint(10, [n], (Kind::Int64, Device::Cpu));
+    let ds = TensorDataset::new(&x, &y, (0..10).map(|c| c.to_string()).collect()).unwrap();
+    let sampler = DistributedSampler::new(n as usize, 1, 0).unwrap();
+    DataLoader::new(ds, 4).sampler(sampler).num_workers(0)
+}
+
+/// The samples each epoch trained and validated on.
+#[derive(Default)]
+struct Samples(Vec<(u64, u64)>);
+
+impl Callback for Samples {
+    fn on_train_epoch_end(&mut self, _: u64, t: &EpochSummary, _: u64) -> trainbook::Result<()> {
+        self.0.push((t.samples, 0));
+        Ok(())
+    }
+    fn on_validation_epoch_end(
+        &mut self,
+        _: u64,
+        v: &EpochSummary,
+        _: u64,
+    ) -> trainbook::Result<()> {
+        self.0.last_mut().unwrap().1 = v.samples;
+        Ok(())
+    }
+}
+
+#[test]
+fn each_epoch_trains_and_validates_on_its_first_batches_and_the_loaders_get_their_lengths_back() {
+    let _turn = common::module_turn(module_path!());
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let work = common::WorkDir::new("batch-limits");
+    let dist = Dist::single(Device::Cpu);
+    let (mut train, mut val) = (loader(1, 40), loader(2, 8)); // 10 and 2 batches of 4
+    for epochs in [2, 3] {
+        // The second call resumes from the first's last checkpoint and trains epoch 3.
+        tch::manual_seed(3);
+        let mut vs = VarStore::new(Device::Cpu);
+        let net = MnistNet::new(&vs.root());
+        let mut opt = Optimizer::sgd(&vs, 0.01, 0.9);
+        let samples = Arc::new(Mutex::new(Samples::default()));
+        Trainer::new(&dist)
+            .epochs(epochs)
+            .out(work.join("run"))
+            .progress(false)
+            .limit_batches(Some(3), Some(1))
+            .weight_trail(1)
+            .callback_shared(samples.clone())
+            .fit(&mut vs, &net, &mut opt, &mut train, &mut val)
+            .unwrap();
+        let seen = std::mem::take(&mut samples.lock().unwrap().0);
+        assert_eq!(seen, vec![(12, 4); if epochs == 2 { 2 } else { 1 }]);
+        assert_eq!((train.len(), val.len(), train.batch_limit()), (10, 2, None));
+    }
+    let trail = read_trail(work.join("run")).unwrap();
+    let at: Vec<(u64, u64, u64)> =
+        trail.steps.iter().map(|s| (s.step, s.epoch, s.batches_done)).collect();
+    let want: Vec<(u64, u64, u64)> =
+        (0..3).flat_map(|e| (1..=3).map(move |b| (e * 3 + b, e, b))).collect();
+    assert_eq!(at, want, "3 steps per epoch, the third epoch after the resume");
+}
