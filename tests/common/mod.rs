@@ -26,6 +26,20 @@ pub fn venv_bin(name: &str) -> PathBuf {
     venv().join("bin").join(name)
 }
 
+/// A loader over `n` random MNIST-shaped pictures with labels 0-9 drawn from `seed`, in batches
+/// of 4, in order, without worker threads (the small runs of the fit tests).
+pub fn random_mnist_loader(
+    seed: i64,
+    n: usize,
+) -> trainbook::data::DataLoader<trainbook::data::TensorDataset> {
+    use trainbook::data::{DataLoader, DistributedSampler, TensorDataset};
+    tch::manual_seed(seed);
+    let x = Tensor::randn([n as i64, 1, 28, 28], (Kind::Float, tch::Device::Cpu));
+    let y = Tensor::randint(10, [n as i64], (Kind::Int64, tch::Device::Cpu));
+    let ds = TensorDataset::new(&x, &y, (0..10).map(|c| c.to_string()).collect()).unwrap();
+    DataLoader::new(ds, 4).sampler(DistributedSampler::new(n, 1, 0).unwrap()).num_workers(0)
+}
+
 /// Where skipped tests leave their reason: `skipped/` under cargo's `target/tmp` (or
 /// `TRAINBOOK_TEST_TMPDIR`). scripts/run-tests.sh empties it first and ends `make test` with the
 /// count of skipped tests and their reasons.

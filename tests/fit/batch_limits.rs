@@ -6,8 +6,7 @@ use crate::common;
 use std::sync::{Arc, Mutex};
 
 use tch::nn::VarStore;
-use tch::{Device, Kind, Tensor};
-use trainbook::data::{DataLoader, DistributedSampler, TensorDataset};
+use tch::Device;
 use trainbook::dist::Dist;
 use trainbook::fit::{Callback, Trainer};
 use trainbook::models::MnistNet;
@@ -16,15 +15,6 @@ use trainbook::train::{EpochSummary, Optimizer};
 
 /// libtorch's random generator is shared by the test threads: one run at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
-
-fn loader(seed: i64, n: i64) -> DataLoader<TensorDataset> {
-    tch::manual_seed(seed);
-    let x = Tensor::randn([n, 1, 28, 28], (Kind::Float, Device::Cpu));
-    let y = Tensor::randint(10, [n], (Kind::Int64, Device::Cpu));
-    let ds = TensorDataset::new(&x, &y, (0..10).map(|c| c.to_string()).collect()).unwrap();
-    let sampler = DistributedSampler::new(n as usize, 1, 0).unwrap();
-    DataLoader::new(ds, 4).sampler(sampler).num_workers(0)
-}
 
 /// The samples each epoch trained and validated on.
 #[derive(Default)]
@@ -52,7 +42,8 @@ fn each_epoch_trains_and_validates_on_its_first_batches_and_the_loaders_get_thei
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let work = common::WorkDir::new("batch-limits");
     let dist = Dist::single(Device::Cpu);
-    let (mut train, mut val) = (loader(1, 40), loader(2, 8)); // 10 and 2 batches of 4
+    let (mut train, mut val) =
+        (common::random_mnist_loader(1, 40), common::random_mnist_loader(2, 8)); // 10 and 2 batches of 4
     for epochs in [2, 3] {
         // The second call resumes from the first's last checkpoint and trains epoch 3.
         tch::manual_seed(3);

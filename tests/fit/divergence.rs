@@ -4,8 +4,7 @@
 use crate::common;
 
 use tch::nn::VarStore;
-use tch::{Device, Kind, Tensor};
-use trainbook::data::{DataLoader, DistributedSampler, TensorDataset};
+use tch::Device;
 use trainbook::dist::Dist;
 use trainbook::fit::Trainer;
 use trainbook::models::MnistNet;
@@ -15,15 +14,6 @@ use trainbook::Error;
 /// libtorch's random generator is shared by the test threads: one run at a time.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-fn loader(seed: i64, n: i64) -> DataLoader<TensorDataset> {
-    tch::manual_seed(seed);
-    let x = Tensor::randn([n, 1, 28, 28], (Kind::Float, Device::Cpu));
-    let y = Tensor::randint(10, [n], (Kind::Int64, Device::Cpu));
-    let ds = TensorDataset::new(&x, &y, (0..10).map(|c| c.to_string()).collect()).unwrap();
-    let sampler = DistributedSampler::new(n as usize, 1, 0).unwrap();
-    DataLoader::new(ds, 4).sampler(sampler).num_workers(0)
-}
-
 fn run(out: &std::path::Path, lr: f64) -> trainbook::Result<trainbook::fit::FitReport> {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dist = Dist::single(Device::Cpu);
@@ -31,7 +21,8 @@ fn run(out: &std::path::Path, lr: f64) -> trainbook::Result<trainbook::fit::FitR
     let mut vs = VarStore::new(Device::Cpu);
     let net = MnistNet::new(&vs.root());
     let mut opt = Optimizer::sgd(&vs, lr, 0.9);
-    let (mut train, mut val) = (loader(1, 40), loader(2, 8));
+    let (mut train, mut val) =
+        (common::random_mnist_loader(1, 40), common::random_mnist_loader(2, 8));
     Trainer::new(&dist)
         .epochs(2)
         .out(out)

@@ -9,8 +9,7 @@ use std::path::Path;
 use std::process::Command;
 
 use tch::nn::VarStore;
-use tch::{Device, Kind, Tensor};
-use trainbook::data::{DataLoader, DistributedSampler, TensorDataset};
+use tch::Device;
 use trainbook::dist::Dist;
 use trainbook::fit::Trainer;
 use trainbook::models::MnistNet;
@@ -20,17 +19,8 @@ use trainbook::train::{Cadence, Optimizer, StepLR};
 /// libtorch's random generator is shared by the test threads: one run at a time.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-const SAMPLES: i64 = 40; // 10 steps of 4 per epoch
+const SAMPLES: usize = 40; // 10 steps of 4 per epoch
 const K: u64 = 7; // the learning rate changes after this many steps
-
-fn loader(seed: i64, n: i64) -> DataLoader<TensorDataset> {
-    tch::manual_seed(seed);
-    let x = Tensor::randn([n, 1, 28, 28], (Kind::Float, Device::Cpu));
-    let y = Tensor::randint(10, [n], (Kind::Int64, Device::Cpu));
-    let ds = TensorDataset::new(&x, &y, (0..10).map(|c| c.to_string()).collect()).unwrap();
-    let sampler = DistributedSampler::new(n as usize, 1, 0).unwrap();
-    DataLoader::new(ds, 4).sampler(sampler).num_workers(0)
-}
 
 /// `epochs` of the MNIST CNN with SGD and a per-step StepLR(K, gamma): with gamma 1 the rate
 /// never changes, with another gamma it changes after step K.
@@ -41,7 +31,8 @@ fn run(out: &Path, gamma: f64, epochs: u64) {
     let mut vs = VarStore::new(Device::Cpu);
     let net = MnistNet::new(&vs.root());
     let mut opt = Optimizer::sgd(&vs, 0.05, 0.9);
-    let (mut train, mut val) = (loader(1, SAMPLES), loader(2, 8));
+    let (mut train, mut val) =
+        (common::random_mnist_loader(1, SAMPLES), common::random_mnist_loader(2, 8));
     Trainer::new(&dist)
         .epochs(epochs)
         .out(out)
