@@ -15,6 +15,7 @@ mod resume;
 mod run;
 mod step_events;
 mod stop;
+mod trail_start;
 mod trainer;
 
 pub use callbacks::launcher_report::reports_enabled;

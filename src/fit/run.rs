@@ -23,8 +23,9 @@ use crate::fit::parts::{RunParts, SharedPart};
 use crate::fit::resume::{resume, resume_parts, Start};
 use crate::fit::step_events::{train_state, StepEvents};
 use crate::fit::stop::interrupt::{Interruption, StopWatch};
+use crate::fit::trail_start::start_trail;
 use crate::models::to_channels_last;
-use crate::trail::{TrailHeader, TrailRecorder};
+use crate::trail::TrailRecorder;
 use crate::train::{
     evaluate, task_of, train_epoch_with, ConfusionMatrix, Ddp, EpochOptions, EpochRecord,
     GradScaler, ModelEma, Monitor, Optimizer, Precision, RunningMetrics, StepLogging, Task,
@@ -162,7 +163,8 @@ fn run_limited<A: Dataset + 'static, B: Dataset + 'static>(
     if let Some(done) = run.finished_already(first_epoch) {
         return Ok(done);
     }
-    run.trail = start_trail(&run, (train.dataset().len(), train.batch_size()))?;
+    let resumed_steps = run.resumed_from.is_some().then(|| run.ckpt.global_step());
+    run.trail = start_trail(dist, cfg, resumed_steps, (train.dataset().len(), train.batch_size()))?;
     run.begin(first_epoch)?;
     let (mut skip, mut metrics) = (skip, metrics);
     let mut early_stopped = None;
@@ -187,30 +189,6 @@ fn run_limited<A: Dataset + 'static, B: Dataset + 'static>(
     let model = (&*vs, run.parts.ema.as_ref());
     write_outputs(dist, cfg, model, &run.history, run.confusion.as_ref(), &names)?;
     run.end(early_stopped)
-}
-
-/// The weight trail's writer on rank 0 when the run keeps one: a resumed run keeps the lines
-/// up to its checkpoint's step.
-fn start_trail(
-    run: &Run,
-    (train_samples, batch_size): (usize, usize),
-) -> Result<Option<TrailRecorder>> {
-    let (cfg, dist) = (run.cfg, run.dist);
-    let Some(every) = cfg.weight_trail.filter(|_| dist.is_main()) else { return Ok(None) };
-    let (program, program_crc32) = crate::trail::program_checksum();
-    let header = TrailHeader {
-        every,
-        trainbook: env!("CARGO_PKG_VERSION").to_string(),
-        program,
-        program_crc32,
-        world_size: dist.world_size(),
-        seed: cfg.seed,
-        config: cfg.config.clone(),
-        train_samples,
-        batch_size,
-    };
-    let resumed_steps = run.resumed_from.is_some().then(|| run.ckpt.global_step());
-    TrailRecorder::start(&cfg.out, header, resumed_steps).map(Some)
 }
 
 impl Run<'_> {
