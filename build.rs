@@ -16,6 +16,8 @@ fn main() {
     println!("cargo:rerun-if-changed=csrc/device_shim.cpp");
     println!("cargo:rerun-if-changed=csrc/device_shim.h");
     println!("cargo:rerun-if-changed=csrc/sync_bn_shim.cpp");
+    println!("cargo:rerun-if-changed=csrc/torch_file_shim.cpp");
+    println!("cargo:rerun-if-changed=csrc/torch_file_shim.h");
     println!("cargo:rerun-if-changed=csrc/sync_bn_shim.h");
     for var in ["LIBTORCH_USE_PYTORCH", "LIBTORCH_CXX11_ABI", "GLOO_INCLUDE_DIR"] {
         println!("cargo:rerun-if-env-changed={var}");
@@ -64,7 +66,8 @@ fn main() {
         .file("csrc/ddp_shim.cpp")
         .file("csrc/optim_amp_shim.cpp")
         .file("csrc/device_shim.cpp")
-        .file("csrc/sync_bn_shim.cpp");
+        .file("csrc/sync_bn_shim.cpp")
+        .file("csrc/torch_file_shim.cpp");
 
     let cuda = env::var_os("CARGO_FEATURE_CUDA").is_some();
     if cuda {

@@ -51,7 +51,9 @@ struct Args {
     /// Images are resized to SIZE x SIZE (the course: 244).
     #[arg(long, default_value_t = 244)]
     image_size: u32,
-    /// Pretrained backbone (safetensors with torchvision names); random init without it.
+    /// Pretrained backbone: IMAGENET1K_V1 (torchvision's file, from torch.hub's cache or
+    /// downloaded into it), or a file (torch.save or safetensors, torchvision names); random
+    /// init without it.
     #[arg(long)]
     weights: Option<PathBuf>,
     /// Train only the head (fc.*), keeping the backbone fixed.
@@ -108,7 +110,7 @@ fn run() -> anyhow::Result<()> {
     let net = resnet34_classifier(&vs.root(), 3);
     args.run.sync_batchnorm(&net, &dist)?;
     if let Some(w) = &args.weights {
-        let report = load_safetensors(&mut vs, w, false)?;
+        let report = load_weights_arg(&mut vs, "resnet34", w, false)?;
         dist.println(format!(
             "loaded {} tensors from {}; new head: {:?}",
             report.loaded.len(),

@@ -92,7 +92,9 @@ struct Args {
     /// CenterCrop size.
     #[arg(long, default_value_t = 250)]
     image_size: u32,
-    /// ImageNet weights (safetensors with torchvision names); random init without it.
+    /// ImageNet weights: IMAGENET1K_V1, IMAGENET1K_V2 or DEFAULT (torchvision's files, from
+    /// torch.hub's cache or downloaded into it), or a file (torch.save or safetensors,
+    /// torchvision names); random init without it.
     #[arg(long)]
     weights: Option<PathBuf>,
     #[arg(long, default_value = "runs/dogs")]
@@ -165,7 +167,7 @@ fn run() -> anyhow::Result<()> {
     let net = resnet50(&vs.root(), classes, HeadKind::Linear);
     args.run.sync_batchnorm(&net, &dist)?;
     if let Some(w) = &args.weights {
-        let report = load_safetensors(&mut vs, w, classes == 1000)?;
+        let report = load_weights_arg(&mut vs, "resnet50", w, classes == 1000)?;
         dist.println(format!("loaded {} tensors from {}", report.loaded.len(), w.display()));
     }
     let mut opt = Optimizer::sgd(&vs, args.lr, args.momentum);

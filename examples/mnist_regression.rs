@@ -62,8 +62,8 @@ struct Args {
     /// Evaluate on the first N test pictures only.
     #[arg(long, value_name = "N")]
     test_limit: Option<usize>,
-    /// Start from these weights (safetensors, PyTorch's parameter names) instead of a fresh
-    /// initialisation.
+    /// Start from these weights (a torch.save state dict or checkpoint, or safetensors;
+    /// PyTorch's parameter names) instead of a fresh initialisation.
     #[arg(long, value_name = "FILE")]
     initial_weights: Option<PathBuf>,
     #[command(flatten)]
@@ -121,7 +121,7 @@ fn run() -> anyhow::Result<()> {
     anyhow::ensure!(!args.run.sync_bn, "--sync-bn: the MNIST CNN has no BatchNorm layer");
     let net = MnistNet::with_outputs(&vs.root(), 1);
     if let Some(path) = &args.initial_weights {
-        load_safetensors(&mut vs, path, true)?;
+        load_weights(&mut vs, path, true)?;
         dist.println(format!("initial weights from {}", path.display()));
     }
     tch::manual_seed(args.run.seed as i64 + dist.rank() as i64); // distinct dropout masks per rank

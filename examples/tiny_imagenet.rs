@@ -77,8 +77,9 @@ struct Args {
     /// Outputs of the head (default: the data set's class count).
     #[arg(long)]
     num_classes: Option<i64>,
-    /// Start from these weights (safetensors with torchvision names, e.g. from
-    /// data-scripts/resnet_weights.py --depth 18); random init without it, as the tutorial.
+    /// Start from these weights: IMAGENET1K_V1 (torchvision's file, from torch.hub's cache or
+    /// downloaded into it), or a file (torch.save or safetensors with torchvision names);
+    /// random init without it, as the tutorial.
     #[arg(long)]
     weights: Option<PathBuf>,
     #[arg(long, default_value = "runs/tiny_imagenet")]
@@ -138,7 +139,7 @@ fn run() -> anyhow::Result<()> {
     let net = resnet18(&vs.root(), classes, HeadKind::Linear);
     args.run.sync_batchnorm(&net, &dist)?;
     if let Some(w) = &args.weights {
-        let report = load_safetensors(&mut vs, w, false)?;
+        let report = load_weights_arg(&mut vs, "resnet18", w, false)?;
         dist.println(format!("loaded {} tensors from {}", report.loaded.len(), w.display()));
     }
     let mut opt = Optimizer::sgd(&vs, args.lr, args.momentum);

@@ -107,6 +107,16 @@ pub enum Error {
         loss: f64,
     },
 
+    /// A download (pretrained weights into torch.hub's cache) failed: no network, an HTTP error,
+    /// or a file whose SHA-256 does not match the hash in its name.
+    #[error("download {url}: {message}")]
+    Download {
+        /// What was downloaded.
+        url: String,
+        /// What went wrong, and where to put the file by hand.
+        message: String,
+    },
+
     /// A data-loading worker thread died (a panic in a data set or transform).
     #[error("data loader: {0}")]
     Loader(String),

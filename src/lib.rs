@@ -8,6 +8,8 @@
 //! - [`train`]: one epoch (the step, optimizers, mixed precision, LR schedules, metrics).
 //! - [`dist`]: the launcher's environment, c10d process groups (Gloo, NCCL) and `Ddp`.
 //! - [`checkpoint`]: atomic, checksummed checkpoints written in the background.
+//! - [`torch_file`]: files of PyTorch's `torch.save` (state dicts, checkpoints), read and written;
+//!   [`hub`]: torch.hub's cache of downloaded weights, shared with PyTorch.
 //! - [`trail`]: the weight trail, checksums of the weights every N steps, to compare two runs.
 //! - [`fit`]: the whole training run (resume, epochs, checkpoints, logs, plots) in one call.
 //! - [`launch`]: a notebook's closure as ranks ([`launch::spawn`]), and jobs under torchrun,
@@ -29,6 +31,7 @@ mod error;
 pub mod export;
 pub mod figures;
 pub mod fit;
+pub mod hub;
 pub mod launch;
 pub mod models;
 pub mod prelude;
@@ -37,6 +40,7 @@ pub mod progress;
 mod rng;
 mod shim;
 mod stateful;
+pub mod torch_file;
 pub mod trail;
 pub mod train;
 pub mod transforms;
@@ -82,6 +86,8 @@ mod book {
     pub struct Notebooks;
     #[doc = include_str!("../docs/src/performance.md")]
     pub struct Performance;
+    #[doc = include_str!("../docs/src/pytorch-files.md")]
+    pub struct PytorchFiles;
     #[doc = include_str!("../docs/src/repl.md")]
     pub struct Repl;
     #[doc = include_str!("../docs/src/training-parts.md")]

@@ -30,9 +30,9 @@ pub use crate::figures::{
 pub use crate::fit::{EarlyStopping, FitConfig, FitReport, LiveCurves, Trainer};
 pub use crate::launch::{spawn, spawn_with, SpawnOptions};
 pub use crate::models::{
-    freeze_backbone, load_safetensors, resnet, resnet18, resnet18_classifier, resnet34,
-    resnet34_classifier, resnet50, resnet50_classifier, save_safetensors, to_channels_last, Head,
-    HeadKind, MnistNet, ResNet,
+    freeze_backbone, load_pretrained, load_safetensors, load_weights, load_weights_arg, resnet,
+    resnet18, resnet18_classifier, resnet34, resnet34_classifier, resnet50, resnet50_classifier,
+    save_safetensors, to_channels_last, Head, HeadKind, MnistNet, ResNet, Weights,
 };
 pub use crate::train::{
     evaluate, history_table, read_records, train_epoch, Anneal, BCEWithLogitsLoss, Cadence,

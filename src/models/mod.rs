@@ -1,10 +1,12 @@
 //! Models with PyTorch/torchvision parameter names: the course's MNIST CNN and torchvision's
 //! ResNet family (ResNet18/34/50/101/152) with a replaceable classification head, plus
-//! safetensors weights that interchange with PyTorch.
+//! weights that interchange with PyTorch (safetensors here; `torch.save` files in
+//! [`crate::torch_file`]).
 mod batch_norm;
 mod layers;
 mod memory_format;
 mod mnist_net;
+mod pretrained;
 mod resnet;
 mod resnet_blocks;
 mod weights;
@@ -13,11 +15,13 @@ pub use batch_norm::{BatchNorm2d, SyncSlot};
 pub use layers::{conv2d, linear};
 pub use memory_format::{channels_last, is_channels_last, to_channels_last};
 pub use mnist_net::MnistNet;
+pub use pretrained::{load_pretrained, load_weights_arg, Weights, PRETRAINED};
 pub use resnet::{
     freeze_backbone, resnet, resnet18, resnet18_classifier, resnet34, resnet34_classifier,
     resnet50, resnet50_classifier, Head, HeadKind, ResNet, RESNET_DEPTHS,
 };
 pub use weights::{
-    from_safetensors_bytes, load_safetensors, load_state_dict, named_parameters, save_safetensors,
-    save_tensors_file, state_dict, tensor_from_view, to_safetensors_bytes, LoadReport,
+    from_safetensors_bytes, load_safetensors, load_state_dict, load_weights, named_parameters,
+    save_safetensors, save_tensors_file, state_dict, tensor_from_view, to_safetensors_bytes,
+    LoadReport,
 };

@@ -178,9 +178,10 @@ pub fn save_safetensors(vs: &VarStore, path: &Path) -> Result<()> {
     save_tensors_file(&state_dict(vs), path)
 }
 
-/// Copies named tensors into the model's variables. `num_batches_tracked` is ignored. A shape
-/// mismatch is always an error (listing every mismatched tensor); with `strict`, so are
-/// missing and unexpected names.
+/// Copies named tensors into the model's variables, converting the dtype as PyTorch's
+/// `load_state_dict` does (`copy_`). `num_batches_tracked` is ignored. A shape mismatch, or an
+/// integer tensor for a floating-point variable (or the reverse), is always an error listing
+/// every such name; with `strict`, so are missing and unexpected names.
 pub fn load_state_dict(
     vs: &mut VarStore,
     tensors: &[(String, Tensor)],
@@ -199,6 +200,8 @@ pub fn load_state_dict(
             Some(var) if var.size() != t.size() => {
                 mismatched.push(format!("{name}: file {:?}, model {:?}", t.size(), var.size()))
             }
+            Some(var) if var.is_floating_point() != t.is_floating_point() => mismatched
+                .push(format!("{name}: file dtype {:?}, model dtype {:?}", t.kind(), var.kind())),
             Some(_) => {
                 seen.insert(name.clone());
             }
@@ -207,7 +210,7 @@ pub fn load_state_dict(
     report.missing = vars.keys().filter(|n| !seen.contains(*n)).cloned().collect();
     if !mismatched.is_empty() {
         return Err(Error::InvalidArgument(format!(
-            "shape mismatch for {} tensor(s):\n  {}",
+            "shape or dtype mismatch for {} tensor(s):\n  {}",
             mismatched.len(),
             mismatched.join("\n  ")
         )));
@@ -239,4 +242,32 @@ pub fn load_safetensors(vs: &mut VarStore, path: &Path, strict: bool) -> Result<
         Error::InvalidArgument(m) => Error::InvalidArgument(format!("{}: {m}", path.display())),
         other => other,
     })
+}
+
+/// Loads a weights file into the model, whichever of the two formats it is: a `torch.save`
+/// file (`.pt`/`.pth`, recognised by its zip header; see
+/// [`crate::torch_file::load_state_dict_file`]) or safetensors ([`load_safetensors`]).
+///
+/// ```no_run
+/// use tch::nn::VarStore;
+/// use trainbook::models::{load_weights, resnet34_classifier};
+/// # fn main() -> trainbook::Result<()> {
+/// let mut vs = VarStore::new(tch::Device::Cpu);
+/// let net = resnet34_classifier(&vs.root(), 3);
+/// // torchvision's ImageNet weights; the course's head stays as initialised.
+/// let report = load_weights(&mut vs, "resnet34-b627a593.pth", false)?;
+/// println!("new head: {:?}", report.missing);
+/// # Ok(()) }
+/// ```
+pub fn load_weights(vs: &mut VarStore, path: impl AsRef<Path>, strict: bool) -> Result<LoadReport> {
+    use std::io::Read;
+    let path = path.as_ref();
+    let mut magic = [0u8; 2];
+    let mut file = std::fs::File::open(path).with_path(path)?;
+    let n = file.read(&mut magic).with_path(path)?;
+    if n == 2 && &magic == b"PK" {
+        crate::torch_file::load_state_dict_file(vs, path, strict)
+    } else {
+        load_safetensors(vs, path, strict)
+    }
 }

@@ -281,3 +281,21 @@ fn progress_line(label: &str, batch: usize, total: usize, status: &str) -> Strin
 
 #[cfg(test)]
 mod tests;
+
+/// The bar of a download of `total` bytes (when the server says) from `url`: an `indicatif`
+/// byte counter on stderr in a terminal, hidden elsewhere (a notebook, a log); one line on
+/// stdout says what is downloaded either way, as torch.hub prints.
+pub(crate) fn download_bar(total: Option<u64>, url: &str, dst: &std::path::Path) -> ProgressBar {
+    println!("Downloading: \"{url}\" to {}", dst.display());
+    if in_notebook() || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = total.map_or_else(ProgressBar::no_length, ProgressBar::new);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{bytes:>10}/{total_bytes:10} [{bar:30}] {bytes_per_sec} {eta}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar
+}

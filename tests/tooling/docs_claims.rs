@@ -142,7 +142,21 @@ fn the_layout_table_matches_the_tree() {
 
 /// (what the README or the book says, in its words; the test it names; what that test must contain;
 /// what it must not).
-const BACKED: [(&str, &str, &[&str], &[&str]); 6] = [
+const BACKED: [(&str, &str, &[&str], &[&str]); 8] = [
+    (
+        "a seeded torchvision ResNet18 saved by `torch.save` under its hub-cache file name gives \
+         torchvision's logits bit for bit",
+        "tests/parity/torch_files.rs",
+        &["hub/checkpoints/resnet18-f37072fd.pth", "assert!(y.equal(&want)"],
+        &[],
+    ),
+    (
+        "PyTorch loads trainbook's files with `torch.load(weights_only=True)` and gets trainbook's \
+         logits bit for bit",
+        "tests/oracle/torch_files.py",
+        &["weights_only=True", "\"logits_equal\": bool(torch.equal(y, rust_y))"],
+        &[],
+    ),
     (
         "ResNet18, ResNet34 (the course's model, with its head) and ResNet50 loaded with \
          torchvision's random weights give its eval- and train-mode logits and gradients bit for bit",

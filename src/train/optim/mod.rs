@@ -9,6 +9,7 @@ mod optimizer;
 mod param_group;
 mod single_tensor;
 mod state;
+mod torch_state;
 
 pub use kind::{Kernels, OptimizerKind};
 pub use optimizer::Optimizer;

@@ -1,0 +1,181 @@
+//! torchvision's pretrained weights by name: `Weights::ImageNet1kV1` is
+//! `ResNet34_Weights.IMAGENET1K_V1`, the same file from the same URL, found in (or downloaded
+//! into) torch.hub's cache that PyTorch shares ([`crate::hub`]), then loaded with the checks of
+//! [`load_state_dict`](super::load_state_dict).
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use tch::nn::VarStore;
+
+use super::{load_weights, LoadReport};
+use crate::{Error, Result};
+
+/// A torchvision weights name (`<Model>_Weights.<NAME>`), without the model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Weights {
+    /// `IMAGENET1K_V1`: the original ImageNet training of each ResNet.
+    ImageNet1kV1,
+    /// `IMAGENET1K_V2`: torchvision's newer recipe (ResNet50, 101 and 152 only); their
+    /// evaluation transform resizes to 232 before the 224 centre crop.
+    ImageNet1kV2,
+    /// `DEFAULT`: the best weights torchvision has for the model (V2 where it exists, else V1).
+    Default,
+}
+
+/// Every pretrained file known here: model, weights, URL (torchvision 0.28's, with the
+/// SHA-256 prefix in the file name).
+pub const PRETRAINED: [(&str, Weights, &str); 8] = [
+    (
+        "resnet18",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/resnet18-f37072fd.pth",
+    ),
+    (
+        "resnet34",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/resnet34-b627a593.pth",
+    ),
+    (
+        "resnet50",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/resnet50-0676ba61.pth",
+    ),
+    (
+        "resnet50",
+        Weights::ImageNet1kV2,
+        "https://download.pytorch.org/models/resnet50-11ad3fa6.pth",
+    ),
+    (
+        "resnet101",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/resnet101-63fe2227.pth",
+    ),
+    (
+        "resnet101",
+        Weights::ImageNet1kV2,
+        "https://download.pytorch.org/models/resnet101-cd907fc2.pth",
+    ),
+    (
+        "resnet152",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/resnet152-394f9c45.pth",
+    ),
+    (
+        "resnet152",
+        Weights::ImageNet1kV2,
+        "https://download.pytorch.org/models/resnet152-f82ba261.pth",
+    ),
+];
+
+impl FromStr for Weights {
+    type Err = Error;
+    /// `IMAGENET1K_V1`, `IMAGENET1K_V2` or `DEFAULT`, optionally after a model's enum as
+    /// torchvision's `--weights` flag spells it (`ResNet50_Weights.IMAGENET1K_V2`).
+    fn from_str(s: &str) -> Result<Self> {
+        match s.rsplit('.').next().unwrap_or(s) {
+            "IMAGENET1K_V1" => Ok(Weights::ImageNet1kV1),
+            "IMAGENET1K_V2" => Ok(Weights::ImageNet1kV2),
+            "DEFAULT" => Ok(Weights::Default),
+            _ => Err(Error::InvalidArgument(format!(
+                "{s:?} is not a weights name (IMAGENET1K_V1, IMAGENET1K_V2 or DEFAULT, optionally \
+                 as ResNet50_Weights.IMAGENET1K_V2)"
+            ))),
+        }
+    }
+}
+
+impl Weights {
+    /// The URL of `model`'s file for these weights (`"resnet34"` and V1: torchvision's
+    /// `resnet34-b627a593.pth`). Errors name the model and the weights it has.
+    pub fn url(self, model: &str) -> Result<&'static str> {
+        let of_model: Vec<_> = PRETRAINED.iter().filter(|(m, _, _)| *m == model).collect();
+        let wanted = match self {
+            Weights::Default => of_model.iter().map(|(_, w, _)| *w).max_by_key(|w| *w as u8),
+            w => Some(w),
+        };
+        of_model.iter().find(|(_, w, _)| Some(*w) == wanted).map(|(_, _, url)| *url).ok_or_else(
+            || {
+                let known: Vec<String> =
+                    of_model.iter().map(|(_, w, _)| format!("{w:?}")).collect();
+                Error::InvalidArgument(format!(
+                    "no {self:?} weights for {model:?} (known: {})",
+                    if known.is_empty() { "none for this model".into() } else { known.join(", ") }
+                ))
+            },
+        )
+    }
+
+    /// The weights file of `model` in torch.hub's cache, downloaded there first (with a
+    /// progress bar when `progress`, and torchvision's hash check) if PyTorch has not already.
+    pub fn file(self, model: &str, progress: bool) -> Result<PathBuf> {
+        crate::hub::cached_download(self.url(model)?, None, true, progress)
+    }
+}
+
+/// `torchvision.models.<model>(weights=...)`'s weights loaded into `vs`, whose model was built
+/// as `model` (`"resnet34"`): the file from torch.hub's cache ([`Weights::file`]), loaded with
+/// `strict` (false keeps a new head: the report lists it as missing).
+///
+/// ```no_run
+/// use tch::nn::VarStore;
+/// use trainbook::models::{load_pretrained, resnet34_classifier, Weights};
+/// # fn main() -> trainbook::Result<()> {
+/// let mut vs = VarStore::new(tch::Device::Cpu);
+/// let net = resnet34_classifier(&vs.root(), 3); // the course's head, newly initialised
+/// let report = load_pretrained(&mut vs, "resnet34", Weights::ImageNet1kV1, false)?;
+/// println!("new head: {:?}", report.missing);
+/// # Ok(()) }
+/// ```
+pub fn load_pretrained(
+    vs: &mut VarStore,
+    model: &str,
+    weights: Weights,
+    strict: bool,
+) -> Result<LoadReport> {
+    load_weights(vs, weights.file(model, true)?, strict)
+}
+
+/// What the examples' `--weights ARG` loads: the file `ARG` when it exists (a `torch.save`
+/// file or safetensors), else the torchvision weights named `ARG` for `model`
+/// ([`load_pretrained`]). Errors say both when `ARG` is neither.
+pub fn load_weights_arg(
+    vs: &mut VarStore,
+    model: &str,
+    arg: &Path,
+    strict: bool,
+) -> Result<LoadReport> {
+    if arg.exists() {
+        return load_weights(vs, arg, strict);
+    }
+    let name = arg.to_str().unwrap_or_default();
+    match name.parse::<Weights>() {
+        Ok(w) => load_pretrained(vs, model, w, strict),
+        Err(_) => Err(Error::InvalidArgument(format!(
+            "--weights {}: no such file, and not a weights name (IMAGENET1K_V1, IMAGENET1K_V2, \
+             DEFAULT)",
+            arg.display()
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_parse_as_torchvisions_flag_spells_them_and_default_picks_the_newest() {
+        assert_eq!("IMAGENET1K_V1".parse::<Weights>().unwrap(), Weights::ImageNet1kV1);
+        assert_eq!(
+            "ResNet50_Weights.IMAGENET1K_V2".parse::<Weights>().unwrap(),
+            Weights::ImageNet1kV2
+        );
+        assert_eq!("DEFAULT".parse::<Weights>().unwrap(), Weights::Default);
+        assert!("imagenet".parse::<Weights>().unwrap_err().to_string().contains("IMAGENET1K_V1"));
+        assert!(Weights::Default.url("resnet50").unwrap().ends_with("resnet50-11ad3fa6.pth"));
+        assert!(Weights::Default.url("resnet34").unwrap().ends_with("resnet34-b627a593.pth"));
+        let err = Weights::ImageNet1kV2.url("resnet34").unwrap_err().to_string();
+        assert!(err.contains("\"resnet34\"") && err.contains("known: ImageNet1kV1"), "{err}");
+        let err = Weights::ImageNet1kV1.url("vgg16").unwrap_err().to_string();
+        assert!(err.contains("none for this model"), "{err}");
+    }
+}

@@ -1,0 +1,57 @@
+"""Oracle for tests/parity/torch_hub.rs: torch.hub's and torchvision's own answers.
+
+  torch_hub.py dirs          JSON list of torch.hub.get_dir() under the environments given as
+                             JSON on stdin ([{"TORCH_HOME": ..., ...}, ...]; each replaces those
+                             three variables)
+  torch_hub.py hashes NAME.. JSON list of the hash prefix torch.hub reads from each file name
+                             (None where it finds none)
+  torch_hub.py urls          JSON: [model, weights name, url] of every ResNet weights enum
+  torch_hub.py sha256 FILE   the file's SHA-256, hex
+"""
+import hashlib
+import json
+import os
+import sys
+
+import torch.hub
+
+
+def dirs():
+    out = []
+    for env in json.load(sys.stdin):
+        for name in ("TORCH_HOME", "XDG_CACHE_HOME", "HOME"):
+            os.environ.pop(name, None)
+            if env.get(name) is not None:
+                os.environ[name] = env[name]
+        out.append(torch.hub.get_dir())
+    print(json.dumps(out))
+
+
+def hashes(names):
+    out = []
+    for n in names:
+        m = torch.hub.HASH_REGEX.search(n)
+        out.append(m.group(1) if m else None)
+    print(json.dumps(out))
+
+
+def urls():
+    import torchvision.models as models
+    out = []
+    for depth in (18, 34, 50, 101, 152):
+        enum = getattr(models, f"ResNet{depth}_Weights")
+        for w in enum:
+            out.append([f"resnet{depth}", w.name, w.url])
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    cmd = sys.argv[1]
+    if cmd == "dirs":
+        dirs()
+    elif cmd == "hashes":
+        hashes(sys.argv[2:])
+    elif cmd == "urls":
+        urls()
+    elif cmd == "sha256":
+        print(hashlib.sha256(open(sys.argv[2], "rb").read()).hexdigest())
