@@ -36,9 +36,10 @@ pub use crate::models::{
 };
 pub use crate::train::{
     evaluate, history_table, read_records, train_epoch, Anneal, BCEWithLogitsLoss, Cadence,
-    ChainedScheduler, ConfusionMatrix, CosineAnnealingLR, CrossEntropyLoss, EpochOptions,
-    EpochRecord, EpochSummary, HuberLoss, L1Loss, LinearLR, Loss, LrSchedule, MSELoss, Mode,
-    Monitor, OneCycleLR, Optimizer, ParamGroup, Precision, Prediction, ReduceLROnPlateau,
+    ChainedScheduler, ConfusionMatrix, CosineAnnealingLR, CosineAnnealingWarmRestarts,
+    CrossEntropyLoss, EpochOptions, EpochRecord, EpochSummary, ExponentialLR, HuberLoss, L1Loss,
+    LambdaLR, LinearLR, Loss, LrSchedule, MSELoss, Mode, Monitor, MultiStepLR, MultiplicativeLR,
+    OneCycleLR, Optimizer, ParamGroup, PolynomialLR, Precision, Prediction, ReduceLROnPlateau,
     SequentialLR, SmoothL1Loss, StepLR, Task,
 };
 pub use crate::train::{predict, predictions};

@@ -37,8 +37,9 @@ pub use metrics::{ConfusionMatrix, Mode, Monitor, RunningMetrics};
 pub use optim::{Kernels, Optimizer, OptimizerKind, OptimizerMeta, ParamGroup};
 pub use predict::{predict, predictions, Prediction};
 pub use schedule::{
-    Anneal, Cadence, ChainedScheduler, CosineAnnealingLR, LinearLR, LrSchedule, OneCycleLR,
-    ReduceLROnPlateau, SequentialLR, StepLR, Validation,
+    Anneal, Cadence, ChainedScheduler, CosineAnnealingLR, CosineAnnealingWarmRestarts,
+    ExponentialLR, LambdaLR, LinearLR, LrLambda, LrSchedule, MultiStepLR, MultiplicativeLR,
+    OneCycleLR, PolynomialLR, ReduceLROnPlateau, SequentialLR, StepLR, Validation,
 };
 pub use strategy::{Ddp, DdpOptions, SingleProcess, Strategy};
 

@@ -31,12 +31,33 @@ def make(c, opt):
         return S.ReduceLROnPlateau(opt, mode=c["mode"], factor=c["factor"], patience=c["patience"],
                                    threshold=c["threshold"], threshold_mode=c["threshold_mode"],
                                    cooldown=c["cooldown"], min_lr=c["min_lr"])
+    if kind == "MultiStepLR":
+        return S.MultiStepLR(opt, milestones=c["milestones"], gamma=c["gamma"])
+    if kind == "ExponentialLR":
+        return S.ExponentialLR(opt, gamma=c["gamma"])
+    if kind == "PolynomialLR":
+        return S.PolynomialLR(opt, total_iters=c["total_iters"], power=c["power"])
+    if kind == "CosineAnnealingWarmRestarts":
+        return S.CosineAnnealingWarmRestarts(opt, T_0=c["t_0"], T_mult=c["t_mult"],
+                                             eta_min=c["eta_min"])
+    if kind in ("LambdaLR", "MultiplicativeLR"):
+        return getattr(S, kind)(opt, lr_lambda=function(c["fn"]))
     # The composites: their parts are built first on the same optimizer, as torch's users do.
     if kind == "SequentialLR":
         return S.SequentialLR(opt, [make(p, opt) for p in c["schedules"]], milestones=c["milestones"])
     if kind == "ChainedScheduler":
         return S.ChainedScheduler([make(p, opt) for p in c["schedules"]])
     raise ValueError(kind)
+
+
+def function(spec):
+    """The step functions the Rust test builds the same way."""
+    name, a = spec
+    if name == "pow":
+        return lambda e: a ** e
+    if name == "warm":
+        return lambda e: min(1.0, (e + 1) / a)
+    raise ValueError(name)
 
 
 def sequence(c):

@@ -17,8 +17,9 @@ use trainbook::dist::Dist;
 use trainbook::fit::{FitConfig, FitReport, Trainer};
 use trainbook::models::MnistNet;
 use trainbook::train::{
-    Anneal, Cadence, ChainedScheduler, CosineAnnealingLR, LinearLR, LrSchedule, Mode, OneCycleLR,
-    Optimizer, ReduceLROnPlateau, SequentialLR, StepLR, Validation,
+    Anneal, Cadence, ChainedScheduler, CosineAnnealingLR, CosineAnnealingWarmRestarts,
+    ExponentialLR, LambdaLR, LinearLR, LrSchedule, Mode, MultiStepLR, MultiplicativeLR, OneCycleLR,
+    Optimizer, PolynomialLR, ReduceLROnPlateau, SequentialLR, StepLR, Validation,
 };
 use trainbook::Error;
 
@@ -54,6 +55,41 @@ fn schedule(c: &Value) -> Box<dyn LrSchedule> {
             c["milestones"].as_array().unwrap().iter().map(|m| m.as_u64().unwrap()).collect(),
         )),
         "ChainedScheduler" => Box::new(ChainedScheduler::new(parts(c))),
+        _ => factor_schedule(c, Cadence::Epoch),
+    }
+}
+
+/// The step function a configuration's `fn` names (tests/oracle/schedules.py's `function`).
+fn function(spec: &Value) -> impl Fn(u64) -> f64 + Send + Sync + 'static {
+    let (name, a) = (spec[0].as_str().unwrap().to_string(), spec[1].as_f64().unwrap());
+    move |e: u64| match name.as_str() {
+        "pow" => a.powf(e as f64),
+        "warm" => ((e + 1) as f64 / a).min(1.0),
+        other => panic!("unknown function {other}"),
+    }
+}
+
+/// The schedules added with torchvision's recipe (MultiStepLR ... MultiplicativeLR).
+fn factor_schedule(c: &Value, cadence: Cadence) -> Box<dyn LrSchedule> {
+    let f = |k: &str| c[k].as_f64().unwrap();
+    let u = |k: &str| c[k].as_u64().unwrap();
+    match c["kind"].as_str().unwrap() {
+        "MultiStepLR" => Box::new(
+            MultiStepLR::new(
+                c["milestones"].as_array().unwrap().iter().map(|m| m.as_u64().unwrap()).collect(),
+                f("gamma"),
+            )
+            .stepping(cadence),
+        ),
+        "ExponentialLR" => Box::new(ExponentialLR::new(f("gamma")).stepping(cadence)),
+        "PolynomialLR" => {
+            Box::new(PolynomialLR::new(u("total_iters"), f("power")).stepping(cadence))
+        }
+        "CosineAnnealingWarmRestarts" => Box::new(
+            CosineAnnealingWarmRestarts::new(u("t_0"), u("t_mult"), f("eta_min")).stepping(cadence),
+        ),
+        "LambdaLR" => Box::new(LambdaLR::new(function(&c["fn"])).stepping(cadence)),
+        "MultiplicativeLR" => Box::new(MultiplicativeLR::new(function(&c["fn"])).stepping(cadence)),
         other => panic!("unknown schedule {other}"),
     }
 }
@@ -68,7 +104,8 @@ fn parts(c: &Value) -> Vec<Box<dyn LrSchedule>> {
             "CosineAnnealingLR" => Box::new(
                 CosineAnnealingLR::new(0.0, u("t_max"), f("eta_min")).stepping(Cadence::Step),
             ),
-            _ => schedule(p),
+            "LinearLR" | "OneCycleLR" | "ReduceLROnPlateau" => schedule(p),
+            _ => factor_schedule(p, Cadence::Step),
         }
     };
     c["schedules"].as_array().unwrap().iter().map(per_step).collect()
@@ -83,6 +120,11 @@ fn composite_configs() -> Vec<Value> {
     let step = |n: u64, g: f64| json!({"kind": "StepLR", "step_size": n, "gamma": g});
     let seq = |lr: f64, parts: Vec<Value>, milestones: Vec<u64>, steps: u64| json!({"kind": "SequentialLR", "lr": lr, "schedules": parts, "milestones": milestones, "steps": steps});
     let chain = |lr: f64, parts: Vec<Value>, steps: u64| json!({"kind": "ChainedScheduler", "lr": lr, "schedules": parts, "steps": steps});
+    let multistep = |m: &[u64], g: f64| json!({"kind": "MultiStepLR", "milestones": m, "gamma": g});
+    let exponential = |g: f64| json!({"kind": "ExponentialLR", "gamma": g});
+    let poly = |t: u64, p: f64| json!({"kind": "PolynomialLR", "total_iters": t, "power": p});
+    let warm_restarts = |t0: u64, tm: u64, eta: f64| json!({"kind": "CosineAnnealingWarmRestarts", "t_0": t0, "t_mult": tm, "eta_min": eta});
+    let lambda = |kind: &str, f: &str, a: f64| json!({"kind": kind, "fn": [f, a]});
     vec![
         seq(0.1, vec![linear(0.1, 0.1, 1.0, 5), cosine(10, 0.001)], vec![5], 20),
         seq(
@@ -97,6 +139,18 @@ fn composite_configs() -> Vec<Value> {
         chain(0.1, vec![linear(0.1, 0.1, 1.0, 4), cosine(8, 0.0)], 12),
         chain(0.2, vec![step(2, 0.9), linear(0.2, 0.5, 1.0, 3)], 9),
         chain(0.1, vec![cosine(5, 0.01), step(3, 0.5)], 10),
+        // The recipe's schedules inside the composites: a warmup into each of them, a restart
+        // of the non-chainable ones at a milestone, chains over them.
+        seq(0.1, vec![linear(0.1, 0.01, 1.0, 5), multistep(&[3, 6], 0.1)], vec![5], 14),
+        seq(0.1, vec![linear(0.1, 0.1, 1.0, 3), exponential(0.9)], vec![3], 10),
+        seq(0.2, vec![linear(0.2, 0.5, 1.0, 2), poly(6, 2.0)], vec![2], 10),
+        seq(0.1, vec![exponential(0.8), warm_restarts(3, 2, 0.001)], vec![4], 15),
+        seq(0.1, vec![exponential(0.8), lambda("LambdaLR", "warm", 3.0)], vec![4], 10),
+        seq(0.1, vec![exponential(0.8), lambda("MultiplicativeLR", "pow", 0.9)], vec![4], 10),
+        chain(0.1, vec![linear(0.1, 0.1, 1.0, 4), multistep(&[5, 5, 8], 0.5)], 12),
+        chain(0.1, vec![exponential(0.9), lambda("LambdaLR", "pow", 0.95)], 8),
+        chain(0.1, vec![lambda("MultiplicativeLR", "pow", 0.97), poly(5, 1.0)], 8),
+        chain(0.1, vec![step(3, 0.5), warm_restarts(4, 1, 0.0)], 10),
     ]
 }
 
@@ -138,6 +192,32 @@ fn configs() -> Vec<Value> {
         c.push(json!({"kind": "OneCycleLR", "lr": 0.5, "max_lr": max_lr, "total_steps": total,
                       "pct_start": pct, "anneal": anneal, "div_factor": div,
                       "final_div_factor": final_div, "three_phase": three, "steps": total}));
+    }
+    for (lr, milestones, gamma, steps) in
+        [(0.1, vec![2, 5], 0.1, 8), (0.05, vec![3, 3, 6, 1], 0.5, 9), (0.2, vec![0, 4], 0.3, 6)]
+    {
+        c.push(json!({"kind": "MultiStepLR", "lr": lr, "milestones": milestones, "gamma": gamma, "steps": steps}));
+    }
+    for (lr, gamma, steps) in [(0.1, 0.95, 30), (0.3, 0.5, 12), (1.0, 1.0, 4), (0.01, 0.0, 3)] {
+        c.push(json!({"kind": "ExponentialLR", "lr": lr, "gamma": gamma, "steps": steps}));
+    }
+    for (lr, total, power, steps) in
+        [(0.1, 5, 1.0, 8), (0.5, 10, 2.0, 12), (0.03, 7, 0.9, 7), (0.1, 1, 3.0, 3)]
+    {
+        c.push(json!({"kind": "PolynomialLR", "lr": lr, "total_iters": total, "power": power, "steps": steps}));
+    }
+    for (lr, t0, tmult, eta, steps) in
+        [(0.1, 5, 1, 0.0, 17), (0.1, 3, 2, 0.001, 30), (0.5, 1, 1, 0.01, 5), (0.05, 4, 3, 0.0, 40)]
+    {
+        c.push(json!({"kind": "CosineAnnealingWarmRestarts", "lr": lr, "t_0": t0, "t_mult": tmult, "eta_min": eta, "steps": steps}));
+    }
+    for (kind, f, a, steps) in [
+        ("LambdaLR", "pow", 0.95, 20),
+        ("LambdaLR", "warm", 5.0, 10),
+        ("MultiplicativeLR", "pow", 0.99, 15),
+        ("MultiplicativeLR", "warm", 3.0, 6),
+    ] {
+        c.push(json!({"kind": kind, "lr": 0.1, "fn": [f, a], "steps": steps}));
     }
     // Metrics with plateaus, improvements and ties (an LCG over a few levels).
     let mut x = 7u64;
@@ -185,7 +265,7 @@ fn every_schedule_gives_torch_s_learning_rates_bit_for_bit() {
     let want = torch_sequences(&configs);
     let kinds: std::collections::BTreeSet<&str> =
         configs.iter().map(|c| c["kind"].as_str().unwrap()).collect();
-    assert_eq!(kinds.len(), 7);
+    assert_eq!(kinds.len(), 13);
     for (c, want) in configs.iter().zip(&want) {
         let mut s = schedule(c);
         let mut lr = s.start(c["lr"].as_f64().unwrap()).unwrap();

@@ -172,7 +172,7 @@ impl LrSchedule for SequentialLR {
         self.last_epoch += 1;
         let i = self.index(self.last_epoch);
         if i > 0 && self.milestones[i - 1] == self.last_epoch {
-            self.schedules[i].restart(self.initial_lr)
+            self.schedules[i].restart_from(lr, self.initial_lr)
         } else {
             self.schedules[i].advance(lr, validation)
         }

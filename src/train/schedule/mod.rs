@@ -1,24 +1,33 @@
 //! Learning-rate schedules with torch's semantics, behind one trait, [`LrSchedule`]:
 //! [`ReduceLROnPlateau`] (stepped per epoch with the validation metric), [`StepLR`] and
-//! [`CosineAnnealingLR`] (per epoch by default), [`LinearLR`] (a warmup, per optimizer step by
+//! [`CosineAnnealingLR`] (per epoch by default), [`MultiStepLR`], [`ExponentialLR`],
+//! [`PolynomialLR`], [`CosineAnnealingWarmRestarts`], [`LambdaLR`] and [`MultiplicativeLR`]
+//! (per epoch by default), [`LinearLR`] (a warmup, per optimizer step by
 //! default) and [`OneCycleLR`] (per optimizer step), and two that combine others:
 //! [`SequentialLR`] (one after another) and [`ChainedScheduler`] (all at once). Each is a small serde struct whose state
 //! goes into checkpoints as JSON ([`LrSchedule::state`], [`LrSchedule::load_state`]).
 //!
 //! The values are those of torch's `get_last_lr()` when its scheduler is stepped the usual way
 //! (`scheduler.step()` without an epoch argument): the chainable (recursive) forms for
-//! `StepLR`, `CosineAnnealingLR` and `LinearLR`, the closed form for `OneCycleLR`, which torch
-//! computes only that way.
+//! `StepLR`, `CosineAnnealingLR`, `LinearLR`, `MultiStepLR`, `ExponentialLR`, `PolynomialLR` and
+//! `MultiplicativeLR`, the closed form for `OneCycleLR`, `CosineAnnealingWarmRestarts` and
+//! `LambdaLR`, which torch computes only that way.
 mod compose;
 mod decay;
+mod factor;
+mod lambda;
 mod plateau;
+mod restarts;
 mod warmup;
 
 use serde::{Deserialize, Serialize};
 
 pub use compose::{ChainedScheduler, SequentialLR};
 pub use decay::{CosineAnnealingLR, StepLR};
+pub use factor::{ExponentialLR, MultiStepLR, PolynomialLR};
+pub use lambda::{LambdaLR, LrLambda, MultiplicativeLR};
 pub use plateau::ReduceLROnPlateau;
+pub use restarts::CosineAnnealingWarmRestarts;
 pub use warmup::{Anneal, LinearLR, OneCycleLR};
 
 use crate::{Error, Result};
@@ -106,6 +115,13 @@ pub trait LrSchedule: std::fmt::Debug + Send + Sync {
     /// bit for every schedule whose start is a product of the rate.
     fn restart(&mut self, initial_lr: f64) -> Result<f64> {
         self.start(initial_lr)
+    }
+
+    /// [`restart`](Self::restart) where the schedule may need the rate the previous one left,
+    /// `lr` ([`MultiplicativeLR`]: torch's `step(0)` keeps it). The default ignores `lr`.
+    fn restart_from(&mut self, lr: f64, initial_lr: f64) -> Result<f64> {
+        let _ = lr;
+        self.restart(initial_lr)
     }
 
     /// One step of the schedule (torch's `scheduler.step()`): `lr` is the optimizer's current

@@ -12,6 +12,12 @@ fn all() -> Vec<Box<dyn LrSchedule>> {
         Box::new(LinearLR::new(0.25, 1.0, 4)),
         Box::new(OneCycleLR::new(0.3, 12)),
         Box::new(OneCycleLR::new(0.3, 12).three_phase(true).anneal_strategy(Anneal::Linear)),
+        Box::new(MultiStepLR::new(vec![2, 4, 4], 0.5)),
+        Box::new(ExponentialLR::new(0.9)),
+        Box::new(PolynomialLR::new(8, 2.0)),
+        Box::new(CosineAnnealingWarmRestarts::new(3, 2, 0.001)),
+        Box::new(LambdaLR::new(|e| 0.9f64.powf(e as f64))),
+        Box::new(MultiplicativeLR::new(|e| if e % 2 == 0 { 0.5 } else { 1.0 })),
     ]
 }
 
@@ -41,6 +47,15 @@ fn bad_arguments_name_the_parameter() {
         (Box::new(ReduceLROnPlateau::new(Mode::Min).factor(-0.5)), "factor"),
         (Box::new(ReduceLROnPlateau::new(Mode::Min).min_lr(-1.0)), "min_lr"),
         (Box::new(ReduceLROnPlateau::new(Mode::Min).threshold(f64::NAN, true)), "threshold"),
+        (Box::new(MultiStepLR::new(vec![1], -0.1)), "gamma"),
+        (Box::new(ExponentialLR::new(f64::INFINITY)), "gamma"),
+        (Box::new(PolynomialLR::new(0, 1.0)), "total_iters"),
+        (Box::new(PolynomialLR::new(5, f64::NAN)), "power"),
+        (Box::new(CosineAnnealingWarmRestarts::new(0, 1, 0.0)), "t_0"),
+        (Box::new(CosineAnnealingWarmRestarts::new(2, 0, 0.0)), "t_mult"),
+        (Box::new(CosineAnnealingWarmRestarts::new(2, 1, -1.0)), "eta_min"),
+        (Box::new(LambdaLR::new(|_| f64::NAN)), "lr_lambda"),
+        (Box::new(MultiplicativeLR::new(|_| f64::INFINITY)), "lr_lambda"),
     ];
     let v = Some(Validation { loss: 1.0, accuracy: 0.5 });
     for (mut s, param) in cases {
@@ -158,7 +173,10 @@ fn another_schedule_s_state_is_refused() {
 fn cadences_and_boxed_copies() {
     let cadences: Vec<Cadence> = all().iter().map(|s| s.cadence()).collect();
     use Cadence::{Epoch, Step};
-    assert_eq!(cadences, [Epoch, Epoch, Epoch, Step, Step, Step]);
+    assert_eq!(
+        cadences,
+        [Epoch, Epoch, Epoch, Step, Step, Step, Epoch, Epoch, Epoch, Epoch, Epoch, Epoch]
+    );
     assert_eq!(StepLR::new(2, 0.5).stepping(Step).cadence(), Step);
     assert_eq!(LinearLR::new(0.5, 1.0, 3).stepping(Epoch).cadence(), Epoch);
     let mut a: Box<dyn LrSchedule> = Box::new(StepLR::new(1, 0.5));
