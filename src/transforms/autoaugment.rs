@@ -50,16 +50,25 @@ const IMAGENET: [[Step; 2]; 25] = {
 
 const NUM_BINS: usize = 10;
 
-/// `torch.linspace(start, end, 10)` in float32, with torch's two-sided evaluation.
+/// `torch.linspace(start, end, n)` in float32, with torch's two-sided evaluation (the first
+/// half from `start`, the second from `end`).
+pub(crate) fn linspace_n(start: f32, end: f32, n: usize) -> Vec<f32> {
+    let step = (end - start) / (n.max(2) - 1) as f32;
+    (0..n)
+        .map(|i| {
+            if i < n / 2 {
+                step.mul_add(i as f32, start)
+            } else {
+                (-step).mul_add((n - 1 - i) as f32, end)
+            }
+        })
+        .collect()
+}
+
+/// `torch.linspace(start, end, 10)`: AutoAugment's bins.
 fn linspace(start: f32, end: f32) -> [f32; NUM_BINS] {
-    let step = (end - start) / (NUM_BINS - 1) as f32;
-    std::array::from_fn(|i| {
-        if i < NUM_BINS / 2 {
-            step.mul_add(i as f32, start)
-        } else {
-            (-step).mul_add((NUM_BINS - 1 - i) as f32, end)
-        }
-    })
+    let v = linspace_n(start, end, NUM_BINS);
+    std::array::from_fn(|i| v[i])
 }
 
 /// The magnitude of `op` at `bin` for an image of `width` x `height`, and whether the
@@ -74,7 +83,7 @@ pub(crate) fn magnitude(op: AugmentOp, bin: usize, width: u32, height: u32) -> (
         Brightness | Color | Contrast | Sharpness => (linspace(0.0, 0.9)[bin], true),
         Posterize => ((8 - [0, 0, 1, 1, 2, 2, 3, 3, 4, 4][bin]) as f32, false),
         Solarize => (linspace(255.0, 0.0)[bin], false),
-        AutoContrast | Equalize | Invert => (0.0, false),
+        Identity | AutoContrast | Equalize | Invert => (0.0, false),
     }
 }
 

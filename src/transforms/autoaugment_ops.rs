@@ -1,10 +1,13 @@
-//! The 14 image operations of AutoAugment, reproducing what torchvision's PIL path computes
+//! The image operations of AutoAugment, RandAugment and TrivialAugmentWide (`Identity` and the
+//! 14 of AutoAugment), reproducing what torchvision's PIL path computes
 //! (PIL's ImageEnhance blends, ImageOps look-up tables, and NEAREST affine resampling).
 use super::Image;
 
 /// One AutoAugment operation; its magnitude is interpreted as torchvision's `_apply_op` does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AugmentOp {
+    /// The image as it is (RandAugment's and TrivialAugmentWide's `Identity`).
+    Identity,
     /// Horizontal shear by `atan(magnitude)` degrees about the top-left corner (`F.affine`).
     ShearX,
     /// Vertical shear by `atan(magnitude)` degrees about the top-left corner (`F.affine`).
@@ -42,6 +45,7 @@ impl AugmentOp {
         let m = magnitude as f64;
         let (w, h) = (img.width() as f64, img.height() as f64);
         match self {
+            AugmentOp::Identity => img.clone(),
             AugmentOp::ShearX => {
                 affine(img, 0.0, (0.0, 0.0), (m.atan().to_degrees(), 0.0), (0.0, 0.0))
             }

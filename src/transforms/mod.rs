@@ -1,5 +1,6 @@
 //! Image transforms with torchvision's names, defaults and numerics: `Compose`, `Resize`,
-//! `CenterCrop`, `RandomResizedCrop`, `RandomHorizontalFlip`, `AutoAugment`, `ToTensor`,
+//! `CenterCrop`, `RandomResizedCrop`, `RandomHorizontalFlip`, `AutoAugment`, `RandAugment`,
+//! `TrivialAugmentWide`, `ToTensor`,
 //! `Normalize`. Deterministic ones match torchvision's PIL path; random ones draw from an
 //! [`AugRng`] that is a pure function of (seed, epoch, sample index), so the augmentation of a
 //! sample does not depend on rank, world size or loader threads.
@@ -7,6 +8,7 @@ mod autoaugment;
 mod autoaugment_ops;
 mod crop;
 mod image;
+mod rand_augment;
 mod resize;
 mod tensor;
 
@@ -18,6 +20,7 @@ pub use self::autoaugment::{AutoAugment, AutoAugmentPolicy};
 pub use self::autoaugment_ops::AugmentOp;
 pub use self::crop::{CenterCrop, RandomHorizontalFlip, RandomResizedCrop};
 pub use self::image::Image;
+pub use self::rand_augment::{AugmentSpace, RandAugment, TrivialAugmentWide, RAND_AUGMENT_OPS};
 pub use self::resize::{resize_bilinear, Resize, Size};
 pub use self::tensor::{Normalize, TensorImage, ToTensor};
 use crate::{Error, Result};

@@ -6,6 +6,9 @@ Case kinds:
   {"kind": "decode", "image": path}                         PIL open + convert("RGB")
   {"kind": "op", "image": path, "op": name, "magnitude": m} AutoAugment's _apply_op on the PIL image
   {"kind": "pipeline", "image": path, "steps": [[name, *args], ...]}
+  {"kind": "space", "transform": "RandAugment"|"TrivialAugmentWide", "bins": n, "size": [h, w]}
+      the transform's _augmentation_space as float32 rows in its order: the n magnitudes (zeros
+      for an operation without), then 1.0 if the sign is drawn, else 0.0
 """
 import json
 import pathlib
@@ -34,6 +37,21 @@ def step(name, *args):
 out_dir = pathlib.Path(sys.argv[1])
 shapes = []
 for i, case in enumerate(json.load(sys.stdin)):
+    if case["kind"] == "space":
+        t = getattr(T, case["transform"])()
+        bins = case["bins"]
+        if case["transform"] == "TrivialAugmentWide":  # its space does not depend on the size
+            space = t._augmentation_space(bins)
+        else:
+            space = t._augmentation_space(bins, tuple(case["size"]))
+        rows = []
+        for name, (mags, signed) in space.items():
+            values = [float(v) for v in mags] if mags.ndim > 0 else [0.0] * bins
+            rows.append(values + [1.0 if signed else 0.0])
+        arr = np.array(rows, dtype=np.float32)
+        (out_dir / f"case_{i}.bin").write_bytes(np.ascontiguousarray(arr).tobytes())
+        shapes.append(list(arr.shape))
+        continue
     img = Image.open(case["image"]).convert("RGB")
     if case["kind"] == "decode":
         arr = np.asarray(img, dtype=np.uint8)

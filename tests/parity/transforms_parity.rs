@@ -1,6 +1,7 @@
 //! trainbook's transforms against torchvision/PIL (the venv's installation is the oracle), on
 //! JPEGs and PNGs of odd sizes generated here: decoding, Resize/CenterCrop/ToTensor/Normalize
-//! within 1/255, and every AutoAugment operation bit-exact.
+//! within 1/255, every AutoAugment, RandAugment and TrivialAugmentWide operation bit-exact, and
+//! the magnitude tables of RandAugment and TrivialAugmentWide bit for bit.
 use crate::common;
 
 use std::io::Write;
@@ -10,7 +11,10 @@ use std::process::{Command, Stdio};
 use serde_json::{json, Value};
 use trainbook::compose;
 use trainbook::data::load_rgb;
-use trainbook::transforms::{aug_rng, AugmentOp, CenterCrop, Image, Normalize, Resize, ToTensor};
+use trainbook::transforms::{
+    aug_rng, AugmentOp, AugmentSpace, CenterCrop, Image, Normalize, Resize, ToTensor,
+    RAND_AUGMENT_OPS,
+};
 
 /// A photo-like test picture: gradients, a few blocks and deterministic noise.
 fn picture(width: u32, height: u32, seed: u32) -> image::RgbImage {
@@ -123,6 +127,17 @@ fn transforms_match_torchvision() {
         (AugmentOp::AutoContrast, "AutoContrast", vec![0.0]),
         (AugmentOp::Equalize, "Equalize", vec![0.0]),
         (AugmentOp::Invert, "Invert", vec![0.0]),
+        // RandAugment's and TrivialAugmentWide's: Identity, and the wider magnitudes.
+        (AugmentOp::Identity, "Identity", vec![0.0]),
+        (AugmentOp::ShearX, "ShearX", vec![0.99, -0.66]),
+        (AugmentOp::ShearY, "ShearY", vec![-0.99]),
+        (AugmentOp::TranslateX, "TranslateX", vec![32.0, -21.333334]),
+        (AugmentOp::Rotate, "Rotate", vec![135.0, -90.0, 121.5]),
+        (AugmentOp::Brightness, "Brightness", vec![-0.99, 0.99]),
+        (AugmentOp::Color, "Color", vec![0.99]),
+        (AugmentOp::Contrast, "Contrast", vec![-0.99]),
+        (AugmentOp::Sharpness, "Sharpness", vec![0.99, -0.99]),
+        (AugmentOp::Posterize, "Posterize", vec![2.0]),
     ];
 
     let mut cases = Vec::new();
@@ -179,5 +194,40 @@ fn transforms_match_torchvision() {
     }
     for ((steps, _, _), d) in pipelines.iter().zip(&worst_pipeline) {
         println!("{steps}: max |diff| vs torchvision {d:.6} ({:.3}/255)", d * 255.0);
+    }
+}
+
+#[test]
+fn rand_augment_and_trivial_augment_magnitudes_are_torchvisions_bit_for_bit() {
+    let _turn = common::module_turn(module_path!());
+    let dir = common::WorkDir::new("augment-spaces");
+    let spaces = [
+        (AugmentSpace::RandAugment, "RandAugment", 31, (224u32, 224u32)),
+        (AugmentSpace::RandAugment, "RandAugment", 10, (97, 131)),
+        (AugmentSpace::RandAugment, "RandAugment", 2, (33, 401)),
+        (AugmentSpace::TrivialAugmentWide, "TrivialAugmentWide", 31, (224, 224)),
+        (AugmentSpace::TrivialAugmentWide, "TrivialAugmentWide", 7, (317, 211)),
+    ];
+    let cases: Vec<Value> = spaces
+        .iter()
+        .map(|(_, name, bins, (w, h))| json!({"kind": "space", "transform": name, "bins": bins, "size": [h, w]}))
+        .collect();
+    let shapes = run_oracle(&cases, &dir);
+    for (i, (space, name, bins, (w, h))) in spaces.iter().enumerate() {
+        assert_eq!(shapes[i], vec![RAND_AUGMENT_OPS.len(), bins + 1], "{name}");
+        let want = f32s(&std::fs::read(dir.join(format!("case_{i}.bin"))).unwrap());
+        for (row, op) in RAND_AUGMENT_OPS.iter().enumerate() {
+            let row_want = &want[row * (bins + 1)..(row + 1) * (bins + 1)];
+            for bin in 0..*bins {
+                let (m, signed) = space.magnitude(*op, *bins, bin, *w, *h);
+                assert_eq!(
+                    m.to_bits(),
+                    row_want[bin].to_bits(),
+                    "{name}({bins}) {op:?} bin {bin}: {m} vs {}",
+                    row_want[bin]
+                );
+                assert_eq!(signed, row_want[*bins] == 1.0, "{name} {op:?} sign");
+            }
+        }
     }
 }
