@@ -22,6 +22,7 @@ pub use datasets::tiny_imagenet::{Split, TinyImageNet};
 pub use decode::rgb::{decode_rgb, load_rgb};
 pub use loading::batches::Batches;
 pub use loading::loader::{Batch, DataLoader, Order};
+pub use loading::ra_sampler::RASampler;
 pub use loading::sampler::DistributedSampler;
 pub use loading::subset_sampler::SubsetRandomSampler;
 pub use loading::torch_rng::{randperm, TorchGenerator};

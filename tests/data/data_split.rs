@@ -14,7 +14,8 @@ use serde_json::{json, Value};
 use tch::{Device, Kind, Tensor};
 use trainbook::data::{
     ensure_tiny_imagenet, random_split, read_class_to_idx, DataLoader, Dataset, DistributedSampler,
-    Relabel, Split, SplitLengths, Subset, SubsetRandomSampler, TensorDataset, TinyImageNet,
+    RASampler, Relabel, Split, SplitLengths, Subset, SubsetRandomSampler, TensorDataset,
+    TinyImageNet,
 };
 use trainbook::launch::spawn;
 use trainbook::transforms::aug_rng;
@@ -420,4 +421,28 @@ fn tiny_imagenet_errors_name_the_problem() {
     std::fs::rename(root.join("words.txt"), dir.join("words.txt")).unwrap();
     assert!(err(Split::Train).contains("tiny/words.txt"));
     assert!("test".parse::<Split>().unwrap_err().to_string().contains("\"test\""));
+}
+
+#[test]
+fn a_loader_with_the_repeated_augmentation_sampler_visits_its_indices_per_epoch() {
+    let _turn = common::module_turn(module_path!());
+    let n = 600i64;
+    let x = Tensor::zeros([n, 1, 2, 2], (Kind::Float, Device::Cpu));
+    let y = Tensor::arange(n, (Kind::Int64, Device::Cpu)).remainder(7);
+    let ds = TensorDataset::new(&x, &y, (0..7).map(|c| c.to_string()).collect()).unwrap();
+    let sampler = RASampler::new(ds.len(), 2, 1, 3).unwrap();
+    let mut loader = DataLoader::new(ds, 16).sampler(sampler.clone()).seed(5).num_workers(2);
+    for epoch in 0..2 {
+        loader.set_epoch(epoch);
+        let mut want = sampler.clone().seed(5);
+        want.set_epoch(epoch);
+        let mut seen = Vec::new();
+        for batch in loader.iter() {
+            let batch = batch.unwrap();
+            assert!(batch.is_padding.iter().all(|p| !p), "repeats are not padding");
+            seen.extend(batch.indices.iter().copied());
+        }
+        assert_eq!(seen, want.indices(), "epoch {epoch}");
+        assert_eq!(seen.len(), 256); // 600 // 256 * 256 / 2 ranks
+    }
 }

@@ -8,7 +8,7 @@ use tch::{Device, Tensor};
 
 use super::batches::{Batches, Plans};
 use super::torch_rng::{randperm, TorchGenerator};
-use crate::data::{Dataset, DistributedSampler, SubsetRandomSampler};
+use crate::data::{Dataset, DistributedSampler, RASampler, SubsetRandomSampler};
 
 /// The order in which a loader visits the data set each epoch.
 #[derive(Clone, Debug)]
@@ -23,6 +23,15 @@ pub enum Order {
     /// A fixed list of indices in a fresh random order each epoch
     /// (`sampler=SubsetRandomSampler(indices, generator=...)`).
     SubsetRandom(SubsetRandomSampler),
+    /// This rank's share with repeated augmentation (`sampler=RASampler(...)`, torchvision's
+    /// `--ra-sampler`).
+    RepeatedAugmentation(RASampler),
+}
+
+impl From<RASampler> for Order {
+    fn from(sampler: RASampler) -> Order {
+        Order::RepeatedAugmentation(sampler)
+    }
 }
 
 impl From<DistributedSampler> for Order {
@@ -136,6 +145,7 @@ impl<D: Dataset + 'static> DataLoader<D> {
         self.order = match self.order {
             Order::Distributed(s) => Order::Distributed(s.shuffle(shuffle)),
             Order::SubsetRandom(s) => Order::SubsetRandom(s),
+            Order::RepeatedAugmentation(s) => Order::RepeatedAugmentation(s.shuffle(shuffle)),
             _ if shuffle => Order::Shuffle,
             _ => Order::Sequential,
         };
@@ -213,6 +223,9 @@ impl<D: Dataset + 'static> DataLoader<D> {
     /// Seed of the shuffle (also a distributed sampler's) and of the augmentations.
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = seed;
+        if let Order::RepeatedAugmentation(s) = &self.order {
+            self.order = Order::RepeatedAugmentation(s.clone().seed(seed));
+        }
         if let Order::Distributed(s) = self.order {
             self.order = Order::Distributed(s.seed(seed));
         }
@@ -239,6 +252,7 @@ impl<D: Dataset + 'static> DataLoader<D> {
         match &mut self.order {
             Order::Distributed(s) => s.set_epoch(epoch),
             Order::SubsetRandom(s) => s.set_epoch(epoch),
+            Order::RepeatedAugmentation(s) => s.set_epoch(epoch),
             Order::Sequential | Order::Shuffle => {}
         }
     }
@@ -311,6 +325,8 @@ impl<D: Dataset + 'static> DataLoader<D> {
                 s.indices().into_iter().enumerate().map(|(k, i)| (i, s.is_padding(k))).collect()
             }
             Order::SubsetRandom(s) => s.indices().into_iter().map(|i| (i, false)).collect(),
+            // The repeats are the point, not padding: each counts in the epoch's metrics.
+            Order::RepeatedAugmentation(s) => s.indices().into_iter().map(|i| (i, false)).collect(),
         }
     }
 
@@ -319,6 +335,7 @@ impl<D: Dataset + 'static> DataLoader<D> {
         match &self.order {
             Order::Distributed(s) => s.len(),
             Order::SubsetRandom(s) => s.len(),
+            Order::RepeatedAugmentation(s) => s.len(),
             Order::Sequential | Order::Shuffle => self.dataset.len(),
         }
     }

@@ -3,6 +3,7 @@
 pub(crate) mod batch_assembly;
 pub(crate) mod batches;
 pub(crate) mod loader;
+pub(crate) mod ra_sampler;
 pub(crate) mod sampler;
 pub(crate) mod subset_sampler;
 pub(crate) mod torch_rng;
