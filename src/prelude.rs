@@ -45,8 +45,8 @@ pub use crate::train::{
 pub use crate::train::{predict, predictions};
 pub use crate::train::{Ddp, DdpOptions};
 pub use crate::transforms::{
-    aug_rng, AutoAugment, CenterCrop, Compose, Normalize, RandAugment, RandomHorizontalFlip,
-    RandomResizedCrop, Resize, ToTensor, TrivialAugmentWide,
+    aug_rng, AutoAugment, CenterCrop, Compose, Normalize, RandAugment, RandomErasing,
+    RandomHorizontalFlip, RandomResizedCrop, Resize, ToTensor, TrivialAugmentWide,
 };
 pub use crate::{Error, Result, WithPath};
 pub use tch::nn::{Module, ModuleT, VarStore};

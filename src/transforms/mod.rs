@@ -1,12 +1,13 @@
 //! Image transforms with torchvision's names, defaults and numerics: `Compose`, `Resize`,
 //! `CenterCrop`, `RandomResizedCrop`, `RandomHorizontalFlip`, `AutoAugment`, `RandAugment`,
-//! `TrivialAugmentWide`, `ToTensor`,
+//! `TrivialAugmentWide`, `RandomErasing`, `ToTensor`,
 //! `Normalize`. Deterministic ones match torchvision's PIL path; random ones draw from an
 //! [`AugRng`] that is a pure function of (seed, epoch, sample index), so the augmentation of a
 //! sample does not depend on rank, world size or loader threads.
 mod autoaugment;
 mod autoaugment_ops;
 mod crop;
+mod erasing;
 mod image;
 mod rand_augment;
 mod resize;
@@ -19,6 +20,7 @@ use rand::SeedableRng;
 pub use self::autoaugment::{AutoAugment, AutoAugmentPolicy};
 pub use self::autoaugment_ops::AugmentOp;
 pub use self::crop::{CenterCrop, RandomHorizontalFlip, RandomResizedCrop};
+pub use self::erasing::{EraseDraws, EraseValue, RandomErasing};
 pub use self::image::Image;
 pub use self::rand_augment::{AugmentSpace, RandAugment, TrivialAugmentWide, RAND_AUGMENT_OPS};
 pub use self::resize::{resize_bilinear, Resize, Size};

@@ -11,9 +11,10 @@ use std::process::{Command, Stdio};
 use serde_json::{json, Value};
 use trainbook::compose;
 use trainbook::data::load_rgb;
+use trainbook::data::TorchGenerator;
 use trainbook::transforms::{
-    aug_rng, AugmentOp, AugmentSpace, CenterCrop, Image, Normalize, Resize, ToTensor,
-    RAND_AUGMENT_OPS,
+    aug_rng, AugmentOp, AugmentSpace, CenterCrop, EraseValue, Image, Normalize, RandomErasing,
+    Resize, ToTensor, RAND_AUGMENT_OPS,
 };
 
 /// A photo-like test picture: gradients, a few blocks and deterministic noise.
@@ -230,4 +231,42 @@ fn rand_augment_and_trivial_augment_magnitudes_are_torchvisions_bit_for_bit() {
             }
         }
     }
+}
+
+#[test]
+fn random_erasing_picks_torchvisions_box_for_torchs_draws() {
+    let _turn = common::module_turn(module_path!());
+    let configs = [
+        (0.5f32, (0.02f32, 0.33f32), (0.3f32, 3.3f32), 224usize, 224usize),
+        (1.0, (0.02, 0.33), (0.3, 3.3), 32, 48),
+        (0.25, (0.1, 0.6), (0.5, 2.0), 17, 61),
+        (1.0, (0.4, 1.0), (0.1, 10.0), 8, 8), // often no box fits in 10 tries
+    ];
+    let seeds: Vec<u64> = (0..300).collect();
+    let input: Vec<Value> = configs
+        .iter()
+        .map(|(p, s, r, h, w)| json!({"p": p, "scale": [s.0, s.1], "ratio": [r.0, r.1], "height": h, "width": w, "seeds": seeds}))
+        .collect();
+    let mut child = Command::new(common::venv_bin("python"))
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/oracle/erasing.py"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(Value::Array(input).to_string().as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "the torchvision oracle failed");
+    let want: Vec<Vec<Option<[usize; 4]>>> = serde_json::from_slice(&out.stdout).unwrap();
+    let mut erased = 0;
+    for ((p, scale, ratio, h, w), want) in configs.iter().zip(&want) {
+        let t = RandomErasing::with(*p, *scale, *ratio, EraseValue::Constant(vec![0.0])).unwrap();
+        for (&seed, want) in seeds.iter().zip(want) {
+            let got =
+                t.decide(&mut TorchGenerator::new(seed), *h, *w).map(|(a, b, c, d)| [a, b, c, d]);
+            assert_eq!(got, *want, "p {p} scale {scale:?} ratio {ratio:?} {h}x{w}, seed {seed}");
+            erased += got.is_some() as usize;
+        }
+    }
+    assert!(erased > 300, "only {erased} erased boxes compared");
 }
