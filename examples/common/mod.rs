@@ -101,6 +101,9 @@ pub struct RunArgs {
     /// Validate on at most N batches per epoch (per rank; Lightning's limit_val_batches).
     #[arg(long, value_name = "N")]
     pub limit_val_batches: Option<usize>,
+    /// End the run after N optimizer steps in all, even mid-epoch (Lightning's max_steps).
+    #[arg(long, value_name = "N")]
+    pub max_steps: Option<u64>,
 }
 
 impl RunArgs {
@@ -127,7 +130,9 @@ impl RunArgs {
             .requeue(self.requeue)
             .step_log(!self.no_step_log)
             .freeze_backbone_epochs(self.freeze_epochs);
-        let trainer = trainer.limit_batches(self.limit_train_batches, self.limit_val_batches);
+        let trainer = trainer
+            .limit_batches(self.limit_train_batches, self.limit_val_batches)
+            .max_steps(self.max_steps);
         let trainer = match self.weight_trail {
             Some(n) => trainer.weight_trail(n),
             None => trainer,

@@ -99,15 +99,36 @@ pub struct FitConfig {
     /// Validate on at most this many batches per epoch (Lightning's `limit_val_batches`).
     /// Default `None`: all.
     pub limit_val_batches: Option<usize>,
+    /// End the run after this many optimizer steps in all, even mid-epoch (Lightning's
+    /// `max_steps`); that epoch is validated and checkpointed. Default `None`: `epochs` decide.
+    pub max_steps: Option<u64>,
     /// Called at the moments of the run, in order, after the built-in step logs.
     pub callbacks: Callbacks,
+}
+
+impl FitConfig {
+    /// The counts that cannot be 0 (`limit_train_batches`, `weight_trail`, `max_steps`):
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming the first that is.
+    pub fn check_counts(&self) -> crate::Result<()> {
+        let zero = |what: &str| Err(crate::Error::InvalidArgument(what.into()));
+        if self.limit_train_batches == Some(0) {
+            return zero("limit_train_batches: 0 batches to train on");
+        }
+        if self.weight_trail == Some(0) {
+            return zero("weight_trail: a checksum every 0 steps");
+        }
+        if self.max_steps == Some(0) {
+            return zero("max_steps: 0 optimizer steps to train");
+        }
+        Ok(())
+    }
 }
 
 impl Default for FitConfig {
     /// One epoch into `runs/fit`, resuming if a checkpoint is there, checkpoints per
     /// [`Policy::default`], no schedule, progress shown, float32, no accumulation, default
     /// DDP options, plain cross-entropy, no Slurm requeue, pinned batches on CUDA, no clipping,
-    /// no early stopping, no EMA, the step logs on, no weight trail, every batch, no callbacks.
+    /// no early stopping, no EMA, the step logs on, no weight trail, every batch, no step limit, no callbacks.
     fn default() -> Self {
         FitConfig {
             epochs: 1,
@@ -136,6 +157,7 @@ impl Default for FitConfig {
             weight_trail: None,
             limit_train_batches: None,
             limit_val_batches: None,
+            max_steps: None,
             callbacks: Callbacks::default(),
         }
     }

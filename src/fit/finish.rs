@@ -14,16 +14,22 @@ use crate::Result;
 
 /// What a resumed run with nothing left to train says (all `cfg.epochs` done, or stopped early
 /// after `done` epochs), and how to train again.
-pub(crate) fn nothing_to_train(cfg: &FitConfig, done: u64, stopped_early: bool) -> String {
+pub(crate) fn nothing_to_train(
+    cfg: &FitConfig,
+    done: u64,
+    (stopped_early, at_max_steps): (bool, bool),
+) -> String {
     let why = if stopped_early {
         format!("early stopping ended it after {done} epochs")
+    } else if let Some(m) = cfg.max_steps.filter(|_| at_max_steps) {
+        format!("its {m} max_steps are done")
     } else {
         format!("{done} of {} epochs done", cfg.epochs)
     };
     format!(
         "{} holds a finished run ({why}): nothing to train. To train again, start over without \
          resuming (Trainer::resume(false); --no-resume in the examples), choose another output \
-         folder (--out), or ask for more epochs (--epochs).",
+         folder (--out), or ask for more epochs (--epochs) or steps (--max-steps).",
         cfg.out.display(),
     )
 }

@@ -9,6 +9,7 @@
 mod callbacks;
 mod config;
 mod finish;
+mod max_steps;
 mod outcome;
 mod parts;
 mod resume;

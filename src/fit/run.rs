@@ -17,6 +17,7 @@ use crate::fit::callbacks::metrics_log::METRICS_LOG;
 use crate::fit::callbacks::{Callbacks, FitStart};
 use crate::fit::config::FitConfig;
 use crate::fit::finish::{best_monitor, best_policy, best_val_acc, restore_best, write_outputs};
+use crate::fit::max_steps;
 use crate::fit::outcome::FitReport;
 use crate::fit::parts::run_schedule::RunSchedule;
 use crate::fit::parts::{RunParts, SharedPart};
@@ -83,9 +84,7 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
 ) -> Result<FitReport> {
     // The batch limits hold for this run only: the caller's loaders get theirs back.
     let limits = (train.batch_limit(), val.batch_limit());
-    if cfg.limit_train_batches == Some(0) {
-        return Err(Error::InvalidArgument("limit_train_batches: 0 batches to train on".into()));
-    }
+    cfg.check_counts()?;
     train.set_limit_batches(cfg.limit_train_batches.or(limits.0));
     val.set_limit_batches(cfg.limit_val_batches.or(limits.1));
     let report = run_limited(dist, cfg, model, train, val);
@@ -107,9 +106,6 @@ fn run_limited<A: Dataset + 'static, B: Dataset + 'static>(
         cfg.schedule.as_deref().map(|s| RunSchedule::new(Some(s), groups)).transpose()?;
     if let Some(c) = &cfg.clip_grad {
         c.validate()?;
-    }
-    if cfg.weight_trail == Some(0) {
-        return Err(Error::InvalidArgument("weight_trail: a checksum every 0 steps".into()));
     }
     let mut early = cfg.early_stopping.clone();
     if let Some(e) = &mut early {
@@ -168,9 +164,16 @@ fn run_limited<A: Dataset + 'static, B: Dataset + 'static>(
     run.begin(first_epoch)?;
     let (mut skip, mut metrics) = (skip, metrics);
     let mut early_stopped = None;
+    let run_limit = train.batch_limit();
     for epoch in first_epoch..cfg.epochs {
         let start = (std::mem::take(&mut skip), std::mem::take(&mut metrics));
-        match run.epoch(epoch, start, (vs, net, opt), (train, val))? {
+        train.set_limit_batches(max_steps::epoch_limit(cfg, &run.ckpt, start.0, run_limit));
+        let end = run.epoch(epoch, start, (vs, net, opt), (train, val))?;
+        if let (EpochEnd::Continue, Some(line)) = (&end, max_steps::end(cfg, &run.ckpt, epoch)) {
+            dist.println(line);
+            break;
+        }
+        match end {
             EpochEnd::Continue => {}
             EpochEnd::StoppedEarly => {
                 early_stopped = Some(epoch);
@@ -196,13 +199,16 @@ impl Run<'_> {
     /// and reports, leaving the finished run's files as they are.
     fn finished_already(&self, first_epoch: u64) -> Option<FitReport> {
         let stopped_early = self.parts.early.as_ref().is_some_and(|e| e.stopped());
-        if self.resumed_from.is_none() || (first_epoch < self.cfg.epochs && !stopped_early) {
+        let at_max = max_steps::reached(self.cfg.max_steps, self.ckpt.global_step());
+        if self.resumed_from.is_none()
+            || (first_epoch < self.cfg.epochs && !stopped_early && !at_max)
+        {
             return None;
         }
         self.dist.println(crate::fit::finish::nothing_to_train(
             self.cfg,
             first_epoch,
-            stopped_early,
+            (stopped_early, at_max),
         ));
         let early_stopped = stopped_early.then(|| first_epoch.saturating_sub(1));
         let outcome = self.report(None, early_stopped);

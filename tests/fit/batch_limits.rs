@@ -1,6 +1,7 @@
 //! `Trainer::limit_batches` (Lightning's `limit_train_batches` / `limit_val_batches`): each
 //! epoch trains on its first N batches and validates on its first M, a resumed run keeps the
-//! limit, and the caller's loaders get their own lengths back after the run.
+//! limit, and the caller's loaders get their own lengths back after the run; `max_steps` ends a
+//! run mid-epoch (with gradient accumulation) and a resumed run continues to a larger one.
 use crate::common;
 
 use std::sync::{Arc, Mutex};
@@ -70,4 +71,52 @@ fn each_epoch_trains_and_validates_on_its_first_batches_and_the_loaders_get_thei
     let want: Vec<(u64, u64, u64)> =
         (0..3).flat_map(|e| (1..=3).map(move |b| (e * 3 + b, e, b))).collect();
     assert_eq!(at, want, "3 steps per epoch, the third epoch after the resume");
+}
+
+#[test]
+fn max_steps_ends_the_run_mid_epoch_and_a_resume_has_nothing_left() {
+    let _turn = common::module_turn(module_path!());
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let work = common::WorkDir::new("max-steps");
+    let dist = Dist::single(Device::Cpu);
+    // 6 batches of 4 per epoch; accumulating 2 batches per step: 3 steps per epoch.
+    let (mut train, mut val) =
+        (common::random_mnist_loader(1, 24), common::random_mnist_loader(2, 8));
+    for (round, max) in [(0, 4u64), (1, 4), (2, 5)] {
+        tch::manual_seed(3);
+        let mut vs = VarStore::new(Device::Cpu);
+        let net = MnistNet::new(&vs.root());
+        let mut opt = Optimizer::sgd(&vs, 0.01, 0.9);
+        let samples = Arc::new(Mutex::new(Samples::default()));
+        let report = Trainer::new(&dist)
+            .epochs(10)
+            .out(work.join("run"))
+            .progress(false)
+            .accumulate(2)
+            .max_steps(Some(max))
+            .weight_trail(1)
+            .callback_shared(samples.clone())
+            .fit(&mut vs, &net, &mut opt, &mut train, &mut val)
+            .unwrap();
+        let seen = std::mem::take(&mut samples.lock().unwrap().0);
+        match round {
+            // Epoch 1: 3 steps (24 samples); epoch 2: the 4th step, 2 batches (8 samples).
+            0 => assert_eq!(seen, [(24, 8), (8, 8)]),
+            // Resumed with the same max_steps: nothing to train, the history as it was.
+            1 => assert_eq!((seen.len(), report.history.len()), (0, 2)),
+            // Resumed with one more step: epoch 3 trains it (2 batches) and the run ends.
+            _ => assert_eq!((seen, report.history.len()), (vec![(8, 8)], 3)),
+        }
+        assert_eq!((train.len(), train.batch_limit()), (6, None));
+    }
+    let trail = read_trail(work.join("run")).unwrap();
+    let at: Vec<(u64, u64, u64)> =
+        trail.steps.iter().map(|s| (s.step, s.epoch, s.batches_done)).collect();
+    assert_eq!(at, [(1, 0, 2), (2, 0, 4), (3, 0, 6), (4, 1, 2), (5, 2, 2)]);
+    let zero = Trainer::new(&dist).out(work.join("zero")).max_steps(Some(0)).progress(false);
+    let mut vs = VarStore::new(Device::Cpu);
+    let net = MnistNet::new(&vs.root());
+    let mut opt = Optimizer::sgd(&vs, 0.01, 0.9);
+    let err = zero.fit(&mut vs, &net, &mut opt, &mut train, &mut val).unwrap_err();
+    assert!(err.to_string().contains("max_steps: 0"), "{err}");
 }

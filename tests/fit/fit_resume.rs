@@ -111,6 +111,7 @@ fn run_with(
         weight_trail: Some(1),
         limit_train_batches: None,
         limit_val_batches: None,
+        max_steps: None,
         callbacks: Default::default(),
     };
     tch::manual_seed(99); // the dropout stream; a resumed run restores it from the checkpoint

@@ -333,6 +333,14 @@ impl<'d> Trainer<'d> {
         self
     }
 
+    /// Ends the run after `steps` optimizer steps in all, even mid-epoch (Lightning's
+    /// `max_steps`): that epoch trains only the batches of the missing steps, is validated and
+    /// checkpointed, and the run ends; `epochs` still caps it. 0 is an error of `fit`.
+    pub fn max_steps(mut self, steps: Option<u64>) -> Self {
+        self.cfg.max_steps = steps;
+        self
+    }
+
     /// Adds a [`Callback`] (after those added before). To read what it gathers after the run,
     /// keep a handle and pass it with [`callback_shared`](Self::callback_shared).
     pub fn callback(self, callback: impl Callback + 'static) -> Self {
