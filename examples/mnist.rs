@@ -91,6 +91,13 @@ fn run() -> anyhow::Result<()> {
     //    The shared flags (examples/common) set resume, seed, precision, channels_last, the
     //    checkpoint cadence, gradient accumulation and DDP's options.
     let trainer = args.fit.apply(args.run.trainer(&dist));
+    if args.run.test_only {
+        let model = (&mut vs, &net as &dyn tch::nn::ModuleT);
+        let from = (args.out.as_path(), false);
+        args.run.test_only(&dist, &trainer, model, &mut test_loader, from)?;
+        dist.destroy()?;
+        return Ok(());
+    }
     let report = trainer
         .epochs(args.epochs)
         .out(&args.out)

@@ -136,6 +136,13 @@ fn run() -> anyhow::Result<()> {
         LossName::Huber => trainer.loss(HuberLoss::default()),
         LossName::SmoothL1 => trainer.loss(SmoothL1Loss::default()),
     };
+    if args.run.test_only {
+        let model = (&mut vs, &net as &dyn tch::nn::ModuleT);
+        let from = (args.out.as_path(), args.initial_weights.is_some());
+        args.run.test_only(&dist, &trainer, model, &mut test_loader, from)?;
+        dist.destroy()?;
+        return Ok(());
+    }
     let report = trainer
         .epochs(args.epochs)
         .out(&args.out)

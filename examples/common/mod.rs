@@ -4,9 +4,10 @@
 //! - [`RunArgs`], in every example: `--device`, `--seed`, `--workers`, `--no-resume`,
 //!   `--precision`, `--channels-last`, `--clip-grad-norm`, `--monitor-metric`, `--early-stop`,
 //!   `--requeue`, `--no-step-log`, `--ema`, `--freeze-epochs`, `--sync-bn`, `--weight-trail`,
-//!   `--limit-train-batches`, `--limit-val-batches`, with
+//!   `--limit-train-batches`, `--limit-val-batches`, `--max-steps`, `--test-only`, with
 //!   [`RunArgs::dist`] (join the launcher's process group), [`RunArgs::trainer`] (a [`Trainer`]
-//!   with those settings) and [`RunArgs::sync_batchnorm`] (the ResNet examples' `--sync-bn`).
+//!   with those settings), [`RunArgs::sync_batchnorm`] (the ResNet examples' `--sync-bn`) and
+//!   [`RunArgs::test_only`] (`--test-only`).
 //! - [`exit_status`]: one line on stderr after an error (the rank, what happened; a broken
 //!   connection to another rank said as such, with what the launcher does next), exit status 1.
 //! - [`exit_if_preempted`]: every example's exit status after a run stopped by SIGTERM or
@@ -104,9 +105,46 @@ pub struct RunArgs {
     /// End the run after N optimizer steps in all, even mid-epoch (Lightning's max_steps).
     #[arg(long, value_name = "N")]
     pub max_steps: Option<u64>,
+    /// Only evaluate on the validation/test set and exit (torchvision's --test-only): the
+    /// weights of --weights when the example has it and it is given, else OUT's latest
+    /// checkpoint.
+    #[arg(long)]
+    pub test_only: bool,
 }
 
 impl RunArgs {
+    /// `--test-only`: evaluates the model over `loader` with `trainer`'s settings (the example's
+    /// own, its loss included: [`Trainer::test`]) and prints the result; the weights are those already loaded when
+    /// `weights_loaded` (the example's --weights), else OUT's latest checkpoint's. Errors when
+    /// there is neither.
+    pub fn test_only<D: trainbook::data::Dataset + 'static>(
+        &self,
+        dist: &Dist,
+        trainer: &Trainer,
+        (vs, net): (&mut tch::nn::VarStore, &dyn tch::nn::ModuleT),
+        loader: &mut trainbook::data::DataLoader<D>,
+        (out, weights_loaded): (&std::path::Path, bool),
+    ) -> anyhow::Result<()> {
+        use trainbook::checkpoint::{read_tensors_file, Checkpointer, Policy, MODEL_FILE};
+        if !weights_loaded {
+            let root = out.join("checkpoints");
+            let ckpt = Checkpointer::new(&root, Policy::default()).latest(dist)?;
+            let ckpt = ckpt.ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--test-only: no --weights given and no checkpoint in {}",
+                    root.display()
+                )
+            })?;
+            let tensors = read_tensors_file(&ckpt, MODEL_FILE)?
+                .ok_or_else(|| anyhow::anyhow!("{}: no {MODEL_FILE}", ckpt.dir.display()))?;
+            trainbook::models::load_state_dict(vs, &tensors, true)?;
+            dist.println(format!("--test-only: the weights of {}", ckpt.dir.display()));
+        }
+        let summary = trainer.test(vs, net, loader)?;
+        dist.println(format!("test: {summary}"));
+        Ok(())
+    }
+
     /// Joins the process group the launcher describes (torchrun's, or the Ray or Dask
     /// launcher's environment), on `--device`; a world of one without a launcher.
     pub fn dist(&self) -> trainbook::Result<Dist> {

@@ -19,4 +19,5 @@ mod fit_without_font;
 mod freeze_epochs;
 mod step_logs;
 mod stop_agreement;
+mod test_stage;
 mod weight_trail;

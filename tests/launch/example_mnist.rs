@@ -1,6 +1,7 @@
 //! The MNIST example with its default arguments, in a fresh directory: builds the offline data
 //! set itself, trains, and reaches >= 97% test accuracy; writes the metrics log and the plots.
-//! Then the README's two-rank torchrun line in the same directory, as a reader would run it.
+//! `--test-only` then tests the run's last checkpoint and prints the last epoch's figures. Then
+//! the README's two-rank torchrun line in the same directory, as a reader would run it.
 use crate::common;
 
 use std::process::Command;
@@ -19,7 +20,7 @@ fn mnist_example_reaches_97_percent_with_defaults() {
         std::env::var("PATH").unwrap_or_default()
     );
     let (status, stdout) = common::run_streaming(
-        Command::new(&exe).current_dir(&work).env("PATH", path),
+        Command::new(&exe).current_dir(&work).env("PATH", &path),
         Duration::from_secs(1200),
         "examples/mnist",
     );
@@ -42,6 +43,22 @@ fn mnist_example_reaches_97_percent_with_defaults() {
             img.height()
         );
     }
+
+    // --test-only evaluates the run's last checkpoint (the final weights): the last epoch's
+    // test accuracy and loss, as the epoch line printed them.
+    let (status, tested) = common::run_streaming(
+        Command::new(&exe).arg("--test-only").current_dir(&work).env("PATH", &path),
+        Duration::from_secs(600),
+        "examples/mnist --test-only",
+    );
+    assert!(status.success(), "{tested}");
+    let want = format!(
+        "test: loss {:.4}  acc {:.2}%",
+        last.val_loss.unwrap(),
+        last.val_acc.unwrap() * 100.0
+    );
+    assert!(tested.contains(&want), "{want:?} in:\n{tested}");
+    assert!(!tested.contains("epoch 1/"), "--test-only trains nothing:\n{tested}");
 
     // Then the README's next command, as a reader would type it after `make demo`: it must
     // train two ranks (into its own --out), not resume the finished run above.

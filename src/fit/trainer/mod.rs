@@ -408,5 +408,6 @@ fn batch_device(run: Device, pin_memory: bool, loader: Device) -> Device {
     }
 }
 
+mod test_stage;
 #[cfg(test)]
 mod tests;

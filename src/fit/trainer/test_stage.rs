@@ -1,0 +1,57 @@
+//! The test stage: `Trainer::test`, one evaluation with the run's settings (device, precision,
+//! channels_last, top-k, loss, the validation batch limit), over every rank's share with exact
+//! sums, as `fit` validates; Lightning's `trainer.test`, torchvision's `--test-only`.
+use tch::nn::{ModuleT, VarStore};
+
+use super::{batch_device, Trainer};
+use crate::data::{DataLoader, Dataset};
+use crate::models::to_channels_last;
+use crate::train::{evaluate, Ddp, EpochOptions, EpochSummary};
+use crate::Result;
+
+impl Trainer<'_> {
+    /// Evaluates the model's current weights over `loader` as `fit` validates an epoch (the
+    /// ranks' shares summed exactly, padding repeats excluded; rank 0's weights on every rank),
+    /// without training or writing anything: the test set after a run, or a checkpoint or
+    /// pretrained weights on their own. The loader gets its device and batch limit back.
+    ///
+    /// ```no_run
+    /// use trainbook::prelude::*;
+    /// # fn main() -> trainbook::Result<()> {
+    /// let dist = Dist::single(Device::Cpu);
+    /// let test = Mnist::new("data/mnist", false)?.with_transform(compose![ToTensor]);
+    /// let mut loader = DataLoader::new(test, 1000);
+    /// let mut vs = VarStore::new(Device::Cpu);
+    /// let net = MnistNet::new(&vs.root());
+    /// load_weights(&mut vs, "runs/mnist/model.safetensors", true)?;
+    /// let summary = Trainer::new(&dist).test(&mut vs, &net, &mut loader)?;
+    /// println!("test: {summary}");
+    /// # Ok(()) }
+    /// ```
+    pub fn test<D: Dataset + 'static>(
+        &self,
+        vs: &mut VarStore,
+        net: &dyn ModuleT,
+        loader: &mut DataLoader<D>,
+    ) -> Result<EpochSummary> {
+        let cfg = &self.cfg;
+        cfg.check_counts()?;
+        if cfg.channels_last {
+            to_channels_last(vs);
+        }
+        let ddp = Ddp::wrap_with(vs, self.dist, cfg.ddp.clone())?;
+        let opts = EpochOptions::on(self.dist.device())
+            .strategy(&ddp)
+            .progress(cfg.progress)
+            .top_k_opt(cfg.top_k)
+            .precision(cfg.precision)
+            .channels_last(cfg.channels_last);
+        let (device, limit) = (loader.batch_device(), loader.batch_limit());
+        loader.set_device(batch_device(self.dist.device(), cfg.pin_memory, device));
+        loader.set_limit_batches(cfg.limit_val_batches.or(limit));
+        let summary = evaluate(net, loader, &cfg.loss, &opts);
+        loader.set_device(device);
+        loader.set_limit_batches(limit);
+        summary
+    }
+}
