@@ -1,5 +1,6 @@
 """PyTorch side of benches/loader.rs: torchvision ImageFolder + DataLoader throughput over one
-epoch, batch 16, shuffled, for the course's train and val transforms. Prints one JSON object."""
+epoch, batch 16, shuffled, for the course's train and val transforms and the recipe's
+augmentations (RandAugment; TrivialAugmentWide + RandomErasing). Prints one JSON object."""
 import json
 import sys
 import time
@@ -11,6 +12,9 @@ root = sys.argv[1]
 pipelines = {
     "train": transforms.Compose([transforms.AutoAugment(), transforms.Resize((244, 244)), transforms.ToTensor()]),
     "val": transforms.Compose([transforms.Resize((244, 244)), transforms.ToTensor()]),
+    "ra": transforms.Compose([transforms.RandAugment(), transforms.Resize((244, 244)), transforms.ToTensor()]),
+    "ta_wide_erase": transforms.Compose([transforms.TrivialAugmentWide(), transforms.Resize((244, 244)),
+                                         transforms.ToTensor(), transforms.RandomErasing(p=0.25)]),
 }
 results = {}
 for name, transform in pipelines.items():
