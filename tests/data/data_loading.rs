@@ -329,3 +329,26 @@ fn designsafe_stand_in_has_the_real_layout_and_unpacks() {
         !missing.status.success() && String::from_utf8_lossy(&missing.stderr).contains("not found")
     );
 }
+
+#[test]
+fn cached_pictures_give_the_same_samples_and_the_files_are_read_once() {
+    let _turn = common::module_turn(module_path!());
+    let root = stand_in_folder(4);
+    let transform = || compose![AutoAugment::imagenet(), Resize::new((20, 20)), ToTensor];
+    let fresh = ImageFolder::new(&root).unwrap().with_transform(transform());
+    let cached = ImageFolder::new(&root).unwrap().with_transform(transform()).cache_decoded();
+    for epoch in 0..2 {
+        for i in 0..fresh.len() {
+            let a = fresh.get(i, &mut aug_rng(1, epoch, i as u64)).unwrap();
+            let b = cached.get(i, &mut aug_rng(1, epoch, i as u64)).unwrap();
+            assert_eq!((a.0.data, a.1), (b.0.data, b.1), "epoch {epoch}, sample {i}");
+        }
+    }
+    // With the files gone, the cache still serves every sample; a fresh read cannot.
+    std::fs::remove_dir_all(root.join("C1")).unwrap();
+    for i in 0..cached.len() {
+        cached.get(i, &mut aug_rng(1, 2, i as u64)).unwrap();
+    }
+    let err = fresh.get(4, &mut aug_rng(1, 2, 4)).unwrap_err().to_string();
+    assert!(err.contains("C1"), "{err}");
+}
