@@ -4,7 +4,7 @@
 //! - [`RunArgs`], in every example: `--device`, `--seed`, `--workers`, `--no-resume`,
 //!   `--precision`, `--channels-last`, `--clip-grad-norm`, `--monitor-metric`, `--early-stop`,
 //!   `--requeue`, `--no-step-log`, `--ema`, `--freeze-epochs`, `--sync-bn`, `--weight-trail`,
-//!   `--limit-train-batches`, `--limit-val-batches`, `--max-steps`, `--test-only`, with
+//!   `--limit-train-batches`, `--limit-val-batches`, `--max-steps`, `--fast-dev-run`, `--test-only`, with
 //!   [`RunArgs::dist`] (join the launcher's process group), [`RunArgs::trainer`] (a [`Trainer`]
 //!   with those settings), [`RunArgs::sync_batchnorm`] (the ResNet examples' `--sync-bn`) and
 //!   [`RunArgs::test_only`] (`--test-only`).
@@ -105,6 +105,10 @@ pub struct RunArgs {
     /// End the run after N optimizer steps in all, even mid-epoch (Lightning's max_steps).
     #[arg(long, value_name = "N")]
     pub max_steps: Option<u64>,
+    /// A debug run (Lightning's fast_dev_run): one epoch of the first N training and validation
+    /// batches in a scratch folder, nothing written to OUT, no checkpoints.
+    #[arg(long, value_name = "N")]
+    pub fast_dev_run: Option<usize>,
     /// Only evaluate on the validation/test set and exit (torchvision's --test-only): the
     /// weights of --weights when the example has it and it is given, else OUT's latest
     /// checkpoint.
@@ -170,7 +174,8 @@ impl RunArgs {
             .freeze_backbone_epochs(self.freeze_epochs);
         let trainer = trainer
             .limit_batches(self.limit_train_batches, self.limit_val_batches)
-            .max_steps(self.max_steps);
+            .max_steps(self.max_steps)
+            .fast_dev_run(self.fast_dev_run);
         let trainer = match self.weight_trail {
             Some(n) => trainer.weight_trail(n),
             None => trainer,

@@ -102,6 +102,9 @@ pub struct FitConfig {
     /// End the run after this many optimizer steps in all, even mid-epoch (Lightning's
     /// `max_steps`); that epoch is validated and checkpointed. Default `None`: `epochs` decide.
     pub max_steps: Option<u64>,
+    /// A debug run of this many batches ([`Trainer::fast_dev_run`](crate::fit::Trainer::fast_dev_run)).
+    /// Default `None`.
+    pub fast_dev_run: Option<usize>,
     /// Called at the moments of the run, in order, after the built-in step logs.
     pub callbacks: Callbacks,
 }
@@ -158,6 +161,7 @@ impl Default for FitConfig {
             limit_train_batches: None,
             limit_val_batches: None,
             max_steps: None,
+            fast_dev_run: None,
             callbacks: Callbacks::default(),
         }
     }

@@ -120,3 +120,36 @@ fn max_steps_ends_the_run_mid_epoch_and_a_resume_has_nothing_left() {
     let err = zero.fit(&mut vs, &net, &mut opt, &mut train, &mut val).unwrap_err();
     assert!(err.to_string().contains("max_steps: 0"), "{err}");
 }
+
+#[test]
+fn a_fast_dev_run_trains_a_few_batches_once_and_writes_nothing_where_out_points() {
+    let _turn = common::module_turn(module_path!());
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let work = common::WorkDir::new("fast-dev-run");
+    let dist = Dist::single(Device::Cpu);
+    let (mut train, mut val) =
+        (common::random_mnist_loader(1, 24), common::random_mnist_loader(2, 16));
+    tch::manual_seed(3);
+    let mut vs = VarStore::new(Device::Cpu);
+    let net = MnistNet::new(&vs.root());
+    let mut opt = Optimizer::sgd(&vs, 0.01, 0.9);
+    let samples = Arc::new(Mutex::new(Samples::default()));
+    let trainer = Trainer::new(&dist)
+        .epochs(5)
+        .out(work.join("run"))
+        .progress(false)
+        .weight_trail(1)
+        .fast_dev_run(Some(2))
+        .callback_shared(samples.clone());
+    for _ in 0..2 {
+        // Twice: the second run does not resume the first (nothing of it was kept).
+        let report = trainer.fit(&mut vs, &net, &mut opt, &mut train, &mut val).unwrap();
+        assert_eq!((report.history.len(), report.resumed_from.is_none()), (1, true));
+        assert_eq!(std::mem::take(&mut samples.lock().unwrap().0), [(8, 8)]);
+    }
+    assert!(!work.join("run").exists(), "nothing is written where --out points");
+    assert_eq!((train.len(), val.len(), train.batch_limit()), (6, 4, None));
+    let err = Trainer::new(&dist).out(work.join("zero")).fast_dev_run(Some(0)).progress(false);
+    let err = err.fit(&mut vs, &net, &mut opt, &mut train, &mut val).unwrap_err();
+    assert!(err.to_string().contains("fast_dev_run: 0"), "{err}");
+}

@@ -129,7 +129,7 @@ fn a_different_model_is_refused_with_the_tensors() {
         .unwrap_err()
         .to_string();
     assert!(
-        err.contains("shape mismatch")
+        err.contains("shape or dtype mismatch for 1 tensor(s)")
             && err.contains("conv1.weight: file [32, 1, 3, 3], model [64, 3, 7, 7]"),
         "{err}"
     );

@@ -112,6 +112,7 @@ fn run_with(
         limit_train_batches: None,
         limit_val_batches: None,
         max_steps: None,
+        fast_dev_run: None,
         callbacks: Default::default(),
     };
     tch::manual_seed(99); // the dropout stream; a resumed run restores it from the checkpoint

@@ -307,40 +307,6 @@ impl<'d> Trainer<'d> {
         self
     }
 
-    /// Logs every optimizer step to `out/steps.csv` and TensorBoard (`out/tb/`) on rank 0;
-    /// default `true`. See [`FitConfig::step_log`].
-    pub fn step_log(mut self, on: bool) -> Self {
-        self.cfg.step_log = on;
-        self
-    }
-
-    /// Writes the weight trail every `every_steps` optimizer steps (`out/weight_trail.jsonl`,
-    /// rank 0): checksums of the model's tensors and of the optimizer's state, which
-    /// `trainbook-diff RUN_A RUN_B` compares to name the first step and tensor at which two runs
-    /// differ. See [`FitConfig::weight_trail`] and [`crate::trail`].
-    pub fn weight_trail(mut self, every_steps: u64) -> Self {
-        self.cfg.weight_trail = Some(every_steps);
-        self
-    }
-
-    /// Trains on at most `batches` batches per epoch and validates on at most `val_batches`
-    /// (Lightning's `limit_train_batches` and `limit_val_batches` as counts), the first of each
-    /// epoch's order: a quick look at a run, or a debug run. The loaders get the limits for the
-    /// run only ([`DataLoader::limit_batches`](crate::data::DataLoader::limit_batches)).
-    pub fn limit_batches(mut self, batches: Option<usize>, val_batches: Option<usize>) -> Self {
-        self.cfg.limit_train_batches = batches;
-        self.cfg.limit_val_batches = val_batches;
-        self
-    }
-
-    /// Ends the run after `steps` optimizer steps in all, even mid-epoch (Lightning's
-    /// `max_steps`): that epoch trains only the batches of the missing steps, is validated and
-    /// checkpointed, and the run ends; `epochs` still caps it. 0 is an error of `fit`.
-    pub fn max_steps(mut self, steps: Option<u64>) -> Self {
-        self.cfg.max_steps = steps;
-        self
-    }
-
     /// Adds a [`Callback`] (after those added before). To read what it gathers after the run,
     /// keep a handle and pass it with [`callback_shared`](Self::callback_shared).
     pub fn callback(self, callback: impl Callback + 'static) -> Self {
@@ -390,7 +356,10 @@ impl<'d> Trainer<'d> {
         let before = (train.batch_device(), val.batch_device());
         train.set_device(batch_device(device, pin, before.0));
         val.set_device(batch_device(device, pin, before.1));
-        let report = run(self.dist, &self.cfg, Model { vs, net, opt }, train, val);
+        // A dev run's settings and its scratch folder (removed when dropped).
+        let dev = self.cfg.fast_dev_run.map(|n| run_control::dev_run(&self.cfg, n)).transpose()?;
+        let cfg = dev.as_ref().map_or(&self.cfg, |(cfg, _)| cfg);
+        let report = run(self.dist, cfg, Model { vs, net, opt }, train, val);
         train.set_device(before.0);
         val.set_device(before.1);
         report
@@ -408,6 +377,7 @@ fn batch_device(run: Device, pin_memory: bool, loader: Device) -> Device {
     }
 }
 
+mod run_control;
 mod test_stage;
 #[cfg(test)]
 mod tests;

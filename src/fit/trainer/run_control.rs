@@ -1,0 +1,74 @@
+//! The run-control and debugging switches of [`Trainer`]: the step logs, the weight trail,
+//! batch limits, `max_steps` and `fast_dev_run` (Lightning's names).
+use super::Trainer;
+use crate::fit::FitConfig;
+use crate::{Error, Result, WithPath};
+
+impl Trainer<'_> {
+    /// Logs every optimizer step to `out/steps.csv` and TensorBoard (`out/tb/`) on rank 0;
+    /// default `true`. See [`FitConfig::step_log`].
+    pub fn step_log(mut self, on: bool) -> Self {
+        self.cfg.step_log = on;
+        self
+    }
+
+    /// Writes the weight trail every `every_steps` optimizer steps (`out/weight_trail.jsonl`,
+    /// rank 0): checksums of the model's tensors and of the optimizer's state, which
+    /// `trainbook-diff RUN_A RUN_B` compares to name the first step and tensor at which two runs
+    /// differ. See [`FitConfig::weight_trail`] and [`crate::trail`].
+    pub fn weight_trail(mut self, every_steps: u64) -> Self {
+        self.cfg.weight_trail = Some(every_steps);
+        self
+    }
+
+    /// Trains on at most `batches` batches per epoch and validates on at most `val_batches`
+    /// (Lightning's `limit_train_batches` and `limit_val_batches` as counts), the first of each
+    /// epoch's order: a quick look at a run, or a debug run. The loaders get the limits for the
+    /// run only ([`DataLoader::limit_batches`](crate::data::DataLoader::limit_batches)).
+    pub fn limit_batches(mut self, batches: Option<usize>, val_batches: Option<usize>) -> Self {
+        self.cfg.limit_train_batches = batches;
+        self.cfg.limit_val_batches = val_batches;
+        self
+    }
+
+    /// Ends the run after `steps` optimizer steps in all, even mid-epoch (Lightning's
+    /// `max_steps`): that epoch trains only the batches of the missing steps, is validated and
+    /// checkpointed, and the run ends; `epochs` still caps it. 0 is an error of `fit`.
+    pub fn max_steps(mut self, steps: Option<u64>) -> Self {
+        self.cfg.max_steps = steps;
+        self
+    }
+
+    /// A debug run (Lightning's `fast_dev_run`): one epoch of the first `batches` training and
+    /// validation batches, in a scratch folder that is removed afterwards, so nothing is
+    /// written where [`out`](Self::out) points and nothing there is resumed; no checkpoints,
+    /// step logs, weight trail or early stopping. Your callbacks still run. 0 is an error of
+    /// `fit`.
+    pub fn fast_dev_run(mut self, batches: Option<usize>) -> Self {
+        self.cfg.fast_dev_run = batches;
+        self
+    }
+}
+
+/// The settings of a `fast_dev_run` of `batches` batches, and its scratch folder.
+pub(super) fn dev_run(cfg: &FitConfig, batches: usize) -> Result<(FitConfig, tempfile::TempDir)> {
+    if batches == 0 {
+        return Err(Error::InvalidArgument("fast_dev_run: 0 batches to train on".into()));
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("trainbook-dev-run-")
+        .tempdir()
+        .with_path(std::env::temp_dir())?;
+    let mut dev = cfg.clone();
+    (dev.epochs, dev.out, dev.resume) = (1, dir.path().to_path_buf(), false);
+    (dev.limit_train_batches, dev.limit_val_batches) = (Some(batches), Some(batches));
+    let never = crate::checkpoint::Policy {
+        every_epochs: None,
+        every_steps: None,
+        keep_last: 1,
+        best: None,
+    };
+    (dev.policy, dev.restore_best) = (never, false);
+    (dev.step_log, dev.weight_trail, dev.early_stopping) = (false, None, None);
+    Ok((dev, dir))
+}
