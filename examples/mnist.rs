@@ -92,9 +92,8 @@ fn run() -> anyhow::Result<()> {
     //    checkpoint cadence, gradient accumulation and DDP's options.
     let trainer = args.fit.apply(args.run.trainer(&dist));
     if args.run.test_only {
-        let model = (&mut vs, &net as &dyn tch::nn::ModuleT);
         let from = (args.out.as_path(), false);
-        args.run.test_only(&dist, &trainer, model, &mut test_loader, from)?;
+        args.run.test_only(&dist, &trainer, &mut vs, &net, &mut test_loader, from)?;
         dist.destroy()?;
         return Ok(());
     }

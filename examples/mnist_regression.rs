@@ -137,9 +137,8 @@ fn run() -> anyhow::Result<()> {
         LossName::SmoothL1 => trainer.loss(SmoothL1Loss::default()),
     };
     if args.run.test_only {
-        let model = (&mut vs, &net as &dyn tch::nn::ModuleT);
         let from = (args.out.as_path(), args.initial_weights.is_some());
-        args.run.test_only(&dist, &trainer, model, &mut test_loader, from)?;
+        args.run.test_only(&dist, &trainer, &mut vs, &net, &mut test_loader, from)?;
         dist.destroy()?;
         return Ok(());
     }

@@ -125,7 +125,8 @@ impl RunArgs {
         &self,
         dist: &Dist,
         trainer: &Trainer,
-        (vs, net): (&mut tch::nn::VarStore, &dyn tch::nn::ModuleT),
+        vs: &mut tch::nn::VarStore,
+        net: &dyn tch::nn::ModuleT,
         loader: &mut trainbook::data::DataLoader<D>,
         (out, weights_loaded): (&std::path::Path, bool),
     ) -> anyhow::Result<()> {
