@@ -123,6 +123,7 @@ fn run() -> anyhow::Result<()> {
     // The shared flags (examples/common) set resume, seed, precision, channels_last, the
     // checkpoint cadence, gradient accumulation and DDP's options.
     let trainer = args.fit.apply(args.run.trainer(&dist));
+    let trainer = args.run.metrics(trainer, train_loader.dataset().classes().len())?;
     if args.run.test_only {
         let from = (args.out.as_path(), args.weights.is_some());
         args.run.test_only(&dist, &trainer, &mut vs, &net, &mut val_loader, from)?;

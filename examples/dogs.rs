@@ -172,7 +172,7 @@ fn run() -> anyhow::Result<()> {
     }
     let mut opt = Optimizer::sgd(&vs, args.lr, args.momentum);
     // The shared flags (examples/common) set resume, seed, precision and channels_last.
-    let trainer = args.run.trainer(&dist);
+    let trainer = args.run.metrics(args.run.trainer(&dist), classes as usize)?;
     if args.run.test_only {
         let from = (args.out.as_path(), args.weights.is_some());
         args.run.test_only(&dist, &trainer, &mut vs, &net, &mut test_loader, from)?;

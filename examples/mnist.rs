@@ -90,7 +90,7 @@ fn run() -> anyhow::Result<()> {
     // 4. Train with checkpoints (resuming if a previous run left one); rank 0 writes files.
     //    The shared flags (examples/common) set resume, seed, precision, channels_last, the
     //    checkpoint cadence, gradient accumulation and DDP's options.
-    let trainer = args.fit.apply(args.run.trainer(&dist));
+    let trainer = args.run.metrics(args.fit.apply(args.run.trainer(&dist)), 10)?;
     if args.run.test_only {
         let from = (args.out.as_path(), false);
         args.run.test_only(&dist, &trainer, &mut vs, &net, &mut test_loader, from)?;

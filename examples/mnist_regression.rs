@@ -129,7 +129,7 @@ fn run() -> anyhow::Result<()> {
 
     // 3. Train against the loss of choice; the run measures MAE and RMSE (the task follows
     //    from the loss).
-    let trainer = args.fit.apply(args.run.trainer(&dist));
+    let trainer = args.run.metrics(args.fit.apply(args.run.trainer(&dist)), 0)?;
     let trainer = match args.loss {
         LossName::Mse => trainer.loss(MSELoss),
         LossName::L1 => trainer.loss(L1Loss),

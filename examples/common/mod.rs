@@ -2,11 +2,11 @@
 //! file with `mod common;`; Cargo builds no example of its own from a folder without main.rs).
 //!
 //! - [`RunArgs`], in every example: `--device`, `--seed`, `--workers`, `--no-resume`,
-//!   `--precision`, `--channels-last`, `--clip-grad-norm`, `--monitor-metric`, `--early-stop`,
+//!   `--precision`, `--channels-last`, `--clip-grad-norm`, `--monitor-metric`, `--metric`, `--early-stop`,
 //!   `--requeue`, `--no-step-log`, `--ema`, `--freeze-epochs`, `--sync-bn`, `--weight-trail`,
 //!   `--limit-train-batches`, `--limit-val-batches`, `--max-steps`, `--fast-dev-run`, `--test-only`, with
 //!   [`RunArgs::dist`] (join the launcher's process group), [`RunArgs::trainer`] (a [`Trainer`]
-//!   with those settings), [`RunArgs::sync_batchnorm`] (the ResNet examples' `--sync-bn`) and
+//!   with those settings), [`RunArgs::metrics`] (`--metric`, with the model's class count), [`RunArgs::sync_batchnorm`] (the ResNet examples' `--sync-bn`) and
 //!   [`RunArgs::test_only`] (`--test-only`).
 //! - [`exit_status`]: one line on stderr after an error (the rank, what happened; a broken
 //!   connection to another rank said as such, with what the launcher does next), exit status 1.
@@ -64,8 +64,15 @@ pub struct RunArgs {
     /// by the loss for regression; the schedule and early stopping by the loss). `--monitor`
     /// is the same flag for runs without torchrun, whose parser reads `--monitor` as an
     /// abbreviation of its own `--monitor-interval` and stops.
+    /// A built-in metric's val_NAME (see --metric) is measured without listing it there.
     #[arg(long = "monitor-metric", alias = "monitor", value_name = "METRIC")]
     pub monitor: Option<Monitor>,
+    /// Also measure these metrics at every validation, over all ranks (comma-separated or
+    /// repeated): precision_, recall_ or f1_ followed by micro, macro or weighted
+    /// (torchmetrics' Multiclass* with that average), or auroc (MulticlassAUROC over 100
+    /// thresholds); shown as val_NAME in the epoch line, metrics.jsonl and TensorBoard.
+    #[arg(long = "metric", value_name = "NAME", value_delimiter = ',')]
+    pub metrics: Vec<String>,
     /// Stop after PATIENCE epochs in which the monitored metric did not improve.
     #[arg(long, value_name = "PATIENCE")]
     pub early_stop: Option<u64>,
@@ -148,6 +155,38 @@ impl RunArgs {
         let summary = trainer.test(vs, net, loader)?;
         dist.println(format!("test: {summary}"));
         Ok(())
+    }
+
+    /// `trainer` measuring `--metric`'s metrics of a model with `classes` outputs, and the
+    /// built-in metric `--monitor-metric` names when it is not among them; an error naming the
+    /// flag when a name is unknown or the model has no classes (`classes` 0: regression).
+    pub fn metrics<'d>(
+        &self,
+        trainer: Trainer<'d>,
+        classes: usize,
+    ) -> trainbook::Result<Trainer<'d>> {
+        let mut names = self.metrics.clone();
+        if let Some(Monitor::Metric(m)) = self.monitor {
+            if !names.contains(&m.name) {
+                names.push(m.name.clone());
+            }
+        }
+        let mut trainer = trainer;
+        for name in names {
+            if classes == 0 {
+                return Err(trainbook::Error::InvalidArgument(format!(
+                    "--metric {name}: this example's model predicts values, not classes"
+                )));
+            }
+            let metric = trainbook::train::builtin_metric(&name, classes).map_err(|e| match e {
+                trainbook::Error::InvalidArgument(why) => {
+                    trainbook::Error::InvalidArgument(format!("--metric: {why}"))
+                }
+                other => other,
+            })?;
+            trainer = trainer.metric_shared(metric);
+        }
+        Ok(trainer)
     }
 
     /// Joins the process group the launcher describes (torchrun's, or the Ray or Dask

@@ -6,7 +6,10 @@ use crate::checkpoint::Policy;
 use crate::fit::callbacks::Callbacks;
 use crate::fit::parts::early_stopping::EarlyStopping;
 use crate::train::DdpOptions;
-use crate::train::{CrossEntropyLoss, GradClip, LrSchedule, Monitor, Precision, SharedLoss};
+use crate::train::{
+    check_names, CrossEntropyLoss, GradClip, LrSchedule, Monitor, Precision, SharedLoss,
+    SharedMetric,
+};
 
 /// Every setting of a [`Trainer`](crate::fit::Trainer) run; the builder's methods set these fields
 /// one by one, and [`Trainer::with_config`](crate::fit::Trainer::with_config) takes them at once.
@@ -107,6 +110,9 @@ pub struct FitConfig {
     pub fast_dev_run: Option<usize>,
     /// Called at the moments of the run, in order, after the built-in step logs.
     pub callbacks: Callbacks,
+    /// Metrics of one's own, measured at every validation (and test) over all ranks
+    /// ([`Trainer::metric`](crate::fit::Trainer::metric)). Default: none.
+    pub metrics: Vec<SharedMetric>,
 }
 
 impl FitConfig {
@@ -125,13 +131,33 @@ impl FitConfig {
         }
         Ok(())
     }
+
+    /// The run's own metrics have usable names, none twice, and a monitor of one
+    /// ([`Monitor::Metric`]) names one of them: else
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) saying which.
+    pub fn check_metrics(&self) -> crate::Result<()> {
+        check_names(&self.metrics)?;
+        let early = self.early_stopping.as_ref().map(|e| e.monitor);
+        for monitor in [self.monitor, early].into_iter().flatten() {
+            let Monitor::Metric(n) = monitor else { continue };
+            if !self.metrics.iter().any(|m| m.name() == n.name) {
+                let names: Vec<&str> = self.metrics.iter().map(|m| m.name()).collect();
+                return Err(crate::Error::InvalidArgument(format!(
+                    "monitor {monitor}: no metric {:?} is registered with Trainer::metric (registered: {})",
+                    n.name,
+                    if names.is_empty() { "none".to_string() } else { names.join(", ") }
+                )));
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Default for FitConfig {
     /// One epoch into `runs/fit`, resuming if a checkpoint is there, checkpoints per
     /// [`Policy::default`], no schedule, progress shown, float32, no accumulation, default
     /// DDP options, plain cross-entropy, no Slurm requeue, pinned batches on CUDA, no clipping,
-    /// no early stopping, no EMA, the step logs on, no weight trail, every batch, no step limit, no callbacks.
+    /// no early stopping, no EMA, the step logs on, no weight trail, every batch, no step limit, no callbacks, no metrics of one's own.
     fn default() -> Self {
         FitConfig {
             epochs: 1,
@@ -163,6 +189,7 @@ impl Default for FitConfig {
             max_steps: None,
             fast_dev_run: None,
             callbacks: Callbacks::default(),
+            metrics: Vec::new(),
         }
     }
 }

@@ -29,8 +29,7 @@ use crate::models::to_channels_last;
 use crate::trail::TrailRecorder;
 use crate::train::{
     evaluate, task_of, train_epoch_with, ConfusionMatrix, Ddp, EpochOptions, EpochRecord,
-    GradScaler, ModelEma, Monitor, Optimizer, Precision, RunningMetrics, StepLogging, Task,
-    Validation,
+    GradScaler, ModelEma, Monitor, Optimizer, Precision, RunningMetrics, StepLogging, Validation,
 };
 use crate::{Error, Result};
 
@@ -85,6 +84,7 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
     // The batch limits hold for this run only: the caller's loaders get theirs back.
     let limits = (train.batch_limit(), val.batch_limit());
     cfg.check_counts()?;
+    cfg.check_metrics()?;
     train.set_limit_batches(cfg.limit_train_batches.or(limits.0));
     val.set_limit_batches(cfg.limit_val_batches.or(limits.1));
     let report = run_limited(dist, cfg, model, train, val);
@@ -273,6 +273,7 @@ impl Run<'_> {
             .strategy(&self.ddp)
             .progress(cfg.progress)
             .top_k_opt(cfg.top_k)
+            .metrics(&cfg.metrics)
             .start_metrics(metrics)
             .accumulate(cfg.accumulate)
             .precision(cfg.precision)
@@ -326,13 +327,11 @@ impl Run<'_> {
         // epoch's last step (both resume-independent).
         let lr_used = opt.lr();
         if let Some(s) = &self.parts.schedule {
-            s.after_validation(opt, Validation { loss: v.loss, accuracy: v.accuracy })?;
+            let monitored = cfg.monitor.map(|m| m.value(&v));
+            s.after_validation(opt, Validation { loss: v.loss, accuracy: v.accuracy, monitored })?;
         }
-        let mut record = EpochRecord::from_summaries(epoch, &t, Some(&v), lr_used);
-        let ema_acc =
-            |e: &crate::train::EpochSummary| (e.task != Task::Regression).then_some(e.accuracy);
-        (record.ema_val_loss, record.ema_val_acc) =
-            (v_ema.as_ref().map(|e| e.loss), v_ema.as_ref().and_then(ema_acc));
+        let record =
+            EpochRecord::from_summaries(epoch, &t, Some(&v), lr_used).with_ema(v_ema.as_ref());
         self.history.push(record.clone());
         let stop = self.parts.early.as_mut().is_some_and(|e| e.update(e.monitor.value(&v)));
         self.after_epoch(vs, opt, epoch, &v)?;

@@ -1,5 +1,6 @@
 //! The metrics log: `metrics.jsonl`, one JSON object per epoch, that plots, notebooks and
 //! resumption read back.
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 
@@ -75,6 +76,26 @@ pub struct EpochRecord {
     /// With a top-k count: the validation top-k accuracy in [0, 1].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub val_top_k: Option<f64>,
+    /// The run's own metrics ([`Trainer::metric`](crate::fit::Trainer::metric)), as top-level
+    /// keys of the line: `val_<name>` (a number, `null` when not finite) and, where the metric
+    /// has them, `val_<name>_per_class` (a list). Read one with [`metric`](Self::metric).
+    #[serde(flatten)]
+    pub own_metrics: BTreeMap<String, serde_json::Value>,
+}
+
+/// The own metrics of `summary` as a record's keys, each name after `prefix`.
+pub(crate) fn own_metrics(
+    prefix: &str,
+    summary: &EpochSummary,
+) -> BTreeMap<String, serde_json::Value> {
+    let mut keys = BTreeMap::new();
+    for m in &summary.user_metrics {
+        keys.insert(format!("{prefix}_{}", m.name), serde_json::Value::from(m.value));
+        if let Some(per_class) = &m.per_class {
+            keys.insert(format!("{prefix}_{}_per_class", m.name), serde_json::json!(per_class));
+        }
+    }
+    keys
 }
 
 /// A number that the file may hold as `null` (serde_json writes NaN so): NaN.
@@ -122,8 +143,24 @@ impl EpochRecord {
             val_f1_per_label: val.and_then(EpochSummary::f1_per_label),
             train_top_k: train.top_k_accuracy(),
             val_top_k: val.and_then(EpochSummary::top_k_accuracy),
+            own_metrics: val.map_or_else(BTreeMap::new, |v| own_metrics("val", v)),
         }
         .with_finite()
+    }
+
+    /// The record with the validation of the weights' average (`ema_val_loss`, `ema_val_acc`)
+    /// from `ema`.
+    pub(crate) fn with_ema(mut self, ema: Option<&EpochSummary>) -> EpochRecord {
+        self.ema_val_loss = ema.map(|e| e.loss);
+        self.ema_val_acc =
+            ema.and_then(|e| (e.task != crate::train::Task::Regression).then_some(e.accuracy));
+        self
+    }
+
+    /// The value of key `key` of the run's own metrics (`val_f1_macro`), when the epoch has a
+    /// finite one.
+    pub fn metric(&self, key: &str) -> Option<f64> {
+        self.own_metrics.get(key).and_then(serde_json::Value::as_f64)
     }
 
     /// The record with every optional metric that is not a finite number left out (an epoch

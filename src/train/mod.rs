@@ -33,7 +33,11 @@ pub use loss::{
     BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, Loss, MSELoss, SharedLoss,
     SmoothL1Loss, Task,
 };
-pub use metrics::{ConfusionMatrix, Mode, Monitor, RunningMetrics};
+pub(crate) use metrics::check_names;
+pub use metrics::{
+    builtin_metric, Average, ConfusionMatrix, Metric, MetricName, MetricValue, Mode, Monitor,
+    MulticlassAuroc, MulticlassScore, RunningMetrics, SharedMetric, AUROC_THRESHOLDS,
+};
 pub use optim::{Kernels, Optimizer, OptimizerKind, OptimizerMeta, ParamGroup};
 pub use predict::{predict, predictions, Prediction};
 pub use schedule::{

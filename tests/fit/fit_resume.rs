@@ -114,6 +114,8 @@ fn run_with(
         max_steps: None,
         fast_dev_run: None,
         callbacks: Default::default(),
+        // A metric of one's own on: its values in the resumed run's records too.
+        metrics: vec![std::sync::Arc::new(trainbook::train::MulticlassScore::f1(10))],
     };
     tch::manual_seed(99); // the dropout stream; a resumed run restores it from the checkpoint
     Trainer::with_config(dist, cfg).fit(&mut vs, &net, &mut opt, &mut train, &mut val).unwrap()
@@ -224,14 +226,21 @@ fn checkpoints_fall_on_window_ends_and_resume_is_exact() {
     assert!(!a.is_empty());
     assert_eq!(common::max_abs_diff(&a, &b), 0.0, "the EMA of the weights, resumed");
     // The epochs' figures, the resumed epoch's included (its sums, the top-2 count too, came
-    // from the checkpoint), read as the uninterrupted run's; times aside.
+    // from the checkpoint), and the own metric's, read as the uninterrupted run's; times aside.
     let figures = |dir: &Path| -> Vec<_> {
         let records = trainbook::train::read_records(&dir.join("metrics.jsonl")).unwrap();
         let r = records.iter();
-        r.map(|r| (r.train_loss, r.train_acc, r.train_top_k, r.val_loss, r.val_top_k)).collect()
+        r.map(|r| {
+            let f1 = r.metric("val_f1_macro");
+            (r.train_loss, r.train_acc, r.train_top_k, r.val_loss, r.val_top_k, f1)
+        })
+        .collect()
     };
     let whole_figures = figures(&whole);
-    assert!(whole_figures.iter().all(|f| f.2.is_some() && f.4.is_some()), "{whole_figures:?}");
+    assert!(
+        whole_figures.iter().all(|f| f.2.is_some() && f.4.is_some() && f.5.is_some()),
+        "{whole_figures:?}"
+    );
     assert_eq!(figures(&resumed), whole_figures);
     let later: Vec<u64> = checkpoints(&resumed).iter().map(|c| c.3).collect();
     assert_eq!(later, [2, 3, 4, 5, 6, 7, 8], "the resumed run counts optimizer steps on");

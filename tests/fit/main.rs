@@ -17,6 +17,7 @@ mod fit_interrupt;
 mod fit_resume;
 mod fit_without_font;
 mod freeze_epochs;
+mod own_metrics;
 mod step_logs;
 mod stop_agreement;
 mod test_stage;

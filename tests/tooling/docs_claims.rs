@@ -142,7 +142,7 @@ fn the_layout_table_matches_the_tree() {
 
 /// (what the README or the book says, in its words; the test it names; what that test must contain;
 /// what it must not).
-const BACKED: [(&str, &str, &[&str], &[&str]); 8] = [
+const BACKED: [(&str, &str, &[&str], &[&str]); 9] = [
     (
         "a seeded torchvision ResNet18 saved by `torch.save` under its hub-cache file name gives \
          torchvision's logits bit for bit",
@@ -183,6 +183,13 @@ const BACKED: [(&str, &str, &[&str], &[&str]); 8] = [
         "tests/fit/fit_resume.rs",
         &["for mode in [Mode::Min, Mode::Max]", "checkpoints/best/manifest.json"],
         &[],
+    ),
+    (
+        "over 2 Gloo ranks they equal torchmetrics' values over the whole set bit for bit, per \
+         class too",
+        "tests/training/class_metrics.rs",
+        &["assert_eq!(bits(ours), bits(theirs)", "let per_class = m.per_class.as_deref().unwrap();"],
+        &["within_f32"],
     ),
     (
         "checks that the process has `libtorch_cuda` mapped and NCCL built in",

@@ -58,7 +58,7 @@ fn the_losses_equal_torchs_bit_for_bit() {
 /// A data set of `inputs` (`[N, K]`, shown to the model as `[K, 1, 1]` pictures) with labels or
 /// float targets, and a model that hands each picture's values back as its output: an
 /// evaluation then scores exactly the oracle's outputs.
-fn scored(inputs: &Tensor, targets: &Tensor) -> TensorDataset {
+pub(crate) fn scored(inputs: &Tensor, targets: &Tensor) -> TensorDataset {
     let n = inputs.size()[0];
     let pictures = inputs.view([n, -1, 1, 1]);
     if targets.kind() == Kind::Int64 {
@@ -69,7 +69,7 @@ fn scored(inputs: &Tensor, targets: &Tensor) -> TensorDataset {
 }
 
 #[derive(Debug)]
-struct Identity;
+pub(crate) struct Identity;
 
 impl ModuleT for Identity {
     fn forward_t(&self, xs: &Tensor, _train: bool) -> Tensor {

@@ -11,6 +11,7 @@
 mod common;
 
 mod amp;
+mod class_metrics;
 mod ema;
 mod grad_clip;
 mod losses;

@@ -272,7 +272,7 @@ fn every_schedule_gives_torch_s_learning_rates_bit_for_bit() {
         let mut got = vec![lr];
         for k in 0..c["steps"].as_u64().unwrap() as usize {
             let m = c["metrics"].get(k).and_then(Value::as_f64).unwrap_or(0.0);
-            lr = s.advance(lr, Some(Validation { loss: m, accuracy: m })).unwrap();
+            lr = s.advance(lr, Some(Validation { loss: m, accuracy: m, monitored: None })).unwrap();
             got.push(lr);
         }
         assert_eq!(got.len(), want.len(), "{c}");
@@ -348,7 +348,11 @@ fn fit_follows_the_standalone(name: &str, schedules: Vec<Box<dyn LrSchedule>>) {
             match s.cadence() {
                 Cadence::Epoch => {
                     want.push(lr);
-                    let v = Validation { loss: r.val_loss.unwrap(), accuracy: r.val_acc.unwrap() };
+                    let v = Validation {
+                        loss: r.val_loss.unwrap(),
+                        accuracy: r.val_acc.unwrap(),
+                        monitored: None,
+                    };
                     lr = standalone.advance(lr, Some(v)).unwrap();
                 }
                 Cadence::Step => {

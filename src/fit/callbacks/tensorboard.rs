@@ -70,6 +70,10 @@ impl Callback for TensorBoardLog {
             ("epoch/val_f1", r.val_f1),
         ];
         values.extend(optional.into_iter().filter_map(|(tag, v)| v.map(|v| (tag, v))));
+        let own: Vec<(String, f64)> = (r.own_metrics.iter())
+            .filter_map(|(key, v)| Some((format!("epoch/{key}"), v.as_f64()?)))
+            .collect();
+        values.extend(own.iter().map(|(tag, v)| (tag.as_str(), *v)));
         file.scalars(now(), steps_done, &values)?;
         file.flush()
     }

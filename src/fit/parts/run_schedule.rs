@@ -150,7 +150,8 @@ mod tests {
         let s = RunSchedule::new(Some(boxed.as_ref()), opt.group_lrs().len()).unwrap();
         s.start(&mut opt).unwrap();
         assert!(!s.per_step());
-        s.after_validation(&mut opt, Validation { loss: 1.0, accuracy: 0.5 }).unwrap();
+        s.after_validation(&mut opt, Validation { loss: 1.0, accuracy: 0.5, monitored: None })
+            .unwrap();
         assert_eq!(opt.lr(), 0.05);
         let saved = s.state();
         let mut again = RunSchedule::new(Some(boxed.as_ref()), opt.group_lrs().len()).unwrap();

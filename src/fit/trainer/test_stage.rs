@@ -36,6 +36,7 @@ impl Trainer<'_> {
     ) -> Result<EpochSummary> {
         let cfg = &self.cfg;
         cfg.check_counts()?;
+        cfg.check_metrics()?;
         if cfg.channels_last {
             to_channels_last(vs);
         }
@@ -44,6 +45,7 @@ impl Trainer<'_> {
             .strategy(&ddp)
             .progress(cfg.progress)
             .top_k_opt(cfg.top_k)
+            .metrics(&cfg.metrics)
             .precision(cfg.precision)
             .channels_last(cfg.channels_last);
         let (device, limit) = (loader.batch_device(), loader.batch_limit());

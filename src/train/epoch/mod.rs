@@ -1,13 +1,14 @@
 //! One epoch of training or evaluation over a `DataLoader` with any [`Loss`], returning an
 //! exact per-sample summary (loss, the task's metrics, samples, seconds, img/s); the wing holds
 //! its options (`options.rs`), its listener (`step_listener.rs`), the sums kept on the device
-//! (`device_metrics.rs`, `task_sums.rs`), the step records (`step_record.rs`), the summary
+//! (`device_metrics.rs`, `task_sums.rs`, and the run's own metrics' in `metric_sums.rs`), the step records (`step_record.rs`), the summary
 //! (`summary.rs`) and the loader-wait timing (`timing.rs`).
 //!
 //! A step queues its work on the device and moves on: the running loss and correct counts stay
 //! on the device ([`DeviceMetrics`]) and are read only when progress is printed, when the
 //! listener's `on_step` asks for them (a checkpoint) and at the epoch's end.
 pub(crate) mod device_metrics;
+mod metric_sums;
 mod options;
 mod step_listener;
 mod step_record;
@@ -196,6 +197,7 @@ pub fn evaluate<D: Dataset + 'static>(
     let mut progress = opts.begin_progress("eval", loader.len());
     let sums = TaskSums { task, top_k: opts.top_k };
     let mut running = DeviceMetrics::for_task(opts.device, &RunningMetrics::default(), sums);
+    let mut own = metric_sums::MetricSums::new(opts.metrics);
     let (mut preds, mut truths) = (Vec::new(), Vec::new());
     let mut batches = Timed::new(loader.iter());
     for batch in &mut batches {
@@ -214,6 +216,7 @@ pub fn evaluate<D: Dataset + 'static>(
             })
         })??;
         running.add_loss_sum(&losses.sum(Kind::Double), &logits, &y);
+        own.add(&logits, &y)?;
         if task == Task::Classification {
             // Predictions stay on the device until the epoch ends (one copy, not one per batch).
             preds.push(logits.argmax(1, false));
@@ -224,6 +227,7 @@ pub fn evaluate<D: Dataset + 'static>(
     let local = running.read();
     let to_cpu = |t: Tensor| t.to_device(Device::Cpu);
     let total = opts.strategy.reduce_metrics(local)?;
+    let user_metrics = own.finish(opts.strategy)?;
     let empty = || Tensor::zeros([0], (Kind::Int64, Device::Cpu));
     let confusion = if task == Task::Classification {
         let (p, t) = if preds.is_empty() {
@@ -240,7 +244,7 @@ pub fn evaluate<D: Dataset + 'static>(
     };
     let waited = opts.strategy.gather_f64(batches.waited_s())?;
     let mut result = EpochSummary::new(task, opts.top_k, total, start.elapsed().as_secs_f64());
-    (result.data_wait_s, result.confusion) = (waited, confusion);
+    (result.data_wait_s, result.confusion, result.user_metrics) = (waited, confusion, user_metrics);
     progress.finish(&result.to_string());
     Ok(result)
 }

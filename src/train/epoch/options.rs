@@ -11,7 +11,7 @@ use super::step_record::StepLogging;
 use crate::progress::{ConsoleProgress, EpochProgress, NoProgress, ProgressReporter};
 use crate::train::amp::{GradScaler, Precision};
 use crate::train::clip::GradClip;
-use crate::train::metrics::RunningMetrics;
+use crate::train::metrics::{RunningMetrics, SharedMetric};
 use crate::train::optim::Optimizer;
 use crate::train::strategy::{SingleProcess, Strategy};
 
@@ -59,6 +59,8 @@ pub struct EpochOptions<'a> {
     pub(crate) step_logging: Option<StepLogging>,
     /// Classification: also count the top-`k` accuracy.
     pub(crate) top_k: Option<usize>,
+    /// Metrics of one's own, measured by [`evaluate`](crate::train::evaluate).
+    pub(crate) metrics: &'a [SharedMetric],
 }
 
 impl Default for EpochOptions<'_> {
@@ -76,6 +78,7 @@ impl Default for EpochOptions<'_> {
             clip_grad: None,
             step_logging: None,
             top_k: None,
+            metrics: &[],
         }
     }
 }
@@ -187,6 +190,12 @@ impl<'a> EpochOptions<'a> {
     /// [`top_k`](Self::top_k) with `Some(k)`; `None` (the default): no top-k accuracy.
     pub fn top_k_opt(mut self, k: Option<usize>) -> Self {
         self.top_k = k;
+        self
+    }
+    /// Measures `metrics` ([`Metric`](crate::train::Metric)s of one's own) in
+    /// [`evaluate`](crate::train::evaluate), over all ranks: `EpochSummary::user_metrics`.
+    pub fn metrics(mut self, metrics: &'a [SharedMetric]) -> Self {
+        self.metrics = metrics;
         self
     }
     /// Accumulates the gradients of `k` micro-batches per optimizer step: the first k-1

@@ -2,7 +2,7 @@
 //! samples (all ranks), with the task's metrics.
 use super::timing::data_wait_note;
 use crate::train::loss::Task;
-use crate::train::metrics::{ConfusionMatrix, RunningMetrics};
+use crate::train::metrics::{ConfusionMatrix, MetricValue, RunningMetrics};
 
 /// The result of an epoch. `loss` and `accuracy` are exact means over `samples`; the task's
 /// other metrics come from [`metrics`](Self::metrics), the sums over all ranks.
@@ -40,6 +40,9 @@ pub struct EpochSummary {
     pub top_k: Option<usize>,
     /// The epoch's sums over all ranks, which every metric is computed from.
     pub metrics: RunningMetrics,
+    /// The values of the run's own metrics ([`Metric`](crate::train::Metric)s: evaluation
+    /// epochs only), in the order they were registered.
+    pub user_metrics: Vec<MetricValue>,
 }
 
 impl EpochSummary {
@@ -58,7 +61,13 @@ impl EpochSummary {
             task,
             top_k: top_k.filter(|_| task == Task::Classification),
             metrics: m,
+            user_metrics: Vec::new(),
         }
+    }
+    /// The value of the run's own metric `name` ([`Metric::name`](crate::train::Metric::name)),
+    /// when the epoch measured one.
+    pub fn metric(&self, name: &str) -> Option<f64> {
+        self.user_metrics.iter().find(|m| m.name == name).map(|m| m.value)
     }
     /// Classification with a top-k count: the top-k accuracy in [0, 1].
     pub fn top_k_accuracy(&self) -> Option<f64> {
@@ -96,6 +105,9 @@ impl std::fmt::Display for EpochSummary {
         }
         if let (Some(k), Some(a)) = (self.top_k, self.top_k_accuracy()) {
             write!(f, "  top-{k} {:.2}%", a * 100.0)?;
+        }
+        for m in &self.user_metrics {
+            write!(f, "  {} {:.4}", m.name, m.value)?;
         }
         write!(
             f,

@@ -1,7 +1,9 @@
 //! Per-sample exact running metrics ([`RunningMetrics`]) for every task: loss and accuracy
 //! (top-k too) for classes, mean absolute and root mean squared error for regression, F1 per
 //! label for multi-label; the confusion matrix; the [`Mode`] and [`Monitor`] of the metric a
-//! run judges its epochs by.
+//! run judges its epochs by; metrics of one's own ([`Metric`]) and the built-in ones of that
+//! shape: multiclass precision, recall and F1 ([`MulticlassScore`]) and AUROC
+//! ([`MulticlassAuroc`]), torchmetrics' values bit for bit.
 //!
 //! The course averages `loss / len(x)` per batch and then over batches, which weighs a short
 //! last batch as much as a full one; here every metric is a sum (or a count) over samples
@@ -10,11 +12,52 @@
 use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor};
 
+mod auroc;
+mod classwise;
 mod confusion;
+mod metric;
 mod monitor;
 
+pub use auroc::MulticlassAuroc;
+pub use classwise::{Average, MulticlassScore};
 pub use confusion::ConfusionMatrix;
-pub use monitor::{Mode, Monitor};
+pub(crate) use metric::check_names;
+pub use metric::{Metric, MetricValue, SharedMetric};
+pub use monitor::{MetricName, Mode, Monitor};
+
+/// The thresholds of [`builtin_metric`]'s `auroc`.
+pub const AUROC_THRESHOLDS: usize = 100;
+
+/// A built-in [`Metric`] by its name, for `classes` classes: `precision_`, `recall_` or `f1_`
+/// followed by `micro`, `macro` or `weighted` ([`MulticlassScore`]), or `auroc`
+/// ([`MulticlassAuroc`] over [`AUROC_THRESHOLDS`] thresholds); else
+/// [`Error::InvalidArgument`](crate::Error::InvalidArgument) listing them.
+///
+/// ```
+/// use trainbook::train::{builtin_metric, Metric};
+/// assert_eq!(builtin_metric("recall_weighted", 3)?.name(), "recall_weighted");
+/// assert!(builtin_metric("f2_macro", 3).is_err());
+/// # Ok::<(), trainbook::Error>(())
+/// ```
+pub fn builtin_metric(name: &str, classes: usize) -> crate::Result<SharedMetric> {
+    if name == "auroc" {
+        return Ok(std::sync::Arc::new(MulticlassAuroc::new(classes, AUROC_THRESHOLDS)));
+    }
+    let averages = [Average::Micro, Average::Macro, Average::Weighted];
+    let scores = [MulticlassScore::precision, MulticlassScore::recall, MulticlassScore::f1];
+    let all = scores.iter().flat_map(|make| averages.map(|a| make(classes).average(a)));
+    let mut names = Vec::new();
+    for score in all {
+        if score.name() == name {
+            return Ok(std::sync::Arc::new(score));
+        }
+        names.push(score.name().to_string());
+    }
+    Err(crate::Error::InvalidArgument(format!(
+        "metric {name:?}: the built-in ones are {}, auroc",
+        names.join(", ")
+    )))
+}
 
 /// Sums over the samples seen so far: the loss, and the counts and errors the task's metrics
 /// are made of (fields that a task does not use stay 0 or empty).

@@ -44,13 +44,17 @@ pub enum Cadence {
 }
 
 /// The validation results of an epoch, which an epoch-wise schedule may look at
-/// ([`ReduceLROnPlateau`] does: the loss in [`Mode::Min`](crate::train::Mode::Min), the accuracy in [`Mode::Max`](crate::train::Mode::Max)).
+/// ([`ReduceLROnPlateau`] does: the run's monitored metric when it has one, else the loss in
+/// [`Mode::Min`](crate::train::Mode::Min), the accuracy in [`Mode::Max`](crate::train::Mode::Max)).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Validation {
     /// Mean per-sample validation loss.
     pub loss: f64,
     /// Validation accuracy, a fraction in [0, 1].
     pub accuracy: f64,
+    /// The run's monitored metric ([`Trainer::monitor`](crate::fit::Trainer::monitor)), when
+    /// one is set.
+    pub monitored: Option<f64>,
 }
 
 /// A learning-rate schedule: what [`Trainer::schedule`](crate::fit::Trainer::schedule) drives.

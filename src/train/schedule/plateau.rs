@@ -167,8 +167,8 @@ impl LrSchedule for ReduceLROnPlateau {
         (self.best, self.num_bad_epochs, self.cooldown_counter, self.last_epoch) = (None, 0, 0, 0);
         Ok(lr)
     }
-    /// [`step`](ReduceLROnPlateau::step) with the validation loss ([`Mode::Min`]) or
-    /// accuracy ([`Mode::Max`]); without `validation`, [`Error::InvalidArgument`].
+    /// [`step`](ReduceLROnPlateau::step) with the run's monitored metric, else the validation
+    /// loss ([`Mode::Min`]) or accuracy ([`Mode::Max`]); without `validation`, [`Error::InvalidArgument`].
     fn advance(&mut self, lr: f64, validation: Option<Validation>) -> Result<f64> {
         self.validate()?;
         let v = validation.ok_or_else(|| {
@@ -177,9 +177,10 @@ impl LrSchedule for ReduceLROnPlateau {
                     .into(),
             )
         })?;
-        let metric = match self.mode {
-            Mode::Min => v.loss,
-            Mode::Max => v.accuracy,
+        let metric = match (v.monitored, self.mode) {
+            (Some(m), _) => m,
+            (None, Mode::Min) => v.loss,
+            (None, Mode::Max) => v.accuracy,
         };
         Ok(self.step(metric, lr))
     }

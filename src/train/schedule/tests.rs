@@ -57,7 +57,7 @@ fn bad_arguments_name_the_parameter() {
         (Box::new(LambdaLR::new(|_| f64::NAN)), "lr_lambda"),
         (Box::new(MultiplicativeLR::new(|_| f64::INFINITY)), "lr_lambda"),
     ];
-    let v = Some(Validation { loss: 1.0, accuracy: 0.5 });
+    let v = Some(Validation { loss: 1.0, accuracy: 0.5, monitored: None });
     for (mut s, param) in cases {
         invalid(s.validate(), param);
         invalid(s.start(0.1), param);
@@ -87,7 +87,7 @@ fn plateau_looks_at_the_loss_in_min_mode_and_the_accuracy_in_max_mode() {
         let mut s = ReduceLROnPlateau::new(mode).patience(1).factor(0.5);
         let mut lr = s.start(0.1).unwrap();
         for (loss, accuracy) in epochs {
-            lr = s.advance(lr, Some(Validation { loss, accuracy })).unwrap();
+            lr = s.advance(lr, Some(Validation { loss, accuracy, monitored: None })).unwrap();
         }
         lr
     };
@@ -104,7 +104,7 @@ fn plateau_through_the_trait_equals_its_step_bit_for_bit() {
     let (mut la, mut lb) = (0.07, b.start(0.07).unwrap());
     for loss in losses {
         la = a.step(loss, la);
-        lb = b.advance(lb, Some(Validation { loss, accuracy: 0.0 })).unwrap();
+        lb = b.advance(lb, Some(Validation { loss, accuracy: 0.0, monitored: None })).unwrap();
         assert_eq!(la.to_bits(), lb.to_bits());
     }
     assert_eq!(a.state(), b.state());
@@ -113,7 +113,11 @@ fn plateau_through_the_trait_equals_its_step_bit_for_bit() {
 #[test]
 fn state_round_trips_exactly_and_resumes_the_same_sequence() {
     let v = |k: usize| {
-        Some(Validation { loss: 1.0 / (k as f64 + 3.0), accuracy: 0.3 + 0.01 * (k % 3) as f64 })
+        Some(Validation {
+            loss: 1.0 / (k as f64 + 3.0),
+            accuracy: 0.3 + 0.01 * (k % 3) as f64,
+            monitored: None,
+        })
     };
     for mut s in all() {
         let mut lr = s.start(0.1 + 0.2).unwrap(); // an lr with a long decimal expansion

@@ -310,6 +310,9 @@ impl Strategy for Ddp<'_> {
         let l = self.dist.all_gather_varlen(&labels.to_kind(Kind::Int64))?;
         Ok((p, l))
     }
+    fn sum_f64s(&self, values: Vec<f64>) -> Result<Vec<f64>> {
+        self.dist.sum_f64(&values)
+    }
     fn gather_f64(&self, x: f64) -> Result<Vec<f64>> {
         // Each rank fills its own slot; the sum over ranks is then everyone's value.
         let mut slots = vec![0.0; self.dist.world_size()];

@@ -39,6 +39,11 @@ pub trait Strategy {
     fn gather_labels(&self, predicted: Tensor, labels: Tensor) -> Result<(Tensor, Tensor)> {
         Ok((predicted, labels))
     }
+    /// `values` summed element-wise over all ranks (identity for a single process); every rank
+    /// passes as many.
+    fn sum_f64s(&self, values: Vec<f64>) -> Result<Vec<f64>> {
+        Ok(values)
+    }
     /// Every rank's value of `x`, in rank order (`[x]` for a single process).
     fn gather_f64(&self, x: f64) -> Result<Vec<f64>> {
         Ok(vec![x])
