@@ -161,7 +161,8 @@ impl Checkpointer {
 
     /// Restores model, optimizer and this rank's RNG (CPU, and CUDA on a GPU) from `ckpt`, and
     /// this checkpointer's step count and best metric; returns where to continue. With another
-    /// world size than the checkpoint's, the RNG states are not restored (a note is printed).
+    /// world size than the checkpoint's, the RNG states are not restored (a note is printed; a
+    /// loop of one's own then chooses its batches: `fit` keeps the global batch).
     /// Errors: [`Error::Io`] for unreadable files, [`Error::Checkpoint`] when the model's
     /// names or shapes differ from the checkpoint's, [`Error::InvalidArgument`] when the
     /// optimizer's kind or parameters differ.
@@ -206,7 +207,8 @@ impl Checkpointer {
                 set_rng_state(dist.device(), &state)?;
             }
         } else {
-            dist.println(format!("checkpoint: saved with {} ranks, resuming with {}: data order and RNG streams differ from an uninterrupted run", m.world_size, dist.world_size()));
+            // `fit` keeps the global batch and the data order (its `data_layout` part says how).
+            dist.println(format!("checkpoint: saved with {} ranks, resuming with {}: the ranks' RNG states are not restored", m.world_size, dist.world_size()));
         }
         self.best = m.best_metric;
         self.global_step = m.global_step;

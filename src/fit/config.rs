@@ -7,8 +7,8 @@ use crate::fit::callbacks::Callbacks;
 use crate::fit::parts::early_stopping::EarlyStopping;
 use crate::train::DdpOptions;
 use crate::train::{
-    check_names, CrossEntropyLoss, GradClip, LrSchedule, Monitor, Precision, SharedLoss,
-    SharedMetric,
+    check_names, CrossEntropyLoss, EpochOptions, GradClip, LrSchedule, Monitor, Precision,
+    SharedLoss, SharedMetric, Strategy,
 };
 
 /// Every setting of a [`Trainer`](crate::fit::Trainer) run; the builder's methods set these fields
@@ -130,6 +130,27 @@ impl FitConfig {
             return zero("max_steps: 0 optimizer steps to train");
         }
         Ok(())
+    }
+
+    /// The options of this run's epochs on `device` under `strategy`: progress, top-k, the own
+    /// metrics, accumulation, precision, channels_last and clipping as configured.
+    pub(crate) fn epoch_options<'a>(
+        &'a self,
+        device: tch::Device,
+        strategy: &'a dyn Strategy,
+    ) -> EpochOptions<'a> {
+        let opts = EpochOptions::on(device)
+            .strategy(strategy)
+            .progress(self.progress)
+            .top_k_opt(self.top_k)
+            .metrics(&self.metrics)
+            .accumulate(self.accumulate)
+            .precision(self.precision)
+            .channels_last(self.channels_last);
+        match self.clip_grad {
+            Some(c) => opts.clip_grad(c),
+            None => opts,
+        }
     }
 
     /// The run's own metrics have usable names, none twice, and a monitor of one

@@ -19,6 +19,7 @@ use crate::fit::config::FitConfig;
 use crate::fit::finish::{best_monitor, best_policy, best_val_acc, restore_best, write_outputs};
 use crate::fit::max_steps;
 use crate::fit::outcome::FitReport;
+use crate::fit::parts::data_layout::DataLayout;
 use crate::fit::parts::run_schedule::RunSchedule;
 use crate::fit::parts::{RunParts, SharedPart};
 use crate::fit::resume::{resume, resume_parts, Start};
@@ -28,8 +29,8 @@ use crate::fit::trail_start::start_trail;
 use crate::models::to_channels_last;
 use crate::trail::TrailRecorder;
 use crate::train::{
-    evaluate, task_of, train_epoch_with, ConfusionMatrix, Ddp, EpochOptions, EpochRecord,
-    GradScaler, ModelEma, Monitor, Optimizer, Precision, RunningMetrics, StepLogging, Validation,
+    evaluate, task_of, train_epoch_with, ConfusionMatrix, Ddp, EpochRecord, GradScaler, ModelEma,
+    Monitor, Optimizer, Precision, RunningMetrics, StepLogging, Validation,
 };
 use crate::{Error, Result};
 
@@ -131,9 +132,15 @@ fn run_limited<A: Dataset + 'static, B: Dataset + 'static>(
         // The average starts from the weights every rank now holds (rank 0's, broadcast, or
         // the checkpoint's when it holds no average).
         ema: cfg.ema.map(|decay| ModelEma::new(vs, decay)).transpose()?,
+        data_layout: Some(DataLayout::of(dist, train.batch_size(), cfg.accumulate)),
     };
     // Every part by its key in the checkpoint, in one loop.
     resume_parts(dist, start.checkpoint.as_ref(), &mut parts.each_mut())?;
+    // On another number of ranks than the checkpoint's: the same global batch and samples.
+    let layout = parts.data_layout.as_mut().expect("the data layout is always a part");
+    let (start, accumulate) = layout.adjust(dist, start)?;
+    let elastic_cfg = accumulate.map(|k| FitConfig { accumulate: k, ..cfg.clone() });
+    let cfg = elastic_cfg.as_ref().unwrap_or(cfg);
     if let Some(s) = &parts.schedule {
         // torch's scheduler constructor: LinearLR and OneCycleLR set the first step's rate.
         s.ensure_started(opt)?;
@@ -269,20 +276,9 @@ impl Run<'_> {
         train.skip_batches(skip);
         // The steps' handle on the loss scaler (the checkpoints read it through the parts).
         let scaler = self.parts.scaler.as_ref().map(|s| s.handle());
-        let mut opts = EpochOptions::on(self.dist.device())
-            .strategy(&self.ddp)
-            .progress(cfg.progress)
-            .top_k_opt(cfg.top_k)
-            .metrics(&cfg.metrics)
-            .start_metrics(metrics)
-            .accumulate(cfg.accumulate)
-            .precision(cfg.precision)
-            .channels_last(cfg.channels_last);
+        let mut opts = cfg.epoch_options(self.dist.device(), &self.ddp).start_metrics(metrics);
         if let Some(s) = &scaler {
             opts = opts.grad_scaler(s);
-        }
-        if let Some(c) = cfg.clip_grad {
-            opts = opts.clip_grad(c);
         }
         if self.step_records {
             let steps_before = self.ckpt.global_step();

@@ -13,6 +13,7 @@ mod batch_limits;
 mod checkpoint;
 mod divergence;
 mod early_stopping;
+mod elastic_resume;
 mod fit_interrupt;
 mod fit_resume;
 mod fit_without_font;

@@ -1,10 +1,11 @@
 //! The run's built-in parts that keep state between epochs (early stopping, the learning-rate
-//! schedule, the float16 loss scaler, the EMA of the weights) and the frozen backbone's epochs.
+//! schedule, the float16 loss scaler, the EMA of the weights, the data layout) and the frozen backbone's epochs.
 //! [`RunParts`] holds those a checkpoint saves: each by its [`Stateful`] key, all of them in one
 //! list, so a new part is its own file plus one line in `run_parts!` below.
 use std::cell::RefCell;
 use std::rc::Rc;
 
+pub(crate) mod data_layout;
 pub(crate) mod early_stopping;
 pub(crate) mod freeze;
 pub(crate) mod run_schedule;
@@ -78,6 +79,9 @@ run_parts! {
     early: EarlyStopping,
     /// The EMA of the weights, key `ema`.
     ema: ModelEma,
+    /// Ranks x per-rank batch x accumulation, key `data_layout`: a resume on another rank
+    /// count keeps the global batch.
+    data_layout: data_layout::DataLayout,
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use tch::nn::{ModuleT, VarStore};
 use super::{batch_device, Trainer};
 use crate::data::{DataLoader, Dataset};
 use crate::models::to_channels_last;
-use crate::train::{evaluate, Ddp, EpochOptions, EpochSummary};
+use crate::train::{evaluate, Ddp, EpochSummary};
 use crate::Result;
 
 impl Trainer<'_> {
@@ -41,13 +41,7 @@ impl Trainer<'_> {
             to_channels_last(vs);
         }
         let ddp = Ddp::wrap_with(vs, self.dist, cfg.ddp.clone())?;
-        let opts = EpochOptions::on(self.dist.device())
-            .strategy(&ddp)
-            .progress(cfg.progress)
-            .top_k_opt(cfg.top_k)
-            .metrics(&cfg.metrics)
-            .precision(cfg.precision)
-            .channels_last(cfg.channels_last);
+        let opts = cfg.epoch_options(self.dist.device(), &ddp);
         let (device, limit) = (loader.batch_device(), loader.batch_limit());
         loader.set_device(batch_device(self.dist.device(), cfg.pin_memory, device));
         loader.set_limit_batches(cfg.limit_val_batches.or(limit));

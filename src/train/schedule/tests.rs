@@ -80,7 +80,7 @@ fn one_cycle_refuses_steps_past_the_cycle_and_empty_phases() {
 }
 
 #[test]
-fn plateau_looks_at_the_loss_in_min_mode_and_the_accuracy_in_max_mode() {
+fn plateau_looks_at_the_monitored_value_else_the_loss_or_the_accuracy() {
     // The loss keeps improving while the accuracy stalls.
     let epochs = [(1.0, 0.5), (0.9, 0.5), (0.8, 0.5), (0.7, 0.5)];
     let run = |mode| {
@@ -93,6 +93,15 @@ fn plateau_looks_at_the_loss_in_min_mode_and_the_accuracy_in_max_mode() {
     };
     assert_eq!(run(Mode::Min), 0.1, "the loss improved every epoch");
     assert_eq!(run(Mode::Max), 0.05, "the accuracy stalled for 2 epochs after the first");
+    // A monitored metric (the run's `monitor`) is what it watches, in the mode it was given.
+    let mut s = ReduceLROnPlateau::new(Mode::Min).patience(1).factor(0.5);
+    let mut lr = s.start(0.1).unwrap();
+    for (loss, monitored) in [(1.0, 3.0), (0.9, 3.0), (0.8, 3.0)] {
+        lr = s
+            .advance(lr, Some(Validation { loss, accuracy: 0.5, monitored: Some(monitored) }))
+            .unwrap();
+    }
+    assert_eq!(lr, 0.05, "the monitored value stalled, though the loss improved");
     invalid(ReduceLROnPlateau::new(Mode::Min).advance(0.1, None), "Validation");
 }
 
