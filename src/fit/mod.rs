@@ -5,7 +5,7 @@
 //! launchers, reports each epoch to the launcher (the `callbacks` wing); it can
 //! stop early when the monitored metric stops improving ([`EarlyStopping`]), logs every step to
 //! `steps.csv` and TensorBoard, can redraw its curves as it trains ([`LiveCurves`]) and calls
-//! the user's [`Callback`]s.
+//! the user's [`Callback`]s, which may act on the run ([`RunControl`]).
 mod callbacks;
 mod config;
 mod finish;
@@ -19,6 +19,7 @@ mod stop;
 mod trail_start;
 mod trainer;
 
+pub use callbacks::control::RunControl;
 pub use callbacks::launcher_report::reports_enabled;
 pub use callbacks::live_curves::LiveCurves;
 pub use callbacks::step_csv::STEPS_CSV_HEADER;

@@ -14,7 +14,7 @@ use crate::data::{DataLoader, Dataset};
 use crate::dist::Dist;
 use crate::fit::callbacks::launcher_report as report;
 use crate::fit::callbacks::metrics_log::METRICS_LOG;
-use crate::fit::callbacks::{Callbacks, FitStart};
+use crate::fit::callbacks::{control, Callbacks, FitStart};
 use crate::fit::config::FitConfig;
 use crate::fit::finish::{best_monitor, best_policy, best_val_acc, restore_best, write_outputs};
 use crate::fit::max_steps;
@@ -315,10 +315,9 @@ impl Run<'_> {
         self.callbacks.each(|c| c.on_validation_epoch_end(epoch, &v, steps))?;
         // The average's own validation, its values in the model for the call (timm validates
         // its EMA copy the same way, beside the model).
-        let v_ema = match &self.parts.ema {
-            Some(e) => Some(e.with_weights(vs, || evaluate(net, val, &cfg.loss, &opts))?),
-            None => None,
-        };
+        let v_ema = (self.parts.ema.as_ref())
+            .map(|e| e.with_weights(vs, || evaluate(net, val, &cfg.loss, &opts)))
+            .transpose()?;
         // Per-epoch schedules: the rate of the whole epoch; per-step ones: the rate after the
         // epoch's last step (both resume-independent).
         let lr_used = opt.lr();
@@ -326,8 +325,10 @@ impl Run<'_> {
             let monitored = cfg.monitor.map(|m| m.value(&v));
             s.after_validation(opt, Validation { loss: v.loss, accuracy: v.accuracy, monitored })?;
         }
-        let record =
+        let acted = control::act(self.dist, &self.callbacks, (vs, opt), (epoch, steps), &v)?;
+        let mut record =
             EpochRecord::from_summaries(epoch, &t, Some(&v), lr_used).with_ema(v_ema.as_ref());
+        record.own_metrics.extend(acted.logged.into_iter().map(|(k, x)| (k, x.into())));
         self.history.push(record.clone());
         let stop = self.parts.early.as_mut().is_some_and(|e| e.update(e.monitor.value(&v)));
         self.after_epoch(vs, opt, epoch, &v)?;
@@ -335,9 +336,13 @@ impl Run<'_> {
         report::epoch_done(self.dist.rank(), &record, &self.ckpt);
         let steps = self.ckpt.global_step();
         self.callbacks.each(|c| c.on_epoch_end(&record, steps))?;
-        match (stop, &self.parts.early) {
-            (true, Some(e)) => {
+        match (stop, &self.parts.early, acted.stop) {
+            (true, Some(e), _) => {
                 self.dist.println(e.describe(epoch + 1));
+                Ok(EpochEnd::StoppedEarly)
+            }
+            (_, _, Some(why)) => {
+                self.dist.println(format!("stopping after epoch {}: {why}", epoch + 1));
                 Ok(EpochEnd::StoppedEarly)
             }
             _ => Ok(EpochEnd::Continue),

@@ -9,6 +9,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod acting_callbacks;
 mod batch_limits;
 mod checkpoint;
 mod divergence;

@@ -1,9 +1,11 @@
 //! Hooks into a [`Trainer`](crate::fit::Trainer) run: the [`Callback`] trait, with the moments of
 //! Lightning's callbacks (fit start, train steps, train/validation epoch end, checkpoint
-//! saved, fit end), and the list a run calls them through. The built-in observers live in this
+//! saved, fit end) and one that acts on the run (`control.rs`), and the list a run calls them
+//! through. The built-in observers live in this
 //! wing as callbacks too: the epoch line, `metrics.jsonl`, the step logs (`steps.csv`,
 //! TensorBoard event files) and the live curves; the launcher's report lines are written from
 //! here as well (`launcher_report.rs`), by the run, since they carry the checkpointer's view.
+pub(crate) mod control;
 pub(crate) mod epoch_line;
 mod event_file;
 pub(crate) mod launcher_report;
@@ -91,6 +93,12 @@ pub trait Callback: Send {
         _val: &EpochSummary,
         _steps_done: u64,
     ) -> Result<()> {
+        Ok(())
+    }
+    /// An epoch's validation ended, with the run in hand ([`RunControl`](control::RunControl)):
+    /// stop the run, set the learning rate, log values into the epoch's record. Runs after the
+    /// learning-rate schedule's epoch step and before the epoch's checkpoint.
+    fn on_validation_end(&mut self, _run: &mut control::RunControl) -> Result<()> {
         Ok(())
     }
     /// An epoch ended: its record, as `metrics.jsonl` gets it.
