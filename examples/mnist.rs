@@ -97,6 +97,12 @@ fn run() -> anyhow::Result<()> {
         dist.destroy()?;
         return Ok(());
     }
+    if args.run.lr_find {
+        let model = (&mut vs, &net as &dyn tch::nn::ModuleT, &mut opt);
+        args.run.lr_find(&dist, &trainer, model, &mut train_loader, &args.out)?;
+        dist.destroy()?;
+        return Ok(());
+    }
     let report = trainer
         .epochs(args.epochs)
         .out(&args.out)

@@ -4,10 +4,10 @@
 //! - [`RunArgs`], in every example: `--device`, `--seed`, `--workers`, `--no-resume`,
 //!   `--precision`, `--channels-last`, `--clip-grad-norm`, `--monitor-metric`, `--metric`, `--early-stop`,
 //!   `--requeue`, `--no-step-log`, `--ema`, `--freeze-epochs`, `--sync-bn`, `--weight-trail`,
-//!   `--limit-train-batches`, `--limit-val-batches`, `--max-steps`, `--fast-dev-run`, `--test-only`, with
+//!   `--limit-train-batches`, `--limit-val-batches`, `--max-steps`, `--fast-dev-run`, `--test-only`, `--lr-find`, with
 //!   [`RunArgs::dist`] (join the launcher's process group), [`RunArgs::trainer`] (a [`Trainer`]
 //!   with those settings), [`RunArgs::metrics`] (`--metric`, with the model's class count), [`RunArgs::sync_batchnorm`] (the ResNet examples' `--sync-bn`) and
-//!   [`RunArgs::test_only`] (`--test-only`).
+//!   [`RunArgs::test_only`] (`--test-only`) and [`RunArgs::lr_find`] (`--lr-find`).
 //! - [`exit_status`]: one line on stderr after an error (the rank, what happened; a broken
 //!   connection to another rank said as such, with what the launcher does next), exit status 1.
 //! - [`exit_if_preempted`]: every example's exit status after a run stopped by SIGTERM or
@@ -121,6 +121,11 @@ pub struct RunArgs {
     /// checkpoint.
     #[arg(long)]
     pub test_only: bool,
+    /// Run the learning-rate range test instead of training (fastai's lr_find: the rate grows
+    /// from 1e-7 to 10 over at most 100 steps on the training set, then the weights and the
+    /// optimizer are put back): prints the suggested rate and writes OUT/lr_find.png.
+    #[arg(long)]
+    pub lr_find: bool,
 }
 
 impl RunArgs {
@@ -187,6 +192,34 @@ impl RunArgs {
             trainer = trainer.metric_shared(metric);
         }
         Ok(trainer)
+    }
+
+    /// `--lr-find`: the range test with `trainer`'s settings over `loader`; prints the curve's
+    /// suggestion (fastai's valley) and, on rank 0, writes `OUT/lr_find.png`.
+    pub fn lr_find<D: trainbook::data::Dataset + 'static>(
+        &self,
+        dist: &Dist,
+        trainer: &Trainer,
+        (vs, net, opt): (&mut tch::nn::VarStore, &dyn tch::nn::ModuleT, &mut Optimizer),
+        loader: &mut trainbook::data::DataLoader<D>,
+        out: &std::path::Path,
+    ) -> anyhow::Result<()> {
+        let options = trainbook::train::LrFindOptions::default();
+        let found = trainer.lr_find(vs, net, opt, loader, options)?;
+        let line = match found.suggestion {
+            Some((lr, loss)) => {
+                format!("suggested learning rate {lr:.2e} (smoothed loss {loss:.4} there)")
+            }
+            None => "no suggestion: too few steps before the loss diverged".into(),
+        };
+        dist.println(format!("lr_find: {} steps, {line}", found.lrs.len()));
+        if dist.is_main() {
+            std::fs::create_dir_all(out)?;
+            let path = out.join("lr_find.png");
+            trainbook::figures::lr_find_plot(&found)?.save(&path)?;
+            println!("wrote {}", path.display());
+        }
+        Ok(())
     }
 
     /// Joins the process group the launcher describes (torchrun's, or the Ray or Dask

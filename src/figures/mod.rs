@@ -8,6 +8,7 @@ mod curves;
 mod figure;
 mod gallery;
 mod grid;
+mod lr_find_plot;
 mod show;
 
 pub use crate::display::{display_bytes, in_notebook, Mime};
@@ -16,4 +17,5 @@ pub use curves::loss_accuracy_curves;
 pub use figure::Figure;
 pub use gallery::class_gallery;
 pub use grid::image_grid;
+pub use lr_find_plot::lr_find_plot;
 pub use show::show_any;

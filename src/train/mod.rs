@@ -1,6 +1,6 @@
 //! The training loop: the per-epoch train/evaluate helpers with their options, listener and
 //! summaries (the `epoch/` wing) and the [`Strategy`] they run under (`strategy/`), optimizers with checkpointable state (`optim/`), mixed precision (`amp/`), LR
-//! schedules, losses for every task, exact metrics, predictions with their confidence, the metrics log, and a
+//! schedules, the learning-rate range test (`lr_find/`), losses for every task, exact metrics, predictions with their confidence, the metrics log, and a
 //! deterministic mode.
 mod amp;
 mod clip;
@@ -9,6 +9,7 @@ mod ema;
 mod epoch;
 mod log;
 mod loss;
+mod lr_find;
 mod metrics;
 mod optim;
 mod predict;
@@ -33,6 +34,7 @@ pub use loss::{
     BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, Loss, MSELoss, SharedLoss,
     SmoothL1Loss, Task,
 };
+pub use lr_find::{lr_find, valley, LrFind, LrFindOptions};
 pub(crate) use metrics::check_names;
 pub use metrics::{
     builtin_metric, Average, ConfusionMatrix, Metric, MetricName, MetricValue, Mode, Monitor,

@@ -142,7 +142,7 @@ fn the_layout_table_matches_the_tree() {
 
 /// (what the README or the book says, in its words; the test it names; what that test must contain;
 /// what it must not).
-const BACKED: [(&str, &str, &[&str], &[&str]); 9] = [
+const BACKED: [(&str, &str, &[&str], &[&str]); 10] = [
     (
         "a seeded torchvision ResNet18 saved by `torch.save` under its hub-cache file name gives \
          torchvision's logits bit for bit",
@@ -190,6 +190,13 @@ const BACKED: [(&str, &str, &[&str], &[&str]); 9] = [
         "tests/training/class_metrics.rs",
         &["assert_eq!(bits(ours), bits(theirs)", "let per_class = m.per_class.as_deref().unwrap();"],
         &["within_f32"],
+    ),
+    (
+        "the rates and the smoothed losses equal fastai's bit for bit, and the suggestion is the \
+         point fastai's `valley` picks",
+        "tests/oracle/lr_find.py",
+        &["\"lrs_equal\": lrs == curve[\"lrs\"]", "\"smoothed_equal\": smoothed == curve[\"losses\"]"],
+        &[],
     ),
     (
         "checks that the process has `libtorch_cuda` mapped and NCCL built in",

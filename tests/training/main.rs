@@ -15,6 +15,7 @@ mod class_metrics;
 mod ema;
 mod grad_clip;
 mod losses;
+mod lr_find;
 mod param_groups;
 mod regression;
 mod schedules;

@@ -377,6 +377,7 @@ fn batch_device(run: Device, pin_memory: bool, loader: Device) -> Device {
     }
 }
 
+mod lr_find;
 mod own_metrics;
 mod run_control;
 mod test_stage;
