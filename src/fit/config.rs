@@ -110,13 +110,18 @@ pub struct FitConfig {
     pub fast_dev_run: Option<usize>,
     /// Called at the moments of the run, in order, after the built-in step logs.
     pub callbacks: Callbacks,
+    /// Also validate after every this many optimizer steps, mid-epoch (Lightning's
+    /// `val_check_interval` as a count; [`Trainer::val_every_steps`](crate::fit::Trainer::val_every_steps)).
+    /// Default `None`: once per epoch.
+    pub val_every_steps: Option<u64>,
     /// Metrics of one's own, measured at every validation (and test) over all ranks
     /// ([`Trainer::metric`](crate::fit::Trainer::metric)). Default: none.
     pub metrics: Vec<SharedMetric>,
 }
 
 impl FitConfig {
-    /// The counts that cannot be 0 (`limit_train_batches`, `weight_trail`, `max_steps`):
+    /// The counts that cannot be 0 (`limit_train_batches`, `weight_trail`, `max_steps`,
+    /// `val_every_steps`):
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming the first that is.
     pub fn check_counts(&self) -> crate::Result<()> {
         let zero = |what: &str| Err(crate::Error::InvalidArgument(what.into()));
@@ -128,6 +133,9 @@ impl FitConfig {
         }
         if self.max_steps == Some(0) {
             return zero("max_steps: 0 optimizer steps to train");
+        }
+        if self.val_every_steps == Some(0) {
+            return zero("val_every_steps: a validation every 0 steps");
         }
         Ok(())
     }
@@ -178,7 +186,7 @@ impl Default for FitConfig {
     /// One epoch into `runs/fit`, resuming if a checkpoint is there, checkpoints per
     /// [`Policy::default`], no schedule, progress shown, float32, no accumulation, default
     /// DDP options, plain cross-entropy, no Slurm requeue, pinned batches on CUDA, no clipping,
-    /// no early stopping, no EMA, the step logs on, no weight trail, every batch, no step limit, no callbacks, no metrics of one's own.
+    /// no early stopping, no EMA, the step logs on, no weight trail, every batch, no step limit, no callbacks, no metrics of one's own, validation once per epoch.
     fn default() -> Self {
         FitConfig {
             epochs: 1,
@@ -211,6 +219,7 @@ impl Default for FitConfig {
             fast_dev_run: None,
             callbacks: Callbacks::default(),
             metrics: Vec::new(),
+            val_every_steps: None,
         }
     }
 }

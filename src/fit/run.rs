@@ -20,10 +20,11 @@ use crate::fit::finish::{best_monitor, best_policy, best_val_acc, restore_best, 
 use crate::fit::max_steps;
 use crate::fit::outcome::FitReport;
 use crate::fit::parts::data_layout::DataLayout;
+use crate::fit::parts::freeze::freeze_for_epoch;
 use crate::fit::parts::run_schedule::RunSchedule;
 use crate::fit::parts::{RunParts, SharedPart};
 use crate::fit::resume::{resume, resume_parts, Start};
-use crate::fit::step_events::{train_state, StepEvents};
+use crate::fit::step_events::{train_state, MidValidation, StepEvents};
 use crate::fit::stop::interrupt::{Interruption, StopWatch};
 use crate::fit::trail_start::start_trail;
 use crate::models::to_channels_last;
@@ -156,7 +157,7 @@ fn run_limited<A: Dataset + 'static, B: Dataset + 'static>(
         ckpt,
         watch: StopWatch::start(dist, &cfg.out),
         stopped: None,
-        callbacks: Callbacks::for_run(cfg.step_log, &cfg.callbacks),
+        callbacks: Callbacks::for_run(cfg.step_log, cfg.val_every_steps.is_some(), &cfg.callbacks),
         step_records: cfg.step_log || !cfg.callbacks.is_empty(),
         history,
         confusion: None,
@@ -271,7 +272,11 @@ impl Run<'_> {
         (train, val): (&mut DataLoader<A>, &mut DataLoader<B>),
     ) -> Result<EpochEnd> {
         let cfg = self.cfg;
-        self.freeze_for(epoch, vs)?;
+        // Freezing changed what trains: wrapped again, so the reducer covers what now trains.
+        let frozen = &mut self.backbone_frozen;
+        if freeze_for_epoch(cfg.freeze_backbone_epochs, epoch, vs, self.dist, frozen)? {
+            self.ddp = Ddp::wrap_with(vs, self.dist, cfg.ddp.clone())?;
+        }
         train.set_epoch(epoch);
         train.skip_batches(skip);
         // The steps' handle on the loss scaler (the checkpoints read it through the parts).
@@ -284,6 +289,13 @@ impl Run<'_> {
             let steps_before = self.ckpt.global_step();
             opts = opts.step_records(StepLogging { epoch, steps_before });
         }
+        let quiet = cfg.epoch_options(self.dist.device(), &self.ddp).progress(false);
+        let mut evaluate_now = || evaluate(net, val, &cfg.loss, &quiet);
+        let mid_val = (cfg.val_every_steps).map(|every| MidValidation {
+            every,
+            batches: train.len(),
+            run: &mut evaluate_now,
+        });
         let mut events = StepEvents {
             dist: self.dist,
             cfg,
@@ -295,6 +307,7 @@ impl Run<'_> {
             callbacks: &self.callbacks,
             stopped: &mut self.stopped,
             trail: self.trail.as_mut(),
+            mid_val,
         };
         let t = match train_epoch_with(net, train, opt, &cfg.loss, &opts, &mut events) {
             Err(crate::Error::Interrupted(_)) if self.stopped.is_some() => {
@@ -370,22 +383,6 @@ impl Run<'_> {
         saved.extend(step.filter(|s| Some(s) != before.0.as_ref()));
         saved.extend(best_dir.filter(|_| best != before.1));
         saved.iter().try_for_each(|dir| self.callbacks.each(|c| c.on_checkpoint_saved(dir)))
-    }
-
-    /// `freeze_backbone_epochs`: when freezing changes what trains at `epoch`, the model is
-    /// wrapped again, so that the reducer covers exactly the parameters that now train.
-    fn freeze_for(&mut self, epoch: u64, vs: &VarStore) -> Result<()> {
-        let n = self.cfg.freeze_backbone_epochs;
-        if crate::fit::parts::freeze::freeze_for_epoch(
-            n,
-            epoch,
-            vs,
-            self.dist,
-            &mut self.backbone_frozen,
-        )? {
-            self.ddp = Ddp::wrap_with(vs, self.dist, self.cfg.ddp.clone())?;
-        }
-        Ok(())
     }
 
     /// A stop request ended the epoch: the checkpoint of the last step is complete (no write

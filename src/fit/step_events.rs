@@ -1,7 +1,8 @@
 //! What a run does between the optimizer steps of an epoch, as the epoch's one
 //! [`StepListener`]: a per-step schedule sets the next rates, the EMA follows the step, the
-//! step checkpoint is written (with every part's state), a stop request ends the epoch after
-//! its checkpoint, and the callbacks get the step records. It borrows what it changes from the
+//! step checkpoint is written (with every part's state), a mid-epoch validation runs when its
+//! step comes, a stop request ends the epoch after its checkpoint, and the callbacks get the
+//! step records. It borrows what it changes from the
 //! run mutably, for the epoch's length.
 use std::path::Path;
 
@@ -14,7 +15,7 @@ use crate::fit::config::FitConfig;
 use crate::fit::parts::RunParts;
 use crate::fit::stop::interrupt::{Interruption, StopWatch};
 use crate::trail::TrailRecorder;
-use crate::train::{Optimizer, RunningMetrics, StepInfo, StepListener, StepRecord};
+use crate::train::{EpochSummary, Optimizer, RunningMetrics, StepInfo, StepListener, StepRecord};
 use crate::Result;
 
 /// The run's state for a checkpoint, at `epoch` after `batches_done` batches with the epoch's
@@ -50,6 +51,16 @@ pub(crate) struct StepEvents<'r> {
     pub stopped: &'r mut Option<Interruption>,
     /// The weight trail's writer (rank 0, when the run keeps one).
     pub trail: Option<&'r mut TrailRecorder>,
+    /// Validation in the middle of the epoch, with `val_every_steps`.
+    pub mid_val: Option<MidValidation<'r>>,
+}
+
+/// A validation after every `every` optimizer steps, but not after the step that ends the
+/// epoch's `batches` batches (the epoch's own validation follows it).
+pub(crate) struct MidValidation<'r> {
+    pub every: u64,
+    pub batches: usize,
+    pub run: &'r mut dyn FnMut() -> Result<EpochSummary>,
 }
 
 impl StepListener for StepEvents<'_> {
@@ -76,6 +87,15 @@ impl StepListener for StepEvents<'_> {
         if let Some(trail) = &mut self.trail {
             let at = (self.ckpt.global_step(), self.epoch, batches_done);
             trail.after_step(at, self.vs, info.optimizer)?;
+        }
+        if let Some(m) = &mut self.mid_val {
+            let step = self.ckpt.global_step();
+            if step % m.every == 0 && info.batches_done < m.batches {
+                let v = (m.run)()?;
+                let at = format!("epoch {}, {batches_done}/{} batches", self.epoch + 1, m.batches);
+                self.dist.println(format!("step {step} ({at}): val {v}"));
+                self.callbacks.each(|c| c.on_step_validation(self.epoch, step, &v))?;
+            }
         }
         if let Some(reason) = self.watch.after_step(self.dist)? {
             let checkpoint = self.ckpt.save_now(self.dist, state)?;

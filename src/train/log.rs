@@ -84,7 +84,7 @@ pub struct EpochRecord {
 }
 
 /// The own metrics of `summary` as a record's keys, each name after `prefix`.
-pub(crate) fn own_metrics(
+pub(crate) fn own_metric_keys(
     prefix: &str,
     summary: &EpochSummary,
 ) -> BTreeMap<String, serde_json::Value> {
@@ -143,7 +143,7 @@ impl EpochRecord {
             val_f1_per_label: val.and_then(EpochSummary::f1_per_label),
             train_top_k: train.top_k_accuracy(),
             val_top_k: val.and_then(EpochSummary::top_k_accuracy),
-            own_metrics: val.map_or_else(BTreeMap::new, |v| own_metrics("val", v)),
+            own_metrics: val.map_or_else(BTreeMap::new, |v| own_metric_keys("val", v)),
         }
         .with_finite()
     }

@@ -29,6 +29,7 @@ pub use epoch::{
     EpochOptions, EpochSummary, StepInfo, StepListener, StepLogging, StepRecord,
     LOADER_BOUND_FRACTION,
 };
+pub(crate) use log::own_metric_keys;
 pub use log::{append_record, history_table, read_records, EpochRecord};
 pub use loss::{
     BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, Loss, MSELoss, SharedLoss,

@@ -116,6 +116,9 @@ fn run_with(
         callbacks: Default::default(),
         // A metric of one's own on: its values in the resumed run's records too.
         metrics: vec![std::sync::Arc::new(trainbook::train::MulticlassScore::f1(10))],
+        // Mid-epoch validations on (after steps 3 and 6): a resumed run redoes those after
+        // its checkpoint, the same.
+        val_every_steps: Some(3),
     };
     tch::manual_seed(99); // the dropout stream; a resumed run restores it from the checkpoint
     Trainer::with_config(dist, cfg).fit(&mut vs, &net, &mut opt, &mut train, &mut val).unwrap()
@@ -206,6 +209,9 @@ fn checkpoints_fall_on_window_ends_and_resume_is_exact() {
         })
         .collect();
     std::fs::write(resumed.join("steps.csv"), garbled + "9,1,3,0.5").unwrap();
+    // And its mid-epoch validation after step 3 (here: a wrong one), past the checkpoint too.
+    std::fs::write(resumed.join("val_steps.jsonl"), "{\"epoch\":0,\"step\":3,\"val_loss\":999}\n")
+        .unwrap();
     let report = run(&dist, &resumed, 8, true);
     let (_, epoch, batches) = report.resumed_from.expect("should resume");
     assert_eq!((epoch, batches), (0, 6));
@@ -252,6 +258,15 @@ fn checkpoints_fall_on_window_ends_and_resume_is_exact() {
     let resumed_steps = std::fs::read_to_string(resumed.join("steps.csv")).unwrap();
     assert_eq!(without_time(&resumed_steps), without_time(&whole_steps));
     assert_eq!(whole_steps.lines().count(), 1 + 8, "a header and 8 optimizer steps");
+    // The mid-epoch validations: after steps 3 and 6 (4 and 8 end epochs), the same values.
+    let val_steps = |dir: &Path| std::fs::read_to_string(dir.join("val_steps.jsonl")).unwrap();
+    let whole_val = val_steps(&whole);
+    let steps: Vec<u64> = whole_val
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["step"].as_u64().unwrap())
+        .collect();
+    assert_eq!(steps, [3, 6], "{whole_val}");
+    assert_eq!(val_steps(&resumed), whole_val);
 }
 
 #[test]

@@ -23,4 +23,5 @@ mod own_metrics;
 mod step_logs;
 mod stop_agreement;
 mod test_stage;
+mod val_every_steps;
 mod weight_trail;

@@ -13,6 +13,7 @@ pub(crate) mod live_curves;
 pub(crate) mod metrics_log;
 pub(crate) mod step_csv;
 pub(crate) mod tensorboard;
+pub(crate) mod val_steps_log;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -101,6 +102,17 @@ pub trait Callback: Send {
     fn on_validation_end(&mut self, _run: &mut control::RunControl) -> Result<()> {
         Ok(())
     }
+    /// A validation in the middle of an epoch ended
+    /// ([`Trainer::val_every_steps`](crate::fit::Trainer::val_every_steps)), after optimizer
+    /// step `steps_done` of epoch `epoch`.
+    fn on_step_validation(
+        &mut self,
+        _epoch: u64,
+        _steps_done: u64,
+        _val: &EpochSummary,
+    ) -> Result<()> {
+        Ok(())
+    }
     /// An epoch ended: its record, as `metrics.jsonl` gets it.
     fn on_epoch_end(&mut self, _record: &EpochRecord, _steps_done: u64) -> Result<()> {
         Ok(())
@@ -131,13 +143,16 @@ impl std::fmt::Debug for Callbacks {
 }
 
 impl Callbacks {
-    /// The callbacks of one run: the epoch line and the metrics log, new step logs (with
-    /// `step_log`, as [`FitConfig::step_log`](crate::fit::FitConfig::step_log) says), then the
-    /// user's `user`.
-    pub(crate) fn for_run(step_log: bool, user: &Callbacks) -> Callbacks {
+    /// The callbacks of one run: the epoch line and the metrics log, the mid-epoch validations'
+    /// log (with `val_steps`), new step logs (with `step_log`, as
+    /// [`FitConfig::step_log`](crate::fit::FitConfig::step_log) says), then the user's `user`.
+    pub(crate) fn for_run(step_log: bool, val_steps: bool, user: &Callbacks) -> Callbacks {
         let mut all = Callbacks::default();
         all.push(Arc::new(Mutex::new(epoch_line::EpochLine::default())));
         all.push(Arc::new(Mutex::new(metrics_log::MetricsLog::default())));
+        if val_steps {
+            all.push(Arc::new(Mutex::new(val_steps_log::ValStepsLog::default())));
+        }
         if step_log {
             all.push(Arc::new(Mutex::new(step_csv::StepCsv::default())));
             all.push(Arc::new(Mutex::new(tensorboard::TensorBoardLog::default())));

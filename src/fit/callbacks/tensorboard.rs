@@ -3,7 +3,8 @@
 //! `step/loss`, `step/lr`, `step/grad_norm`, and every epoch's metrics as `epoch/train_loss`,
 //! `epoch/train_acc`, `epoch/val_loss`, `epoch/val_acc`, `epoch/lr` and `epoch/img_per_s` (and
 //! the task's own where it has them: `epoch/train_mae`, `epoch/val_rmse`, `epoch/val_f1`,
-//! `epoch/val_top_k`, ...; a regression has no accuracy), all at the run's optimizer step
+//! `epoch/val_top_k`, ...; a regression has no accuracy), and each mid-epoch validation as
+//! `val_step/loss`, `val_step/acc` and `val_step/<metric>`, all at the run's optimizer step
 //! count.
 //!
 //! Each run (a resumed one too) opens a new file that starts with a `SessionLog.START` at the
@@ -14,7 +15,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::fit::callbacks::event_file::{Event, EventFile, SessionLog, What, SESSION_START};
 use crate::fit::callbacks::{Callback, FitStart};
-use crate::train::{EpochRecord, StepRecord};
+use crate::train::{EpochRecord, EpochSummary, StepRecord};
 use crate::Result;
 
 /// The TensorBoard logger (a [`Callback`]; the `Trainer` adds it unless the step log is off).
@@ -74,6 +75,18 @@ impl Callback for TensorBoardLog {
             .filter_map(|(key, v)| Some((format!("epoch/{key}"), v.as_f64()?)))
             .collect();
         values.extend(own.iter().map(|(tag, v)| (tag.as_str(), *v)));
+        file.scalars(now(), steps_done, &values)?;
+        file.flush()
+    }
+
+    fn on_step_validation(&mut self, _epoch: u64, steps_done: u64, v: &EpochSummary) -> Result<()> {
+        let Some(file) = &mut self.file else { return Ok(()) };
+        let mut values = vec![("val_step/loss".to_string(), v.loss)];
+        if v.task != crate::train::Task::Regression {
+            values.push(("val_step/acc".into(), v.accuracy));
+        }
+        values.extend(v.user_metrics.iter().map(|m| (format!("val_step/{}", m.name), m.value)));
+        let values: Vec<(&str, f64)> = values.iter().map(|(t, x)| (t.as_str(), *x)).collect();
         file.scalars(now(), steps_done, &values)?;
         file.flush()
     }

@@ -1,5 +1,5 @@
 //! The run-control and debugging switches of [`Trainer`]: the step logs, the weight trail,
-//! batch limits, `max_steps` and `fast_dev_run` (Lightning's names).
+//! batch limits, `max_steps`, `val_every_steps` and `fast_dev_run` (Lightning's names).
 use super::Trainer;
 use crate::fit::FitConfig;
 use crate::{Error, Result, WithPath};
@@ -36,6 +36,17 @@ impl Trainer<'_> {
     /// checkpointed, and the run ends; `epochs` still caps it. 0 is an error of `fit`.
     pub fn max_steps(mut self, steps: Option<u64>) -> Self {
         self.cfg.max_steps = steps;
+        self
+    }
+
+    /// Also validates after every `steps` optimizer steps in the middle of an epoch
+    /// (Lightning's `val_check_interval=steps`), over the whole validation set and all ranks:
+    /// a line on rank 0, `OUT/val_steps.jsonl`, `val_step/*` in TensorBoard and the callbacks'
+    /// `on_step_validation`. The epoch's own validation stays (it alone judges `best/`, early
+    /// stopping and the plateau schedule); a step that ends an epoch is not validated twice.
+    /// 0 is an error of `fit`.
+    pub fn val_every_steps(mut self, steps: Option<u64>) -> Self {
+        self.cfg.val_every_steps = steps;
         self
     }
 
