@@ -5,6 +5,7 @@
 #include "device_shim.h"
 
 #include <ATen/Context.h>
+#include <torch/csrc/autograd/anomaly_mode.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 #ifdef USE_CUDA
@@ -90,6 +91,15 @@ char* tb_deterministic_state(int* algorithms, int* cudnn_deterministic, int* cud
     *cudnn_deterministic = context.deterministicCuDNN() ? 1 : 0;
     *cudnn_benchmark = context.benchmarkCuDNN() ? 1 : 0;
   });
+}
+
+char* tb_set_anomaly(int on) {
+  return guarded([&] { torch::autograd::AnomalyMode::set_enabled(on != 0, /*check_nan=*/true); });
+}
+
+char* tb_anomaly_enabled(int* on) {
+  if (on == nullptr) return null_arg("on");
+  return guarded([&] { *on = torch::autograd::AnomalyMode::is_enabled() ? 1 : 0; });
 }
 
 char* tb_cuda_device_uuid(int index, uint8_t* uuid16) {

@@ -1,7 +1,7 @@
 // device_shim.h: a C API over libtorch's device settings for trainbook's Rust side: the
 // thread's current CUDA device (src/shim.rs), the caching allocator's peak memory
-// (src/cuda_memory.rs) and the process's deterministic mode
-// (src/train/determinism.rs). Same error convention as c10d_shim.h (NULL on success, else a
+// (src/cuda_memory.rs), the process's deterministic mode (src/train/determinism.rs) and
+// autograd's anomaly detection (src/train/anomaly.rs). Same error convention as c10d_shim.h (NULL on success, else a
 // malloc'ed message freed with tb_string_free).
 //
 // Everything here dispatches at run time (through the device hooks that libtorch_cuda
@@ -37,6 +37,13 @@ char* tb_set_deterministic(int on);
 // The three switches as libtorch holds them: deterministic algorithms, cuDNN deterministic,
 // cuDNN benchmark (1 = on).
 char* tb_deterministic_state(int* algorithms, int* cudnn_deterministic, int* cudnn_benchmark);
+
+// torch.autograd.set_detect_anomaly(on): the autograd engine checks every backward function's
+// outputs for NaN and throws "Function 'XBackward0' returned nan values in its 0th output."
+// (a process-wide switch, as torch's).
+char* tb_set_anomaly(int on);
+// Whether anomaly detection is on (torch.is_anomaly_enabled()).
+char* tb_anomaly_enabled(int* on);
 
 // The 16 bytes of CUDA device `index`'s UUID (torch.cuda.get_device_properties(index).uuid),
 // which tell whether two ranks hold the same physical GPU whatever CUDA_VISIBLE_DEVICES each

@@ -107,6 +107,20 @@ pub enum Error {
         loss: f64,
     },
 
+    /// Autograd's anomaly detection (`Trainer::detect_anomaly`) found a NaN in the backward
+    /// pass: libtorch's message names the backward function that returned it.
+    #[error(
+        "anomaly detection stopped epoch {epoch} in a backward pass: {message} (the forward op \
+         of that backward function made a NaN or infinity)"
+    )]
+    Anomaly {
+        /// The epoch, counted from 1 as the epoch lines do.
+        epoch: u64,
+        /// libtorch's message, e.g. `Function 'LogSoftmaxBackward0' returned nan values in its
+        /// 0th output.`
+        message: String,
+    },
+
     /// A download (pretrained weights into torch.hub's cache) failed: no network, an HTTP error,
     /// or a file whose SHA-256 does not match the hash in its name.
     #[error("download {url}: {message}")]

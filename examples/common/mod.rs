@@ -4,7 +4,8 @@
 //! - [`RunArgs`], in every example: `--device`, `--seed`, `--workers`, `--no-resume`,
 //!   `--precision`, `--channels-last`, `--clip-grad-norm`, `--monitor-metric`, `--metric`, `--early-stop`,
 //!   `--requeue`, `--no-step-log`, `--ema`, `--freeze-epochs`, `--sync-bn`, `--weight-trail`,
-//!   `--limit-train-batches`, `--limit-val-batches`, `--max-steps`, `--val-every-steps`, `--fast-dev-run`,
+//!   `--limit-train-batches`, `--limit-val-batches`, `--max-steps`, `--val-every-steps`,
+//!   `--detect-anomaly`, `--fast-dev-run`,
 //!   `--test-only`, `--lr-find`, with
 //!   [`RunArgs::dist`] (join the launcher's process group), [`RunArgs::trainer`] (a [`Trainer`]
 //!   with those settings), [`RunArgs::metrics`] (`--metric`, with the model's class count), [`RunArgs::sync_batchnorm`] (the ResNet examples' `--sync-bn`) and
@@ -117,6 +118,10 @@ pub struct RunArgs {
     /// val_check_interval=N): a line per validation and OUT/val_steps.jsonl.
     #[arg(long, value_name = "N")]
     pub val_every_steps: Option<u64>,
+    /// Run with autograd's anomaly detection (torch.autograd.detect_anomaly): the first backward
+    /// function that returns a NaN stops the run, named (slower).
+    #[arg(long)]
+    pub detect_anomaly: bool,
     /// A debug run (Lightning's fast_dev_run): one epoch of the first N training and validation
     /// batches in a scratch folder, nothing written to OUT, no checkpoints.
     #[arg(long, value_name = "N")]
@@ -254,6 +259,7 @@ impl RunArgs {
             .limit_batches(self.limit_train_batches, self.limit_val_batches)
             .max_steps(self.max_steps)
             .val_every_steps(self.val_every_steps)
+            .detect_anomaly(self.detect_anomaly)
             .fast_dev_run(self.fast_dev_run);
         let trainer = match self.weight_trail {
             Some(n) => trainer.weight_trail(n),

@@ -114,6 +114,9 @@ pub struct FitConfig {
     /// `val_check_interval` as a count; [`Trainer::val_every_steps`](crate::fit::Trainer::val_every_steps)).
     /// Default `None`: once per epoch.
     pub val_every_steps: Option<u64>,
+    /// Run with autograd's anomaly detection on
+    /// ([`Trainer::detect_anomaly`](crate::fit::Trainer::detect_anomaly)). Default `false`.
+    pub detect_anomaly: bool,
     /// Metrics of one's own, measured at every validation (and test) over all ranks
     /// ([`Trainer::metric`](crate::fit::Trainer::metric)). Default: none.
     pub metrics: Vec<SharedMetric>,
@@ -220,6 +223,7 @@ impl Default for FitConfig {
             callbacks: Callbacks::default(),
             metrics: Vec::new(),
             val_every_steps: None,
+            detect_anomaly: false,
         }
     }
 }

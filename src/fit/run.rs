@@ -30,8 +30,9 @@ use crate::fit::trail_start::start_trail;
 use crate::models::to_channels_last;
 use crate::trail::TrailRecorder;
 use crate::train::{
-    evaluate, task_of, train_epoch_with, ConfusionMatrix, Ddp, EpochRecord, GradScaler, ModelEma,
-    Monitor, Optimizer, Precision, RunningMetrics, StepLogging, Validation,
+    evaluate, named_anomaly, task_of, train_epoch_with, AnomalyGuard, ConfusionMatrix, Ddp,
+    EpochRecord, GradScaler, ModelEma, Monitor, Optimizer, Precision, RunningMetrics, StepLogging,
+    Validation,
 };
 use crate::{Error, Result};
 
@@ -87,6 +88,7 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
     let limits = (train.batch_limit(), val.batch_limit());
     cfg.check_counts()?;
     cfg.check_metrics()?;
+    let _anomaly = cfg.detect_anomaly.then(AnomalyGuard::enable).transpose()?;
     train.set_limit_batches(cfg.limit_train_batches.or(limits.0));
     val.set_limit_batches(cfg.limit_val_batches.or(limits.1));
     let report = run_limited(dist, cfg, model, train, val);
@@ -314,7 +316,7 @@ impl Run<'_> {
                 self.interrupted()?;
                 return Ok(EpochEnd::Interrupted);
             }
-            other => other?,
+            other => other.map_err(|e| named_anomaly(e, epoch + 1))?,
         };
         // A NaN or infinite mean (all ranks', so every rank stops here alike) means the weights
         // diverged (an epoch without samples has no mean); under float16 the loss scaler handles overflowing steps, so no check there.

@@ -18,6 +18,8 @@ extern "C" {
     pub(crate) fn tb_cuda_empty_cache(index: c_int) -> *mut c_char;
 
     pub(crate) fn tb_set_deterministic(on: c_int) -> *mut c_char;
+    pub(crate) fn tb_set_anomaly(on: c_int) -> *mut c_char;
+    pub(crate) fn tb_anomaly_enabled(on: *mut c_int) -> *mut c_char;
     pub(crate) fn tb_deterministic_state(
         algorithms: *mut c_int,
         cudnn_deterministic: *mut c_int,

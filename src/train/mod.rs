@@ -1,8 +1,9 @@
 //! The training loop: the per-epoch train/evaluate helpers with their options, listener and
 //! summaries (the `epoch/` wing) and the [`Strategy`] they run under (`strategy/`), optimizers with checkpointable state (`optim/`), mixed precision (`amp/`), LR
-//! schedules, the learning-rate range test (`lr_find/`), losses for every task, exact metrics, predictions with their confidence, the metrics log, and a
+//! schedules, autograd's anomaly detection (`anomaly.rs`), the learning-rate range test (`lr_find/`), losses for every task, exact metrics, predictions with their confidence, the metrics log, and a
 //! deterministic mode.
 mod amp;
+mod anomaly;
 mod clip;
 mod determinism;
 mod ema;
@@ -18,6 +19,8 @@ mod strategy;
 
 pub use crate::dist::CommHook;
 pub use amp::{GradScaler, GradScalerConfig, GradScalerState, Precision};
+pub use anomaly::{is_anomaly_enabled, set_detect_anomaly};
+pub(crate) use anomaly::{named as named_anomaly, AnomalyGuard};
 pub use clip::{clip_grad_norm, clip_grad_value, total_norm, GradClip};
 pub use determinism::{
     determinism, use_deterministic_algorithms, Determinism, CUBLAS_WORKSPACE_CONFIG,

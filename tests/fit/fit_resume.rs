@@ -119,6 +119,7 @@ fn run_with(
         // Mid-epoch validations on (after steps 3 and 6): a resumed run redoes those after
         // its checkpoint, the same.
         val_every_steps: Some(3),
+        detect_anomaly: false,
     };
     tch::manual_seed(99); // the dropout stream; a resumed run restores it from the checkpoint
     Trainer::with_config(dist, cfg).fit(&mut vs, &net, &mut opt, &mut train, &mut val).unwrap()

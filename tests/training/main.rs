@@ -11,6 +11,7 @@
 mod common;
 
 mod amp;
+mod anomaly;
 mod class_metrics;
 mod ema;
 mod grad_clip;

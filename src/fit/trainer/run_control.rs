@@ -50,6 +50,16 @@ impl Trainer<'_> {
         self
     }
 
+    /// Runs with autograd's anomaly detection on (torch's `detect_anomaly`, Lightning's
+    /// `detect_anomaly=True`): the first backward function that returns a NaN stops the run with
+    /// libtorch's message naming it, instead of the epoch's end finding the loss not finite.
+    /// Slower (each backward function's output is checked on the host). The switch is
+    /// process-wide while the run lasts, then back as it was.
+    pub fn detect_anomaly(mut self, on: bool) -> Self {
+        self.cfg.detect_anomaly = on;
+        self
+    }
+
     /// A debug run (Lightning's `fast_dev_run`): one epoch of the first `batches` training and
     /// validation batches, in a scratch folder that is removed afterwards, so nothing is
     /// written where [`out`](Self::out) points and nothing there is resumed; no checkpoints,
