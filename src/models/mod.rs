@@ -9,6 +9,7 @@ mod mnist_net;
 mod pretrained;
 mod resnet;
 mod resnet_blocks;
+mod summary;
 mod weights;
 
 pub use batch_norm::{BatchNorm2d, SyncSlot};
@@ -20,6 +21,7 @@ pub use resnet::{
     freeze_backbone, resnet, resnet18, resnet18_classifier, resnet34, resnet34_classifier,
     resnet50, resnet50_classifier, Head, HeadKind, ResNet, RESNET_DEPTHS,
 };
+pub use summary::{summary, ModelSummary, ModuleRow};
 pub use weights::{
     from_safetensors_bytes, load_safetensors, load_state_dict, load_weights, named_parameters,
     save_safetensors, save_tensors_file, state_dict, tensor_from_view, to_safetensors_bytes,
