@@ -31,4 +31,4 @@ pub use stop::{
     request_stop, signal_name, slurm_job_id, Interruption, PREEMPTED_EXIT_CODE, SLURM_JOB_ID,
     STOP_SIGNALS,
 };
-pub use trainer::Trainer;
+pub use trainer::{Trainer, TtaView};

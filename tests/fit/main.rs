@@ -20,6 +20,7 @@ mod fit_resume;
 mod fit_without_font;
 mod freeze_epochs;
 mod own_metrics;
+mod predict_stage;
 mod step_logs;
 mod stop_agreement;
 mod test_stage;

@@ -378,7 +378,9 @@ fn batch_device(run: Device, pin_memory: bool, loader: Device) -> Device {
 }
 
 mod lr_find;
+pub use predict_stage::TtaView;
 mod own_metrics;
+mod predict_stage;
 mod run_control;
 mod test_stage;
 #[cfg(test)]

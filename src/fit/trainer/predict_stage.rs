@@ -1,0 +1,159 @@
+//! Prediction over a whole loader: [`Trainer::predict`] (the model's outputs for every sample,
+//! every rank's share gathered and put in the data set's order, padding repeats left out;
+//! Lightning's `trainer.predict`) and [`Trainer::predict_tta`] (test-time augmentation: the
+//! softmax probabilities averaged over the batch as it is and its augmented views).
+use std::sync::Arc;
+
+use tch::nn::{ModuleT, VarStore};
+use tch::{Device, Kind, Tensor};
+
+use super::{batch_device, Trainer};
+use crate::data::{DataLoader, Dataset};
+use crate::models::to_channels_last;
+use crate::train::{Ddp, EpochOptions};
+use crate::{Error, Result};
+
+/// A view of a batch for test-time augmentation: a function of the batch's images
+/// (`[N, C, H, W]`, on the model's device, after the run's memory format) giving the images the
+/// model sees.
+#[derive(Clone)]
+pub enum TtaView {
+    /// The pictures mirrored left to right (torchvision's `hflip`).
+    HorizontalFlip,
+    /// A view of one's own.
+    Custom(Arc<dyn Fn(&Tensor) -> Tensor + Send + Sync>),
+}
+
+impl TtaView {
+    fn apply(&self, images: &Tensor) -> Tensor {
+        match self {
+            TtaView::HorizontalFlip => images.flip([-1]),
+            TtaView::Custom(f) => f(images),
+        }
+    }
+}
+
+impl Trainer<'_> {
+    /// The model's outputs (evaluation mode, no gradients, the run's precision and memory
+    /// format) for every sample of `loader`'s data set, in the data set's order, on the CPU,
+    /// the same on every rank: each rank predicts its share, then the shares are gathered and
+    /// each output put at its sample's index (a `DistributedSampler`'s padding repeats left out).
+    ///
+    /// ```no_run
+    /// use trainbook::prelude::*;
+    /// # fn main() -> trainbook::Result<()> {
+    /// let dist = Dist::single(Device::Cpu);
+    /// let test = Mnist::new("data/mnist", false)?.with_transform(compose![ToTensor]);
+    /// let mut loader = DataLoader::new(test, 1000);
+    /// let mut vs = VarStore::new(Device::Cpu);
+    /// let net = MnistNet::new(&vs.root());
+    /// let logits = Trainer::new(&dist).predict(&mut vs, &net, &mut loader)?; // [10000, 10]
+    /// let classes = logits.argmax(1, false);
+    /// # Ok(()) }
+    /// ```
+    pub fn predict<D: Dataset + 'static>(
+        &self,
+        vs: &mut VarStore,
+        net: &dyn ModuleT,
+        loader: &mut DataLoader<D>,
+    ) -> Result<Tensor> {
+        self.predicted(vs, net, loader, None)
+    }
+
+    /// Test-time augmentation: for every sample, the softmax probabilities (over dimension 1)
+    /// of the batch as it is and of each of `views`, averaged with equal weights (fastai's
+    /// `tta` averages the views' probabilities too, weighting them against the plain batch by
+    /// its `beta`), in the data set's order as [`predict`](Self::predict) gives them.
+    pub fn predict_tta<D: Dataset + 'static>(
+        &self,
+        vs: &mut VarStore,
+        net: &dyn ModuleT,
+        loader: &mut DataLoader<D>,
+        views: &[TtaView],
+    ) -> Result<Tensor> {
+        self.predicted(vs, net, loader, Some(views))
+    }
+
+    fn predicted<D: Dataset + 'static>(
+        &self,
+        vs: &mut VarStore,
+        net: &dyn ModuleT,
+        loader: &mut DataLoader<D>,
+        views: Option<&[TtaView]>,
+    ) -> Result<Tensor> {
+        let cfg = &self.cfg;
+        if cfg.channels_last {
+            to_channels_last(vs);
+        }
+        // Wrapping broadcasts rank 0's weights, as `test` does.
+        let ddp = Ddp::wrap_with(vs, self.dist, cfg.ddp.clone())?;
+        let opts = cfg.epoch_options(self.dist.device(), &ddp);
+        let device = loader.batch_device();
+        loader.set_device(batch_device(self.dist.device(), cfg.pin_memory, device));
+        let shares = predict_share(net, loader, &opts, views);
+        loader.set_device(device);
+        let (indices, outputs) = shares?;
+        let n = loader.dataset().len();
+        let shape = outputs.size();
+        let all_indices = self.dist.all_gather_varlen(&indices)?.to_device(Device::Cpu);
+        let all = self.dist.all_gather_varlen(&outputs)?.to_device(Device::Cpu);
+        if all_indices.size()[0] != n as i64 {
+            return Err(Error::InvalidArgument(format!(
+                "predict: the ranks predicted {} samples of a data set of {n} (a sampler that repeats samples?)",
+                all_indices.size()[0]
+            )));
+        }
+        // Every output's shape past the first dimension (a rank without samples has none).
+        let mut rest: Vec<i64> = shape.get(1..).unwrap_or_default().to_vec();
+        if rest.is_empty() {
+            rest.push(-1);
+        }
+        let all = all.view([vec![all_indices.size()[0]], rest.clone()].concat().as_slice());
+        let shape_n = [vec![n as i64], all.size()[1..].to_vec()].concat();
+        let mut result = Tensor::zeros(shape_n.as_slice(), (all.kind(), Device::Cpu));
+        let _ = result.index_copy_(0, &all_indices, &all);
+        Ok(result)
+    }
+}
+
+/// This rank's predictions: the dataset indices (int64) and the outputs (or the averaged
+/// probabilities with `views`) of its real samples, on the CPU.
+fn predict_share<D: Dataset + 'static>(
+    net: &dyn ModuleT,
+    loader: &mut DataLoader<D>,
+    opts: &EpochOptions,
+    views: Option<&[TtaView]>,
+) -> Result<(Tensor, Tensor)> {
+    let (mut indices, mut outputs) = (Vec::new(), Vec::new());
+    for batch in loader.iter() {
+        let batch = batch?;
+        let keep: Vec<i64> =
+            (0..batch.len() as i64).filter(|&k| !batch.is_padding[k as usize]).collect();
+        indices.extend(keep.iter().map(|&k| batch.indices[k as usize] as i64));
+        let keep = Tensor::from_slice(&keep).to_device(opts.device);
+        let x = opts.batch_images(&batch.images);
+        let out = opts.precision.run(opts.device, || {
+            tch::no_grad(|| {
+                let forward = |x: &Tensor| net.forward_t(x, false).index_select(0, &keep);
+                match views {
+                    None => forward(&x),
+                    Some(views) => {
+                        let p = |x: &Tensor| forward(x).softmax(1, Kind::Float);
+                        let mut sum = p(&x);
+                        for v in views {
+                            sum += p(&v.apply(&x));
+                        }
+                        sum / (views.len() + 1) as f64
+                    }
+                }
+            })
+        })?;
+        outputs.push(out.to_device(Device::Cpu));
+    }
+    let outputs = if outputs.is_empty() {
+        Tensor::zeros([0], (Kind::Float, Device::Cpu))
+    } else {
+        Tensor::cat(&outputs, 0)
+    };
+    Ok((Tensor::from_slice(&indices), outputs))
+}
