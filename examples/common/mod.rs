@@ -5,7 +5,7 @@
 //!   `--precision`, `--channels-last`, `--clip-grad-norm`, `--monitor-metric`, `--metric`, `--early-stop`,
 //!   `--requeue`, `--no-step-log`, `--ema`, `--freeze-epochs`, `--sync-bn`, `--weight-trail`,
 //!   `--limit-train-batches`, `--limit-val-batches`, `--max-steps`, `--val-every-steps`,
-//!   `--detect-anomaly`, `--fast-dev-run`,
+//!   `--detect-anomaly`, `--overfit-batches`, `--fast-dev-run`,
 //!   `--test-only`, `--lr-find`, with
 //!   [`RunArgs::dist`] (join the launcher's process group), [`RunArgs::trainer`] (a [`Trainer`]
 //!   with those settings), [`RunArgs::metrics`] (`--metric`, with the model's class count), [`RunArgs::sync_batchnorm`] (the ResNet examples' `--sync-bn`) and
@@ -118,6 +118,10 @@ pub struct RunArgs {
     /// val_check_interval=N): a line per validation and OUT/val_steps.jsonl.
     #[arg(long, value_name = "N")]
     pub val_every_steps: Option<u64>,
+    /// Train and validate on the first N batches, in order, every epoch (Lightning's
+    /// overfit_batches=N): a model that cannot overfit them has a bug.
+    #[arg(long, value_name = "N")]
+    pub overfit_batches: Option<usize>,
     /// Run with autograd's anomaly detection (torch.autograd.detect_anomaly): the first backward
     /// function that returns a NaN stops the run, named (slower).
     #[arg(long)]
@@ -260,6 +264,7 @@ impl RunArgs {
             .max_steps(self.max_steps)
             .val_every_steps(self.val_every_steps)
             .detect_anomaly(self.detect_anomaly)
+            .overfit_batches(self.overfit_batches)
             .fast_dev_run(self.fast_dev_run);
         let trainer = match self.weight_trail {
             Some(n) => trainer.weight_trail(n),

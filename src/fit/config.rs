@@ -114,6 +114,9 @@ pub struct FitConfig {
     /// `val_check_interval` as a count; [`Trainer::val_every_steps`](crate::fit::Trainer::val_every_steps)).
     /// Default `None`: once per epoch.
     pub val_every_steps: Option<u64>,
+    /// Train and validate on the first this many batches, in order, every epoch
+    /// ([`Trainer::overfit_batches`](crate::fit::Trainer::overfit_batches)). Default `None`.
+    pub overfit_batches: Option<usize>,
     /// Run with autograd's anomaly detection on
     /// ([`Trainer::detect_anomaly`](crate::fit::Trainer::detect_anomaly)). Default `false`.
     pub detect_anomaly: bool,
@@ -124,7 +127,7 @@ pub struct FitConfig {
 
 impl FitConfig {
     /// The counts that cannot be 0 (`limit_train_batches`, `weight_trail`, `max_steps`,
-    /// `val_every_steps`):
+    /// `val_every_steps`, `overfit_batches`):
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming the first that is.
     pub fn check_counts(&self) -> crate::Result<()> {
         let zero = |what: &str| Err(crate::Error::InvalidArgument(what.into()));
@@ -136,6 +139,9 @@ impl FitConfig {
         }
         if self.max_steps == Some(0) {
             return zero("max_steps: 0 optimizer steps to train");
+        }
+        if self.overfit_batches == Some(0) {
+            return zero("overfit_batches: 0 batches to train on");
         }
         if self.val_every_steps == Some(0) {
             return zero("val_every_steps: a validation every 0 steps");
@@ -224,6 +230,7 @@ impl Default for FitConfig {
             metrics: Vec::new(),
             val_every_steps: None,
             detect_anomaly: false,
+            overfit_batches: None,
         }
     }
 }

@@ -1,7 +1,8 @@
 //! `Trainer::limit_batches` (Lightning's `limit_train_batches` / `limit_val_batches`): each
 //! epoch trains on its first N batches and validates on its first M, a resumed run keeps the
 //! limit, and the caller's loaders get their own lengths back after the run; `max_steps` ends a
-//! run mid-epoch (with gradient accumulation) and a resumed run continues to a larger one.
+//! run mid-epoch (with gradient accumulation) and a resumed run continues to a larger one;
+//! `overfit_batches` trains and validates on the first batches in order, every epoch.
 use crate::common;
 
 use std::sync::{Arc, Mutex};
@@ -152,4 +153,52 @@ fn a_fast_dev_run_trains_a_few_batches_once_and_writes_nothing_where_out_points(
     let err = Trainer::new(&dist).out(work.join("zero")).fast_dev_run(Some(0)).progress(false);
     let err = err.fit(&mut vs, &net, &mut opt, &mut train, &mut val).unwrap_err();
     assert!(err.to_string().contains("fast_dev_run: 0"), "{err}");
+}
+
+#[test]
+fn overfit_batches_trains_the_first_batches_in_order_and_gives_the_shuffle_back() {
+    let _turn = common::module_turn(module_path!());
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let work = common::WorkDir::new("overfit-batches");
+    let dist = Dist::single(Device::Cpu);
+    let run = |out: &str, overfit: bool| {
+        tch::manual_seed(3);
+        let mut vs = VarStore::new(Device::Cpu);
+        let net = MnistNet::new(&vs.root());
+        let mut opt = Optimizer::sgd(&vs, 0.05, 0.9);
+        // Shuffled loaders: overfit_batches turns the shuffle off; the other run never had it.
+        let (mut train, mut val) =
+            (common::random_mnist_loader(1, 24), common::random_mnist_loader(2, 16));
+        let (mut train, mut val) = if overfit {
+            (train.shuffle(true), val.shuffle(true))
+        } else {
+            train.set_shuffle(false);
+            val.set_shuffle(false);
+            (train, val)
+        };
+        let samples = Arc::new(Mutex::new(Samples::default()));
+        let trainer = Trainer::new(&dist).epochs(3).out(work.join(out)).progress(false);
+        let trainer = if overfit {
+            trainer.overfit_batches(Some(2))
+        } else {
+            trainer.limit_batches(Some(2), Some(2))
+        };
+        tch::manual_seed(9);
+        trainer
+            .callback_shared(samples.clone())
+            .fit(&mut vs, &net, &mut opt, &mut train, &mut val)
+            .unwrap();
+        assert_eq!(train.is_shuffled(), overfit, "the loader's own shuffle is back");
+        assert_eq!(train.len(), 6, "and its own length");
+        let seen = std::mem::take(&mut samples.lock().unwrap().0);
+        seen
+    };
+    let overfit = run("overfit", true);
+    assert_eq!(overfit, [(8, 8), (8, 8), (8, 8)], "2 batches of 4 each epoch, both ways");
+    assert_eq!(run("in-order", false), overfit);
+    common::assert_same_weights(
+        &work.join("overfit/model.safetensors"),
+        &work.join("in-order/model.safetensors"),
+        "overfit_batches trains the first 2 batches in order, as limit_batches without shuffle",
+    );
 }

@@ -120,6 +120,7 @@ fn run_with(
         // its checkpoint, the same.
         val_every_steps: Some(3),
         detect_anomaly: false,
+        overfit_batches: None,
     };
     tch::manual_seed(99); // the dropout stream; a resumed run restores it from the checkpoint
     Trainer::with_config(dist, cfg).fit(&mut vs, &net, &mut opt, &mut train, &mut val).unwrap()

@@ -142,14 +142,31 @@ impl<D: Dataset + 'static> DataLoader<D> {
     /// epoch). On a [`distributed`](Self::distributed) loader it sets the sampler's shuffle; a
     /// [`SubsetRandomSampler`] is kept (it always shuffles).
     pub fn shuffle(mut self, shuffle: bool) -> Self {
-        self.order = match self.order {
+        self.set_shuffle(shuffle);
+        self
+    }
+
+    /// Whether each epoch visits the data in a fresh random order (a shuffle, or a sampler that
+    /// shuffles).
+    pub fn is_shuffled(&self) -> bool {
+        match &self.order {
+            Order::Shuffle | Order::SubsetRandom(_) => true,
+            Order::Distributed(s) => s.is_shuffled(),
+            Order::RepeatedAugmentation(s) => s.is_shuffled(),
+            Order::Sequential => false,
+        }
+    }
+
+    /// [`shuffle`](Self::shuffle) on a loader in place (a [`SubsetRandomSampler`] always
+    /// shuffles).
+    pub fn set_shuffle(&mut self, shuffle: bool) {
+        self.order = match std::mem::replace(&mut self.order, Order::Sequential) {
             Order::Distributed(s) => Order::Distributed(s.shuffle(shuffle)),
             Order::SubsetRandom(s) => Order::SubsetRandom(s),
             Order::RepeatedAugmentation(s) => Order::RepeatedAugmentation(s.shuffle(shuffle)),
             _ if shuffle => Order::Shuffle,
             _ => Order::Sequential,
         };
-        self
     }
 
     /// Shards the data set over the ranks of `dist`: this rank visits its part of every epoch,

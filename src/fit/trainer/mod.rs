@@ -352,16 +352,15 @@ impl<'d> Trainer<'d> {
         train: &mut DataLoader<A>,
         val: &mut DataLoader<B>,
     ) -> Result<FitReport> {
-        let (device, pin) = (self.dist.device(), self.cfg.pin_memory);
-        let before = (train.batch_device(), val.batch_device());
-        train.set_device(batch_device(device, pin, before.0));
-        val.set_device(batch_device(device, pin, before.1));
         // A dev run's settings and its scratch folder (removed when dropped).
         let dev = self.cfg.fast_dev_run.map(|n| run_control::dev_run(&self.cfg, n)).transpose()?;
-        let cfg = dev.as_ref().map_or(&self.cfg, |(cfg, _)| cfg);
+        // overfit_batches: the first batches in order, the loaders' shuffle off for the run.
+        let overfit = run_control::overfit(&self.cfg);
+        let on = (self.dist.device(), self.cfg.pin_memory);
+        let lent = run_control::Lent::take((train, val), on, overfit.is_some());
+        let cfg = dev.as_ref().map(|(cfg, _)| cfg).or(overfit.as_ref()).unwrap_or(&self.cfg);
         let report = run(self.dist, cfg, Model { vs, net, opt }, train, val);
-        train.set_device(before.0);
-        val.set_device(before.1);
+        lent.give_back((train, val));
         report
     }
 }

@@ -1,6 +1,10 @@
 //! The run-control and debugging switches of [`Trainer`]: the step logs, the weight trail,
-//! batch limits, `max_steps`, `val_every_steps` and `fast_dev_run` (Lightning's names).
-use super::Trainer;
+//! batch limits, `max_steps`, `val_every_steps`, `overfit_batches`, anomaly detection and
+//! `fast_dev_run` (Lightning's names).
+use tch::Device;
+
+use super::{batch_device, Trainer};
+use crate::data::{DataLoader, Dataset};
 use crate::fit::FitConfig;
 use crate::{Error, Result, WithPath};
 
@@ -50,6 +54,15 @@ impl Trainer<'_> {
         self
     }
 
+    /// Trains and validates on the first `batches` batches of their loaders every epoch, with
+    /// the loaders' shuffling off for the run (Lightning's `overfit_batches` as a count): a model
+    /// that cannot overfit a few batches has a bug. It takes the place of
+    /// [`limit_batches`](Self::limit_batches). 0 is an error of `fit`.
+    pub fn overfit_batches(mut self, batches: Option<usize>) -> Self {
+        self.cfg.overfit_batches = batches;
+        self
+    }
+
     /// Runs with autograd's anomaly detection on (torch's `detect_anomaly`, Lightning's
     /// `detect_anomaly=True`): the first backward function that returns a NaN stops the run with
     /// libtorch's message naming it, instead of the epoch's end finding the loss not finite.
@@ -69,6 +82,54 @@ impl Trainer<'_> {
         self.cfg.fast_dev_run = batches;
         self
     }
+}
+
+/// What `fit` changes on the caller's loaders for its run (where they deliver, whether they
+/// shuffle), to give back after it.
+pub(super) struct Lent {
+    devices: (Device, Device),
+    shuffled: (bool, bool),
+}
+
+impl Lent {
+    /// Sets the loaders up for a run on `device` (pinned batches with `pin_memory`), their
+    /// shuffle off with `in_order`.
+    pub fn take<A: Dataset + 'static, B: Dataset + 'static>(
+        (train, val): (&mut DataLoader<A>, &mut DataLoader<B>),
+        (device, pin_memory): (Device, bool),
+        in_order: bool,
+    ) -> Lent {
+        let lent = Lent {
+            devices: (train.batch_device(), val.batch_device()),
+            shuffled: (train.is_shuffled(), val.is_shuffled()),
+        };
+        train.set_device(batch_device(device, pin_memory, lent.devices.0));
+        val.set_device(batch_device(device, pin_memory, lent.devices.1));
+        if in_order {
+            train.set_shuffle(false);
+            val.set_shuffle(false);
+        }
+        lent
+    }
+
+    /// The loaders as they were before [`take`](Self::take).
+    pub fn give_back<A: Dataset + 'static, B: Dataset + 'static>(
+        self,
+        (train, val): (&mut DataLoader<A>, &mut DataLoader<B>),
+    ) {
+        train.set_device(self.devices.0);
+        val.set_device(self.devices.1);
+        train.set_shuffle(self.shuffled.0);
+        val.set_shuffle(self.shuffled.1);
+    }
+}
+
+/// The settings of an `overfit_batches` run: both batch limits set to its count.
+pub(super) fn overfit(cfg: &FitConfig) -> Option<FitConfig> {
+    let n = cfg.overfit_batches?;
+    let mut run = cfg.clone();
+    (run.limit_train_batches, run.limit_val_batches) = (Some(n), Some(n));
+    Some(run)
 }
 
 /// The settings of a `fast_dev_run` of `batches` batches, and its scratch folder.
