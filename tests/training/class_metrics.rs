@@ -6,38 +6,29 @@
 //! by the same tensor operations on the same libtorch. Also: a metric whose sums have another
 //! length than it says, and bad names, are errors naming the metric.
 use crate::common;
-use crate::losses::{scored, Identity};
+use crate::losses::{on_two_ranks, scored, Identity};
 
 use std::sync::Arc;
 
-use tch::nn::VarStore;
 use tch::{Device, Tensor};
 use trainbook::data::{DataLoader, TensorDataset};
-use trainbook::dist::Dist;
-use trainbook::launch::spawn;
 use trainbook::train::{
-    evaluate, Average, CrossEntropyLoss, Ddp, EpochOptions, Metric, MetricValue, Mode,
-    MulticlassAuroc, MulticlassScore, SharedMetric,
+    evaluate, Average, CrossEntropyLoss, EpochOptions, Metric, MetricValue, Mode, MulticlassAuroc,
+    MulticlassScore, SharedMetric,
 };
 
 /// Every metric's value from evaluating `ds` over 2 thread ranks (rank 0's copy; both ranks'
 /// are checked to be the same).
 fn measured_on_two_ranks(ds: TensorDataset, metrics: &[SharedMetric]) -> Vec<MetricValue> {
-    let ds = Arc::new(ds);
-    let out = spawn(2, |dist: &Dist| {
-        let mut loader = DataLoader::from_arc(ds.clone(), 8).distributed(dist).num_workers(0);
-        let vs = VarStore::new(Device::Cpu);
-        let _ = vs.root().zeros("unused", &[1]);
-        let ddp = Ddp::wrap(&vs, dist)?;
-        let opts = EpochOptions::on(Device::Cpu).quiet().strategy(&ddp).metrics(metrics);
-        let v = evaluate(&Identity, &mut loader, &CrossEntropyLoss::new(), &opts)?;
+    let out = on_two_ranks(ds, |loader, ddp| {
+        let opts = EpochOptions::on(Device::Cpu).quiet().strategy(ddp).metrics(metrics);
+        let v = evaluate(&Identity, loader, &CrossEntropyLoss::new(), &opts)?;
         assert_eq!(v.samples, 45, "the padding repeat is not counted");
-        Ok(v.user_metrics
-            .iter()
+        let values = v.user_metrics.iter();
+        Ok(values
             .map(|m| (m.name.clone(), m.value, m.per_class.clone(), m.sums.clone()))
             .collect::<Vec<_>>())
-    })
-    .unwrap();
+    });
     assert_eq!(out[0], out[1], "every rank holds the values over both");
     out[0]
         .iter()

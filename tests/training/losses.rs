@@ -84,21 +84,32 @@ fn evaluated_on_two_ranks(
     loss: impl Loss,
     top_k: Option<usize>,
 ) -> (Task, RunningMetrics) {
-    let ds = Arc::new(ds);
-    let out = spawn(2, |dist: &Dist| {
-        let mut loader = DataLoader::from_arc(ds.clone(), 8).distributed(dist).num_workers(0);
-        // The model has no weights; the wrapper needs one to exist (it never trains here).
-        let vs = VarStore::new(Device::Cpu);
-        let _ = vs.root().zeros("unused", &[1]);
-        let ddp = Ddp::wrap(&vs, dist)?;
-        let opts = EpochOptions::on(Device::Cpu).quiet().strategy(&ddp).top_k_opt(top_k);
-        let v = evaluate(&Identity, &mut loader, &loss, &opts)?;
+    let out = on_two_ranks(ds, |loader, ddp| {
+        let opts = EpochOptions::on(Device::Cpu).quiet().strategy(ddp).top_k_opt(top_k);
+        let v = evaluate(&Identity, loader, &loss, &opts)?;
         Ok((v.task, v.samples, v.metrics))
-    })
-    .unwrap();
+    });
     assert_eq!(out[0].2, out[1].2, "every rank holds the sums over both");
     assert_eq!(out[0].1, 37, "the padding repeat is not counted");
     (out[0].0, out[0].2.clone())
+}
+
+/// `f`'s result on each of 2 thread ranks, each with its distributed loader of `ds` (batches of 8)
+/// and a DDP wrapper over a model without weights (the wrapper needs one variable; it never
+/// trains here).
+pub(crate) fn on_two_ranks<T: serde::Serialize + serde::de::DeserializeOwned + Send>(
+    ds: TensorDataset,
+    f: impl Fn(&mut DataLoader<TensorDataset>, &Ddp) -> trainbook::Result<T> + Sync,
+) -> Vec<T> {
+    let ds = Arc::new(ds);
+    spawn(2, |dist: &Dist| {
+        let mut loader = DataLoader::from_arc(ds.clone(), 8).distributed(dist).num_workers(0);
+        let vs = VarStore::new(Device::Cpu);
+        let _ = vs.root().zeros("unused", &[1]);
+        let ddp = Ddp::wrap(&vs, dist)?;
+        f(&mut loader, &ddp)
+    })
+    .unwrap()
 }
 
 /// |a - b| within the rounding of a float32 division or square root of the exact value (half

@@ -1,10 +1,9 @@
 //! The learning-rate range test with the run's settings: [`Trainer::lr_find`].
 use tch::nn::{ModuleT, VarStore};
 
-use super::{batch_device, Trainer};
+use super::Trainer;
 use crate::data::{DataLoader, Dataset};
-use crate::models::to_channels_last;
-use crate::train::{lr_find, Ddp, LrFind, LrFindOptions, Optimizer};
+use crate::train::{lr_find, LrFind, LrFindOptions, Optimizer};
 use crate::Result;
 
 impl Trainer<'_> {
@@ -39,16 +38,9 @@ impl Trainer<'_> {
         loader: &mut DataLoader<D>,
         find: LrFindOptions,
     ) -> Result<LrFind> {
-        let cfg = &self.cfg;
-        if cfg.channels_last {
-            to_channels_last(vs);
-        }
-        let ddp = Ddp::wrap_with(vs, self.dist, cfg.ddp.clone())?;
-        let opts = cfg.epoch_options(self.dist.device(), &ddp);
-        let device = loader.batch_device();
-        loader.set_device(batch_device(self.dist.device(), cfg.pin_memory, device));
-        let found = lr_find((vs, net), loader, opt, &cfg.loss, opts, find);
-        loader.set_device(device);
-        found
+        let loss = &self.cfg.loss;
+        self.staged(vs, loader, |vs, loader, opts| {
+            lr_find((vs, net), loader, opt, loss, opts, find)
+        })
     }
 }

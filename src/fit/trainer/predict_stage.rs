@@ -7,10 +7,9 @@ use std::sync::Arc;
 use tch::nn::{ModuleT, VarStore};
 use tch::{Device, Kind, Tensor};
 
-use super::{batch_device, Trainer};
+use super::Trainer;
 use crate::data::{DataLoader, Dataset};
-use crate::models::to_channels_last;
-use crate::train::{Ddp, EpochOptions};
+use crate::train::EpochOptions;
 use crate::{Error, Result};
 
 /// A view of a batch for test-time augmentation: a function of the batch's images
@@ -81,17 +80,8 @@ impl Trainer<'_> {
         loader: &mut DataLoader<D>,
         views: Option<&[TtaView]>,
     ) -> Result<Tensor> {
-        let cfg = &self.cfg;
-        if cfg.channels_last {
-            to_channels_last(vs);
-        }
-        // Wrapping broadcasts rank 0's weights, as `test` does.
-        let ddp = Ddp::wrap_with(vs, self.dist, cfg.ddp.clone())?;
-        let opts = cfg.epoch_options(self.dist.device(), &ddp);
-        let device = loader.batch_device();
-        loader.set_device(batch_device(self.dist.device(), cfg.pin_memory, device));
-        let shares = predict_share(net, loader, &opts, views);
-        loader.set_device(device);
+        let shares =
+            self.staged(vs, loader, |_, loader, opts| predict_share(net, loader, &opts, views));
         let (indices, outputs) = shares?;
         let n = loader.dataset().len();
         let shape = outputs.size();

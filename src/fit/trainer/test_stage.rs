@@ -1,12 +1,13 @@
 //! The test stage: `Trainer::test`, one evaluation with the run's settings (device, precision,
 //! channels_last, top-k, loss, the validation batch limit), over every rank's share with exact
-//! sums, as `fit` validates; Lightning's `trainer.test`, torchvision's `--test-only`.
+//! sums, as `fit` validates; Lightning's `trainer.test`, torchvision's `--test-only`. Also the
+//! set-up every stage outside `fit` shares (`staged`).
 use tch::nn::{ModuleT, VarStore};
 
 use super::{batch_device, Trainer};
 use crate::data::{DataLoader, Dataset};
 use crate::models::to_channels_last;
-use crate::train::{evaluate, Ddp, EpochSummary};
+use crate::train::{evaluate, Ddp, EpochOptions, EpochSummary};
 use crate::Result;
 
 impl Trainer<'_> {
@@ -37,17 +38,33 @@ impl Trainer<'_> {
         let cfg = &self.cfg;
         cfg.check_counts()?;
         cfg.check_metrics()?;
+        let limit = loader.batch_limit();
+        loader.set_limit_batches(cfg.limit_val_batches.or(limit));
+        let summary =
+            self.staged(vs, loader, |_, loader, opts| evaluate(net, loader, &cfg.loss, &opts));
+        loader.set_limit_batches(limit);
+        summary
+    }
+
+    /// Runs a stage outside `fit` (a test, a prediction, a range test): `stage` gets the model's
+    /// variables wrapped for this trainer's ranks (rank 0's weights broadcast; channels_last as
+    /// configured), `loader` delivering where a run would, and the run's epoch options.
+    pub(super) fn staged<D: Dataset + 'static, T>(
+        &self,
+        vs: &mut VarStore,
+        loader: &mut DataLoader<D>,
+        stage: impl FnOnce(&VarStore, &mut DataLoader<D>, EpochOptions) -> Result<T>,
+    ) -> Result<T> {
+        let cfg = &self.cfg;
         if cfg.channels_last {
             to_channels_last(vs);
         }
         let ddp = Ddp::wrap_with(vs, self.dist, cfg.ddp.clone())?;
         let opts = cfg.epoch_options(self.dist.device(), &ddp);
-        let (device, limit) = (loader.batch_device(), loader.batch_limit());
+        let device = loader.batch_device();
         loader.set_device(batch_device(self.dist.device(), cfg.pin_memory, device));
-        loader.set_limit_batches(cfg.limit_val_batches.or(limit));
-        let summary = evaluate(net, loader, &cfg.loss, &opts);
+        let result = stage(vs, loader, opts);
         loader.set_device(device);
-        loader.set_limit_batches(limit);
-        summary
+        result
     }
 }
