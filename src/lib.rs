@@ -60,6 +60,8 @@ pub struct ReadmeDoctests;
 mod book {
     #[doc = include_str!("../docs/src/checkpoints.md")]
     pub struct Checkpoints;
+    #[doc = include_str!("../docs/src/claims.md")]
+    pub struct Claims;
     #[doc = include_str!("../docs/src/contributing.md")]
     pub struct Contributing;
     #[doc = include_str!("../docs/src/course-path.md")]

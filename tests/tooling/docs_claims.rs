@@ -234,6 +234,34 @@ fn exactness_claims_are_asserted_exactly_by_the_tests_they_name() {
 }
 
 #[test]
+fn the_claims_page_lists_every_checked_claim_with_its_test_and_assertion() {
+    let _turn = common::module_turn(module_path!());
+    let page = read("docs/src/claims.md");
+    let rows: Vec<&str> =
+        page.lines().filter(|l| l.starts_with("| ") && !l.starts_with("| claim")).collect();
+    let checked: Vec<&str> = rows.iter().copied().filter(|r| r.contains("(*checked*)")).collect();
+    // Every checked claim's test is on a checked row of the table or in the page's note on the
+    // claims that are not about numbers; every checked row's test is one of BACKED's.
+    for (claim, file, _, _) in BACKED {
+        let in_table = checked.iter().any(|r| r.contains(&format!("`{file}`")));
+        assert!(in_table || page.contains(file), "claims.md does not list {file} ({claim})");
+    }
+    assert!(checked.len() >= 7, "{} checked rows", checked.len());
+    for row in &checked {
+        assert!(BACKED.iter().any(|(_, file, _, _)| row.contains(&format!("`{file}`"))), "{row}");
+    }
+    // Every row names a test that exists, and says how it asserts (or within what bound).
+    for row in rows {
+        let cells: Vec<&str> = row.split(" | ").collect();
+        assert!(cells.len() >= 4 && !cells[2].trim().is_empty(), "{row}");
+        let tests = cells[1].split('`').skip(1).step_by(2);
+        for test in tests.filter(|t| t.starts_with("tests/")) {
+            assert!(root().join(test).is_file(), "claims.md names {test}, which does not exist");
+        }
+    }
+}
+
+#[test]
 fn the_examples_own_tests_run_them() {
     let _turn = common::module_turn(module_path!());
     let docs = documents_flat();
