@@ -1,7 +1,8 @@
 //! The MNIST example with its default arguments, in a fresh directory: builds the offline data
 //! set itself, trains, and reaches >= 97% test accuracy; writes the metrics log and the plots.
 //! `--test-only` then tests the run's last checkpoint and prints the last epoch's figures. Then
-//! the README's two-rank torchrun line in the same directory, as a reader would run it.
+//! the README's two-rank torchrun line in the same directory, as a reader would run it, and an
+//! elastic restart: an epoch on two torchrun ranks, continued by one process.
 use crate::common;
 
 use std::process::Command;
@@ -91,4 +92,33 @@ fn mnist_example_reaches_97_percent_with_defaults() {
         assert_eq!(stdout.matches(&said).count(), 1, "{said:?} once, from rank 0:\n{stdout}");
     }
     assert!(records[0].val_acc.unwrap() > 0.85, "after one epoch on two ranks: {:?}", records[0]);
+
+    // An elastic restart: two torchrun ranks train an epoch of 10 steps, then one process
+    // continues with the global batch kept (accumulating 2 batches of 64 per step).
+    let (status, stdout) = common::run_streaming(
+        Command::new(common::venv_bin("torchrun"))
+            .args(["--standalone", "--nproc-per-node=2", "--no-python", exe_str])
+            .args(["--out", "runs/mnist-elastic", "--epochs", "1", "--limit-train-batches", "10"])
+            .current_dir(&work),
+        Duration::from_secs(600),
+        "two ranks, one epoch",
+    );
+    assert!(status.success(), "{stdout}");
+    let (status, stdout) = common::run_streaming(
+        Command::new(&exe)
+            .args(["--out", "runs/mnist-elastic", "--epochs", "2", "--limit-train-batches", "20"])
+            .current_dir(&work),
+        Duration::from_secs(600),
+        "one process, resumed",
+    );
+    assert!(status.success(), "{stdout}");
+    let said =
+        "elastic resume: the checkpoint was written by 2 ranks x batch 64 x accumulation 1; \
+                continuing on 1 ranks x batch 64 x accumulation 2";
+    assert!(stdout.contains(said), "{stdout}");
+    let records = read_records(&work.join("runs/mnist-elastic/metrics.jsonl")).unwrap();
+    let worlds: Vec<usize> = records.iter().map(|r| r.world_size).collect();
+    assert_eq!(worlds, [2, 1]);
+    let steps = std::fs::read_to_string(work.join("runs/mnist-elastic/steps.csv")).unwrap();
+    assert_eq!(steps.lines().count(), 1 + 20, "10 steps of 128 samples per epoch:\n{steps}");
 }
