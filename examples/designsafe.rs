@@ -124,15 +124,15 @@ fn run() -> anyhow::Result<()> {
     // checkpoint cadence, gradient accumulation and DDP's options.
     let trainer = args.fit.apply(args.run.trainer(&dist));
     let trainer = args.run.metrics(trainer, train_loader.dataset().classes().len())?;
-    if args.run.test_only {
-        let from = (args.out.as_path(), args.weights.is_some());
-        args.run.test_only(&dist, &trainer, &mut vs, &net, &mut val_loader, from)?;
-        dist.destroy()?;
-        return Ok(());
-    }
-    if args.run.lr_find {
-        let model = (&mut vs, &net as &dyn tch::nn::ModuleT, &mut opt);
-        args.run.lr_find(&dist, &trainer, model, &mut train_loader, &args.out)?;
+    // --test-only or --lr-find instead of training.
+    let model = (&mut vs, &net as &dyn tch::nn::ModuleT, &mut opt);
+    let loaders = (&mut train_loader, &mut val_loader);
+    if args.run.instead_of_training(
+        (&dist, &trainer),
+        model,
+        loaders,
+        (args.out.as_path(), args.weights.is_some()),
+    )? {
         dist.destroy()?;
         return Ok(());
     }

@@ -91,15 +91,15 @@ fn run() -> anyhow::Result<()> {
     //    The shared flags (examples/common) set resume, seed, precision, channels_last, the
     //    checkpoint cadence, gradient accumulation and DDP's options.
     let trainer = args.run.metrics(args.fit.apply(args.run.trainer(&dist)), 10)?;
-    if args.run.test_only {
-        let from = (args.out.as_path(), false);
-        args.run.test_only(&dist, &trainer, &mut vs, &net, &mut test_loader, from)?;
-        dist.destroy()?;
-        return Ok(());
-    }
-    if args.run.lr_find {
-        let model = (&mut vs, &net as &dyn tch::nn::ModuleT, &mut opt);
-        args.run.lr_find(&dist, &trainer, model, &mut train_loader, &args.out)?;
+    // --test-only or --lr-find instead of training.
+    let model = (&mut vs, &net as &dyn tch::nn::ModuleT, &mut opt);
+    let loaders = (&mut train_loader, &mut test_loader);
+    if args.run.instead_of_training(
+        (&dist, &trainer),
+        model,
+        loaders,
+        (args.out.as_path(), false),
+    )? {
         dist.destroy()?;
         return Ok(());
     }

@@ -136,15 +136,15 @@ fn run() -> anyhow::Result<()> {
         LossName::Huber => trainer.loss(HuberLoss::default()),
         LossName::SmoothL1 => trainer.loss(SmoothL1Loss::default()),
     };
-    if args.run.test_only {
-        let from = (args.out.as_path(), args.initial_weights.is_some());
-        args.run.test_only(&dist, &trainer, &mut vs, &net, &mut test_loader, from)?;
-        dist.destroy()?;
-        return Ok(());
-    }
-    if args.run.lr_find {
-        let model = (&mut vs, &net as &dyn tch::nn::ModuleT, &mut opt);
-        args.run.lr_find(&dist, &trainer, model, &mut train_loader, &args.out)?;
+    // --test-only or --lr-find instead of training.
+    let model = (&mut vs, &net as &dyn tch::nn::ModuleT, &mut opt);
+    let loaders = (&mut train_loader, &mut test_loader);
+    if args.run.instead_of_training(
+        (&dist, &trainer),
+        model,
+        loaders,
+        (args.out.as_path(), args.initial_weights.is_some()),
+    )? {
         dist.destroy()?;
         return Ok(());
     }

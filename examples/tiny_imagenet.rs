@@ -145,15 +145,15 @@ fn run() -> anyhow::Result<()> {
     let mut opt = Optimizer::sgd(&vs, args.lr, args.momentum);
     // The shared flags (examples/common) set resume, seed, precision and channels_last.
     let trainer = args.run.metrics(args.run.trainer(&dist), classes as usize)?;
-    if args.run.test_only {
-        let from = (args.out.as_path(), args.weights.is_some());
-        args.run.test_only(&dist, &trainer, &mut vs, &net, &mut val_loader, from)?;
-        dist.destroy()?;
-        return Ok(());
-    }
-    if args.run.lr_find {
-        let model = (&mut vs, &net as &dyn tch::nn::ModuleT, &mut opt);
-        args.run.lr_find(&dist, &trainer, model, &mut train_loader, &args.out)?;
+    // --test-only or --lr-find instead of training.
+    let model = (&mut vs, &net as &dyn tch::nn::ModuleT, &mut opt);
+    let loaders = (&mut train_loader, &mut val_loader);
+    if args.run.instead_of_training(
+        (&dist, &trainer),
+        model,
+        loaders,
+        (args.out.as_path(), args.weights.is_some()),
+    )? {
         dist.destroy()?;
         return Ok(());
     }

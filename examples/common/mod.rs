@@ -9,7 +9,7 @@
 //!   `--test-only`, `--lr-find`, with
 //!   [`RunArgs::dist`] (join the launcher's process group), [`RunArgs::trainer`] (a [`Trainer`]
 //!   with those settings), [`RunArgs::metrics`] (`--metric`, with the model's class count), [`RunArgs::sync_batchnorm`] (the ResNet examples' `--sync-bn`) and
-//!   [`RunArgs::test_only`] (`--test-only`) and [`RunArgs::lr_find`] (`--lr-find`).
+//!   [`RunArgs::instead_of_training`] (`--test-only`, `--lr-find`).
 //! - [`exit_status`]: one line on stderr after an error (the rank, what happened; a broken
 //!   connection to another rank said as such, with what the launcher does next), exit status 1.
 //! - [`exit_if_preempted`]: every example's exit status after a run stopped by SIGTERM or
@@ -206,6 +206,30 @@ impl RunArgs {
             trainer = trainer.metric_shared(metric);
         }
         Ok(trainer)
+    }
+
+    /// `--test-only` or `--lr-find`, when one was asked for: runs it (the test on `eval`, the
+    /// range test on `train`; see [`test_only`](Self::test_only) and [`lr_find`](Self::lr_find))
+    /// and says `true`, so that the example ends without training.
+    pub fn instead_of_training<A, B>(
+        &self,
+        (dist, trainer): (&Dist, &Trainer),
+        (vs, net, opt): (&mut tch::nn::VarStore, &dyn tch::nn::ModuleT, &mut Optimizer),
+        (train, eval): (&mut trainbook::data::DataLoader<A>, &mut trainbook::data::DataLoader<B>),
+        (out, weights_loaded): (&std::path::Path, bool),
+    ) -> anyhow::Result<bool>
+    where
+        A: trainbook::data::Dataset + 'static,
+        B: trainbook::data::Dataset + 'static,
+    {
+        if self.test_only {
+            self.test_only(dist, trainer, vs, net, eval, (out, weights_loaded))?;
+        } else if self.lr_find {
+            self.lr_find(dist, trainer, (vs, net, opt), train, out)?;
+        } else {
+            return Ok(false);
+        }
+        Ok(true)
     }
 
     /// `--lr-find`: the range test with `trainer`'s settings over `loader`; prints the curve's

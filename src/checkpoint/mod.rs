@@ -207,7 +207,6 @@ impl Checkpointer {
                 set_rng_state(dist.device(), &state)?;
             }
         } else {
-            // `fit` keeps the global batch and the data order (its `data_layout` part says how).
             dist.println(format!("checkpoint: saved with {} ranks, resuming with {}: the ranks' RNG states are not restored", m.world_size, dist.world_size()));
         }
         self.best = m.best_metric;
