@@ -124,17 +124,10 @@ fn run() -> anyhow::Result<()> {
     // checkpoint cadence, gradient accumulation and DDP's options.
     let trainer = args.fit.apply(args.run.trainer(&dist));
     let trainer = args.run.metrics(trainer, train_loader.dataset().classes().len())?;
-    // --test-only or --lr-find instead of training.
+    let run = (&dist, &trainer, (args.out.as_path(), args.weights.is_some()));
     let model = (&mut vs, &net as &dyn tch::nn::ModuleT, &mut opt);
-    let loaders = (&mut train_loader, &mut val_loader);
-    if args.run.instead_of_training(
-        (&dist, &trainer),
-        model,
-        loaders,
-        (args.out.as_path(), args.weights.is_some()),
-    )? {
-        dist.destroy()?;
-        return Ok(());
+    if args.run.instead_of_training(run, model, (&mut train_loader, &mut val_loader))? {
+        return Ok(dist.destroy()?);
     }
     let report = trainer
         .epochs(args.epochs)

@@ -91,17 +91,10 @@ fn run() -> anyhow::Result<()> {
     //    The shared flags (examples/common) set resume, seed, precision, channels_last, the
     //    checkpoint cadence, gradient accumulation and DDP's options.
     let trainer = args.run.metrics(args.fit.apply(args.run.trainer(&dist)), 10)?;
-    // --test-only or --lr-find instead of training.
+    let run = (&dist, &trainer, (args.out.as_path(), false));
     let model = (&mut vs, &net as &dyn tch::nn::ModuleT, &mut opt);
-    let loaders = (&mut train_loader, &mut test_loader);
-    if args.run.instead_of_training(
-        (&dist, &trainer),
-        model,
-        loaders,
-        (args.out.as_path(), false),
-    )? {
-        dist.destroy()?;
-        return Ok(());
+    if args.run.instead_of_training(run, model, (&mut train_loader, &mut test_loader))? {
+        return Ok(dist.destroy()?);
     }
     let report = trainer
         .epochs(args.epochs)

@@ -136,17 +136,10 @@ fn run() -> anyhow::Result<()> {
         LossName::Huber => trainer.loss(HuberLoss::default()),
         LossName::SmoothL1 => trainer.loss(SmoothL1Loss::default()),
     };
-    // --test-only or --lr-find instead of training.
+    let run = (&dist, &trainer, (args.out.as_path(), args.initial_weights.is_some()));
     let model = (&mut vs, &net as &dyn tch::nn::ModuleT, &mut opt);
-    let loaders = (&mut train_loader, &mut test_loader);
-    if args.run.instead_of_training(
-        (&dist, &trainer),
-        model,
-        loaders,
-        (args.out.as_path(), args.initial_weights.is_some()),
-    )? {
-        dist.destroy()?;
-        return Ok(());
+    if args.run.instead_of_training(run, model, (&mut train_loader, &mut test_loader))? {
+        return Ok(dist.destroy()?);
     }
     let report = trainer
         .epochs(args.epochs)

@@ -145,17 +145,10 @@ fn run() -> anyhow::Result<()> {
     let mut opt = Optimizer::sgd(&vs, args.lr, args.momentum);
     // The shared flags (examples/common) set resume, seed, precision and channels_last.
     let trainer = args.run.metrics(args.run.trainer(&dist), classes as usize)?;
-    // --test-only or --lr-find instead of training.
+    let run = (&dist, &trainer, (args.out.as_path(), args.weights.is_some()));
     let model = (&mut vs, &net as &dyn tch::nn::ModuleT, &mut opt);
-    let loaders = (&mut train_loader, &mut val_loader);
-    if args.run.instead_of_training(
-        (&dist, &trainer),
-        model,
-        loaders,
-        (args.out.as_path(), args.weights.is_some()),
-    )? {
-        dist.destroy()?;
-        return Ok(());
+    if args.run.instead_of_training(run, model, (&mut train_loader, &mut val_loader))? {
+        return Ok(dist.destroy()?);
     }
     let report = trainer
         .epochs(args.epochs)

@@ -30,6 +30,8 @@
 
 use std::process::ExitCode;
 
+mod stages;
+
 use clap::Args;
 use trainbook::dist::{failure_line, LaunchEnv};
 use trainbook::fit::PREEMPTED_EXIT_CODE;
@@ -143,123 +145,6 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
-    /// `--test-only`: evaluates the model over `loader` with `trainer`'s settings (the example's
-    /// own, its loss included: [`Trainer::test`]) and prints the result; the weights are those already loaded when
-    /// `weights_loaded` (the example's --weights), else OUT's latest checkpoint's. Errors when
-    /// there is neither.
-    pub fn test_only<D: trainbook::data::Dataset + 'static>(
-        &self,
-        dist: &Dist,
-        trainer: &Trainer,
-        vs: &mut tch::nn::VarStore,
-        net: &dyn tch::nn::ModuleT,
-        loader: &mut trainbook::data::DataLoader<D>,
-        (out, weights_loaded): (&std::path::Path, bool),
-    ) -> anyhow::Result<()> {
-        use trainbook::checkpoint::{read_tensors_file, Checkpointer, Policy, MODEL_FILE};
-        if !weights_loaded {
-            let root = out.join("checkpoints");
-            let ckpt = Checkpointer::new(&root, Policy::default()).latest(dist)?;
-            let ckpt = ckpt.ok_or_else(|| {
-                anyhow::anyhow!(
-                    "--test-only: no --weights given and no checkpoint in {}",
-                    root.display()
-                )
-            })?;
-            let tensors = read_tensors_file(&ckpt, MODEL_FILE)?
-                .ok_or_else(|| anyhow::anyhow!("{}: no {MODEL_FILE}", ckpt.dir.display()))?;
-            trainbook::models::load_state_dict(vs, &tensors, true)?;
-            dist.println(format!("--test-only: the weights of {}", ckpt.dir.display()));
-        }
-        let summary = trainer.test(vs, net, loader)?;
-        dist.println(format!("test: {summary}"));
-        Ok(())
-    }
-
-    /// `trainer` measuring `--metric`'s metrics of a model with `classes` outputs, and the
-    /// built-in metric `--monitor-metric` names when it is not among them; an error naming the
-    /// flag when a name is unknown or the model has no classes (`classes` 0: regression).
-    pub fn metrics<'d>(
-        &self,
-        trainer: Trainer<'d>,
-        classes: usize,
-    ) -> trainbook::Result<Trainer<'d>> {
-        let mut names = self.metrics.clone();
-        if let Some(Monitor::Metric(m)) = self.monitor {
-            if !names.contains(&m.name) {
-                names.push(m.name.clone());
-            }
-        }
-        let mut trainer = trainer;
-        for name in names {
-            if classes == 0 {
-                return Err(trainbook::Error::InvalidArgument(format!(
-                    "--metric {name}: this example's model predicts values, not classes"
-                )));
-            }
-            let metric = trainbook::train::builtin_metric(&name, classes).map_err(|e| match e {
-                trainbook::Error::InvalidArgument(why) => {
-                    trainbook::Error::InvalidArgument(format!("--metric: {why}"))
-                }
-                other => other,
-            })?;
-            trainer = trainer.metric_shared(metric);
-        }
-        Ok(trainer)
-    }
-
-    /// `--test-only` or `--lr-find`, when one was asked for: runs it (the test on `eval`, the
-    /// range test on `train`; see [`test_only`](Self::test_only) and [`lr_find`](Self::lr_find))
-    /// and says `true`, so that the example ends without training.
-    pub fn instead_of_training<A, B>(
-        &self,
-        (dist, trainer): (&Dist, &Trainer),
-        (vs, net, opt): (&mut tch::nn::VarStore, &dyn tch::nn::ModuleT, &mut Optimizer),
-        (train, eval): (&mut trainbook::data::DataLoader<A>, &mut trainbook::data::DataLoader<B>),
-        (out, weights_loaded): (&std::path::Path, bool),
-    ) -> anyhow::Result<bool>
-    where
-        A: trainbook::data::Dataset + 'static,
-        B: trainbook::data::Dataset + 'static,
-    {
-        if self.test_only {
-            self.test_only(dist, trainer, vs, net, eval, (out, weights_loaded))?;
-        } else if self.lr_find {
-            self.lr_find(dist, trainer, (vs, net, opt), train, out)?;
-        } else {
-            return Ok(false);
-        }
-        Ok(true)
-    }
-
-    /// `--lr-find`: the range test with `trainer`'s settings over `loader`; prints the curve's
-    /// suggestion (fastai's valley) and, on rank 0, writes `OUT/lr_find.png`.
-    pub fn lr_find<D: trainbook::data::Dataset + 'static>(
-        &self,
-        dist: &Dist,
-        trainer: &Trainer,
-        (vs, net, opt): (&mut tch::nn::VarStore, &dyn tch::nn::ModuleT, &mut Optimizer),
-        loader: &mut trainbook::data::DataLoader<D>,
-        out: &std::path::Path,
-    ) -> anyhow::Result<()> {
-        let options = trainbook::train::LrFindOptions::default();
-        let found = trainer.lr_find(vs, net, opt, loader, options)?;
-        let line = match found.suggestion {
-            Some((lr, loss)) => {
-                format!("suggested learning rate {lr:.2e} (smoothed loss {loss:.4} there)")
-            }
-            None => "no suggestion: too few steps before the loss diverged".into(),
-        };
-        dist.println(format!("lr_find: {} steps, {line}", found.lrs.len()));
-        if dist.is_main() {
-            std::fs::create_dir_all(out)?;
-            let path = out.join("lr_find.png");
-            trainbook::figures::lr_find_plot(&found)?.save(&path)?;
-            println!("wrote {}", path.display());
-        }
-        Ok(())
-    }
-
     /// Joins the process group the launcher describes (torchrun's, or the Ray or Dask
     /// launcher's environment), on `--device`; a world of one without a launcher.
     pub fn dist(&self) -> trainbook::Result<Dist> {
