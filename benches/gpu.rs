@@ -1,10 +1,14 @@
 //! The GPU benchmark: trainbook against PyTorch on the same GPU in the same run
 //! (benches/pytorch_gpu.py is PyTorch's side; its header describes each measurement):
 //! 1. the ResNet34 course model's train step (Adam 1e-4, label smoothing 0.1, 224 px), batch
-//!    64 and 256, in float32 and in bf16 autocast + channels_last: img/s and peak GPU memory
-//!    (`trainbook::cuda::max_memory` against `torch.cuda.max_memory_*`). trainbook's side is
-//!    the step as `train_epoch` runs it (`Precision::run`, the fused Adam, the metrics kept on
-//!    the GPU and read once per 4 steps) over 4 batches kept on the GPU, without a loader;
+//!    16 (the course's) and 64, in float32 and in bf16 autocast + channels_last: img/s and peak
+//!    GPU memory (`trainbook::cuda::max_memory` against `torch.cuda.max_memory_*`). trainbook's
+//!    side is the step as `train_epoch` runs it (`Precision::run`, the fused Adam, the metrics
+//!    kept on the GPU and read once per 4 steps) over 4 batches kept on the GPU, without a
+//!    loader: eager, with forward, loss and backward replayed as a CUDA graph (`StepGraph`),
+//!    and graphed with cuDNN's benchmark; PyTorch's eager, eager with cudnn.benchmark, the
+//!    whole step under torch.cuda.graph with a capturable Adam, and (batch 16, float32)
+//!    torch.compile(mode="reduce-overhead");
 //! 2. the DesignSafe training epoch on the GPU (the stand-in's JPEGs, AutoAugment + Resize
 //!    244, batch 16, float32): img/s and the share of the epoch spent waiting for data, with
 //!    4, 8 and 16 loader workers on both sides (trainbook's loader delivers pinned,
@@ -31,8 +35,8 @@ use trainbook::cuda::{empty_cache, max_memory, reset_peak_memory_stats};
 use trainbook::data::{DataLoader, Dataset, ImageFolder, Subset};
 use trainbook::models::{channels_last, resnet34_classifier, to_channels_last};
 use trainbook::train::{
-    train_epoch, CrossEntropyLoss, DeviceMetrics, EpochOptions, Optimizer, Precision,
-    RunningMetrics,
+    set_cudnn_benchmark, train_epoch, CrossEntropyLoss, DeviceMetrics, EpochOptions, Optimizer,
+    Precision, RunningMetrics, StepGraph,
 };
 use trainbook::transforms::{AutoAugment, Resize, ToTensor};
 
@@ -50,6 +54,9 @@ struct Args {
     /// Fewer steps, one worker count.
     #[arg(long)]
     quick: bool,
+    /// Only the DesignSafe epoch and the loader (no train-step rows).
+    #[arg(long)]
+    epochs_only: bool,
     /// Passed by `cargo bench`.
     #[arg(long, hide = true)]
     bench: bool,
@@ -57,20 +64,44 @@ struct Args {
 
 /// Runs pytorch_gpu.py with `args` and parses its JSON line.
 fn pytorch(args: &Args, cmd: &[&str]) -> anyhow::Result<Value> {
+    pytorch_within(args, cmd, None)?.context("no time limit, no timeout")
+}
+
+/// [`pytorch`] killed after `limit` (`Ok(None)` then): for torch.compile, whose compilation
+/// time is not known in advance.
+fn pytorch_within(
+    args: &Args,
+    cmd: &[&str],
+    limit: Option<std::time::Duration>,
+) -> anyhow::Result<Option<Value>> {
     let python = trainbook::programs::python();
-    let out = Command::new(&python)
+    let scratch = tempfile::tempdir()?;
+    let (out_path, err_path) = (scratch.path().join("out"), scratch.path().join("err"));
+    let mut child = Command::new(&python)
         .arg(args.scripts.join("pytorch_gpu.py"))
         .args(cmd)
-        .output()
+        .stdout(std::fs::File::create(&out_path)?)
+        .stderr(std::fs::File::create(&err_path)?)
+        .spawn()
         .with_context(|| format!("starting {}", python.display()))?;
-    anyhow::ensure!(
-        out.status.success(),
-        "pytorch_gpu.py {cmd:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let line = String::from_utf8_lossy(&out.stdout);
-    serde_json::from_str(line.lines().last().unwrap_or_default())
-        .with_context(|| format!("pytorch_gpu.py {cmd:?} printed {line}"))
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if limit.is_some_and(|l| start.elapsed() > l) {
+            child.kill()?;
+            child.wait()?;
+            return Ok(None);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let (stdout, stderr) =
+        (std::fs::read_to_string(&out_path)?, std::fs::read_to_string(&err_path)?);
+    anyhow::ensure!(status.success(), "pytorch_gpu.py {cmd:?} failed: {stderr}");
+    let value = serde_json::from_str(stdout.lines().last().unwrap_or_default())
+        .with_context(|| format!("pytorch_gpu.py {cmd:?} printed {stdout}"))?;
+    Ok(Some(value))
 }
 
 fn course_model(device: Device, cl: bool) -> (VarStore, impl ModuleT) {
@@ -83,13 +114,31 @@ fn course_model(device: Device, cl: bool) -> (VarStore, impl ModuleT) {
     (vs, net)
 }
 
-/// trainbook's train step: img/s over `steps` steps after 4 warm-up steps, and the peak
-/// allocated and reserved bytes over the timed steps.
-fn trainbook_step(device: Device, batch: i64, steps: usize, bf16: bool) -> anyhow::Result<Value> {
+/// How trainbook's step runs in [`trainbook_step`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum StepMode {
+    /// As `train_epoch` runs it eagerly.
+    Eager,
+    /// Forward, loss and backward replayed as a CUDA graph (`StepGraph`), the fused Adam after.
+    Graphed,
+    /// Graphed, with cuDNN's benchmark on (`trainbook::train::set_cudnn_benchmark`).
+    GraphedBenchmark,
+}
+
+/// trainbook's train step: img/s over `steps` steps after 4 warm-up steps (with a graph: 3
+/// eager steps and the capture), and the peak allocated and reserved bytes over the timed steps.
+fn trainbook_step(
+    device: Device,
+    batch: i64,
+    steps: usize,
+    bf16: bool,
+    mode: StepMode,
+) -> anyhow::Result<Value> {
     // PyTorch's side runs each configuration in a new process: start from an empty cache too,
     // or the reserved peak carries the previous configuration's blocks (it did: bf16 reserved
     // float32's 3.3 and 12.9 GiB on an H100, against PyTorch's 1.8 and 5.6).
     empty_cache(device)?;
+    set_cudnn_benchmark(mode == StepMode::GraphedBenchmark)?;
     let (vs, net) = course_model(device, bf16);
     let mut opt = Optimizer::adam(&vs, 1e-4);
     let loss_fn = CrossEntropyLoss::new().label_smoothing(0.1);
@@ -106,17 +155,26 @@ fn trainbook_step(device: Device, batch: i64, steps: usize, bf16: bool) -> anyho
         .collect();
     let ys: Vec<Tensor> =
         (0..4).map(|_| Tensor::randint(3, [batch], (Kind::Int64, device))).collect();
+    let mut graph = StepGraph::new();
     let mut run = |n: usize| -> anyhow::Result<()> {
         let mut metrics = DeviceMetrics::new(device, RunningMetrics::default());
         for i in 0..n {
             let (x, y) = (&xs[i % 4], &ys[i % 4]);
-            let (logits, loss) = precision.run(device, || {
-                let logits = net.forward_t(x, true);
-                let loss = loss_fn.mean(&logits, y);
-                (logits, loss)
-            })?;
-            opt.zero_grad();
-            loss.backward();
+            let mut fwd_bwd = |x: &Tensor, y: &Tensor| {
+                let (logits, loss) = precision.run(device, || {
+                    let logits = net.forward_t(x, true);
+                    let loss = loss_fn.mean(&logits, y);
+                    (logits, loss)
+                })?;
+                loss.backward();
+                Ok((logits, loss))
+            };
+            let (logits, loss) = if mode == StepMode::Eager {
+                opt.zero_grad();
+                fwd_bwd(x, y)?
+            } else {
+                graph.step(device, (x, y), &mut opt, &mut fwd_bwd)?
+            };
             opt.step()?;
             metrics.add_mean_loss(&loss, &logits, y);
             if i % 4 == 3 {
@@ -133,6 +191,15 @@ fn trainbook_step(device: Device, batch: i64, steps: usize, bf16: bool) -> anyho
     tch::Cuda::synchronize(0);
     let seconds = start.elapsed().as_secs_f64();
     let (allocated, reserved) = max_memory(device)?;
+    set_cudnn_benchmark(false)?;
+    if mode != StepMode::Eager {
+        anyhow::ensure!(
+            graph.is_captured() && graph.replays() as usize == steps + 1,
+            "the graphed step did not replay every timed step (replays {}, eager: {:?})",
+            graph.replays(),
+            graph.eager_reason()
+        );
+    }
     Ok(json!({
         "img_per_s": (batch as usize * steps) as f64 / seconds,
         "peak_allocated_bytes": allocated,
@@ -151,11 +218,18 @@ fn course_folder(data: &Path) -> anyhow::Result<ImageFolder> {
 /// trainbook's DesignSafe epoch on the GPU with `workers` loader threads, after a warm-up of
 /// 8 batches; with the seconds it waited for data and the first-batch latency of a fresh
 /// loader (how much of the wait is the loader's start).
-fn trainbook_epoch(device: Device, data: &Path, workers: usize) -> anyhow::Result<Value> {
+fn trainbook_epoch(
+    device: Device,
+    data: &Path,
+    workers: usize,
+    graphed: bool,
+) -> anyhow::Result<Value> {
     let (vs, net) = course_model(device, false);
     let mut opt = Optimizer::adam(&vs, 1e-4);
     let loss_fn = CrossEntropyLoss::new().label_smoothing(0.1);
+    let graph = std::cell::RefCell::new(StepGraph::new());
     let opts = EpochOptions::on(device).quiet();
+    let opts = if graphed { opts.cuda_graph(&graph) } else { opts };
     let folder = Arc::new(course_folder(data)?);
     let warm = Subset::new(folder.clone(), 0..128.min(folder.len()))?;
     let mut warm = DataLoader::new(warm, 16).shuffle(true).num_workers(workers).device(device);
@@ -221,31 +295,77 @@ fn main() -> anyhow::Result<()> {
     let mut report = json!({ "machine": info, "trainbook": trainbook::versions().to_string() });
 
     let (steps, batches, workers): (usize, &[i64], &[usize]) =
-        if args.quick { (8, &[64], &[16]) } else { (24, &[64, 256], &[4, 8, 16]) };
+        if args.quick { (8, &[16], &[16]) } else { (24, &[16, 64], &[4, 8, 16]) };
+    let img_s = |v: &Value| v["img_per_s"].as_f64().unwrap_or(f64::NAN);
     let mut step_rows = Vec::new();
-    for &batch in batches {
+    for &batch in if args.epochs_only { &[][..] } else { batches } {
         for bf16 in [false, true] {
             let name = if bf16 { "bf16 autocast + channels_last" } else { "float32" };
-            let ours = trainbook_step(device, batch, steps, bf16)?;
+            let ours = trainbook_step(device, batch, steps, bf16, StepMode::Eager)?;
+            // A graph that fails is reported in its row; the other measurements go on.
+            let failed = |e: anyhow::Error| json!({ "error": format!("{e:#}") });
+            let graphed = trainbook_step(device, batch, steps, bf16, StepMode::Graphed)
+                .unwrap_or_else(failed);
+            let graphed_bench =
+                trainbook_step(device, batch, steps, bf16, StepMode::GraphedBenchmark)
+                    .unwrap_or_else(failed);
+            let _ = set_cudnn_benchmark(false);
             let (b, s) = (batch.to_string(), steps.to_string());
-            let mut cmd = vec!["step", &b, &s, if bf16 { "bf16" } else { "f32" }];
-            if bf16 {
-                cmd.push("channels_last");
-            }
-            let theirs = pytorch(&args, &cmd)?;
+            let torch_mode = |mode: &'static str| {
+                let mut cmd = vec!["step", &b, &s, if bf16 { "bf16" } else { "f32" }, mode];
+                if bf16 {
+                    cmd.push("channels_last");
+                }
+                cmd
+            };
+            let theirs = pytorch(&args, &torch_mode("eager"))?;
+            let theirs_bench = pytorch(&args, &torch_mode("benchmark"))?;
+            let theirs_graph = pytorch(&args, &torch_mode("graph"))?;
+            // torch.compile: batch 16 in float32 (the course's setting) only, within 150 s.
+            let theirs_compile = if batch == 16 && !bf16 && !args.quick {
+                let limit = std::time::Duration::from_secs(150);
+                pytorch_within(&args, &torch_mode("compile"), Some(limit))
+                    .unwrap_or_else(|e| Some(json!({ "error": format!("{e:#}") })))
+                    .unwrap_or_else(|| json!({ "error": "not measured: more than 150 s" }))
+            } else {
+                json!({ "skipped": "measured at batch 16 in float32 only" })
+            };
             let (speed, memory) =
                 (ratio(&ours, &theirs, "img_per_s"), ratio(&ours, &theirs, "peak_allocated_bytes"));
+            let graphed_vs_eager = ratio(&graphed, &theirs, "img_per_s");
+            let best_torch = [&theirs, &theirs_bench, &theirs_graph, &theirs_compile]
+                .iter()
+                .map(|v| img_s(v))
+                .filter(|x| x.is_finite())
+                .fold(0.0, f64::max);
+            let best_ours = img_s(&graphed).max(img_s(&graphed_bench));
             println!(
-                "ResNet34 step, batch {batch}, {name}: trainbook {:.0} img/s, PyTorch {:.0} img/s, \
-                 {speed:.2}x; peak allocated {:.2} vs {:.2} GiB, {memory:.3}x",
-                ours["img_per_s"].as_f64().unwrap_or(0.0),
-                theirs["img_per_s"].as_f64().unwrap_or(0.0),
+                "ResNet34 step, batch {batch}, {name}: trainbook eager {:.0}, graphed {:.0}, graphed + \
+                 cudnn.benchmark {:.0} img/s; PyTorch eager {:.0}, cudnn.benchmark {:.0}, \
+                 torch.cuda.graph {:.0}, torch.compile {} img/s; eager {speed:.2}x, graphed vs \
+                 PyTorch eager {graphed_vs_eager:.2}x, best vs best {:.2}x; peak allocated \
+                 {:.2} vs {:.2} GiB, {memory:.3}x",
+                img_s(&ours),
+                img_s(&graphed),
+                img_s(&graphed_bench),
+                img_s(&theirs),
+                img_s(&theirs_bench),
+                img_s(&theirs_graph),
+                theirs_compile["img_per_s"]
+                    .as_f64()
+                    .map_or_else(|| theirs_compile.to_string(), |x| format!("{x:.0}")),
+                best_ours / best_torch,
                 ours["peak_allocated_bytes"].as_f64().unwrap_or(0.0) / f64::from(1 << 30),
                 theirs["peak_allocated_bytes"].as_f64().unwrap_or(0.0) / f64::from(1 << 30),
             );
             step_rows.push(json!({
                 "batch": batch, "precision": name, "trainbook": ours, "pytorch": theirs,
                 "speed_ratio": speed, "peak_memory_ratio": memory,
+                "trainbook_graphed": graphed, "trainbook_graphed_cudnn_benchmark": graphed_bench,
+                "pytorch_cudnn_benchmark": theirs_bench, "pytorch_cuda_graph": theirs_graph,
+                "pytorch_compile_reduce_overhead": theirs_compile,
+                "graphed_vs_pytorch_eager": graphed_vs_eager,
+                "best_vs_best": best_ours / best_torch,
             }));
         }
     }
@@ -255,7 +375,8 @@ fn main() -> anyhow::Result<()> {
     let data = args.data.to_string_lossy().to_string();
     let (mut epoch_rows, mut loader_rows) = (Vec::new(), Vec::new());
     for &w in workers {
-        let ours = trainbook_epoch(device, &args.data, w)?;
+        let ours = trainbook_epoch(device, &args.data, w, false)?;
+        let graphed = trainbook_epoch(device, &args.data, w, true)?;
         let theirs = pytorch(&args, &["epoch", &data, &w.to_string()])?;
         let speed = ratio(&ours, &theirs, "img_per_s");
         println!(
@@ -269,9 +390,17 @@ fn main() -> anyhow::Result<()> {
             theirs["img_per_s"].as_f64().unwrap_or(0.0),
             100.0 * theirs["data_wait_share"].as_f64().unwrap_or(0.0),
         );
-        epoch_rows.push(
-            json!({"workers": w, "trainbook": ours, "pytorch": theirs, "speed_ratio": speed}),
+        let graphed_speed = ratio(&graphed, &theirs, "img_per_s");
+        println!(
+            "DesignSafe epoch, {w} workers, the step as a CUDA graph: trainbook {:.0} img/s (data \
+             wait {:.0}%), {graphed_speed:.2}x PyTorch's",
+            graphed["img_per_s"].as_f64().unwrap_or(0.0),
+            100.0 * graphed["data_wait_share"].as_f64().unwrap_or(0.0),
         );
+        epoch_rows.push(json!({
+            "workers": w, "trainbook": ours, "pytorch": theirs, "speed_ratio": speed,
+            "trainbook_graphed": graphed, "graphed_speed_ratio": graphed_speed,
+        }));
         let ours = trainbook_loader(&args.data, w)?;
         let theirs = pytorch(&args, &["loader", &data, &w.to_string()])?;
         let speed = ratio(&ours, &theirs, "img_per_s");

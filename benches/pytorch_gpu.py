@@ -3,14 +3,20 @@ JSON object on stdout.
 
   pytorch_gpu.py info
       the GPU's name, torch and CUDA versions, CPU cores
-  pytorch_gpu.py step BATCH STEPS f32|bf16 [channels_last]
+  pytorch_gpu.py step BATCH STEPS f32|bf16 [channels_last] [MODE]
       torchvision's ResNet34 with the course's head (Linear 512-512, ReLU, Linear 512-3) in
       eager mode: Adam 1e-4, CrossEntropyLoss(label_smoothing=0.1), 224 px; the data are 4
       batches kept on the GPU, used in turn; bf16 runs the forward pass and the loss under
       torch.autocast("cuda", torch.bfloat16); loss sum and correct count accumulate on the GPU
       and are read once per 4 steps (as trainbook's epoch reads its metrics). Reports img/s over
       STEPS steps after 4 warm-up steps, and torch.cuda.max_memory_allocated/reserved over the
-      timed steps.
+      timed steps. MODE: eager (the default); benchmark (eager with
+      torch.backends.cudnn.benchmark = True); graph (the whole step, zero_grad, forward, loss,
+      backward and Adam(capturable=True).step(), captured with torch.cuda.graph after 3 warm-up
+      steps on a side stream, as torch's CUDA-graph notes show for a whole network; each step
+      copies its batch into the static input and replays); compile (the model under
+      torch.compile(mode="reduce-overhead"), Inductor's kernels replayed as CUDA graphs; 8
+      warm-up steps, which include the compilation; reports compile_s, the warm-up's seconds).
   pytorch_gpu.py epoch DATA WORKERS [BATCHES]
       the course's DesignSafe training epoch on the GPU: ImageFolder(DATA/Train) with
       AutoAugment(IMAGENET) + Resize((244, 244)) + ToTensor, DataLoader(batch 16, shuffle,
@@ -38,12 +44,12 @@ def course_resnet34():
     return m
 
 
-def recipe(channels_last=False):
+def recipe(channels_last=False, capturable=False):
     torch.manual_seed(0)
     model = course_resnet34().to(DEV)
     if channels_last:
         model = model.to(memory_format=torch.channels_last)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4, capturable=capturable)
     return model, opt, torch.nn.CrossEntropyLoss(label_smoothing=0.1)
 
 
@@ -58,32 +64,80 @@ def train_step(model, opt, loss_fn, x, y, bf16, sums):
     sums[1] += (logits.argmax(1) == y).sum()
 
 
-def step(batch, steps, precision, channels_last=False):
+def graphed_step(model, opt, loss_fn, xs, ys, bf16):
+    """The whole step captured with torch.cuda.graph; returns step(x, y, sums)."""
+    static_x, static_y = xs[0].clone(), ys[0].clone()
+
+    def whole():
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
+            logits = model(static_x)
+            loss = loss_fn(logits, static_y)
+        loss.backward()
+        opt.step()
+        return logits, loss
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            whole()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    opt.zero_grad(set_to_none=True)
+    with torch.cuda.graph(graph):
+        logits, loss = whole()
+
+    def step(x, y, sums):
+        static_x.copy_(x)
+        static_y.copy_(y)
+        graph.replay()
+        sums[0] += loss.detach().float() * x.shape[0]
+        sums[1] += (logits.argmax(1) == y).sum()
+
+    return step
+
+
+def step(batch, steps, precision, channels_last=False, mode="eager"):
     bf16 = precision == "bf16"
-    model, opt, loss_fn = recipe(channels_last)
+    torch.backends.cudnn.benchmark = mode == "benchmark"
+    model, opt, loss_fn = recipe(channels_last, capturable=mode == "graph")
+    if mode == "compile":
+        model = torch.compile(model, mode="reduce-overhead")
     fmt = torch.channels_last if channels_last else torch.contiguous_format
     xs = [torch.randn(batch, 3, 224, 224, device=DEV).contiguous(memory_format=fmt) for _ in range(4)]
     ys = [torch.randint(0, 3, (batch,), device=DEV) for _ in range(4)]
+    if mode == "graph":
+        one = graphed_step(model, opt, loss_fn, xs, ys, bf16)
+    else:
+        def one(x, y, sums):
+            train_step(model, opt, loss_fn, x, y, bf16, sums)
 
     def run(n):
         sums = [torch.zeros((), device=DEV), torch.zeros((), device=DEV, dtype=torch.long)]
         for i in range(n):
-            train_step(model, opt, loss_fn, xs[i % 4], ys[i % 4], bf16, sums)
+            one(xs[i % 4], ys[i % 4], sums)
             if i % 4 == 3:
                 sums[0].item(), sums[1].item()
 
-    run(4)
+    start = time.perf_counter()
+    run(8 if mode == "compile" else 4)
     torch.cuda.synchronize()
+    warmup_s = time.perf_counter() - start
     torch.cuda.reset_peak_memory_stats()
     start = time.perf_counter()
     run(steps)
     torch.cuda.synchronize()
     seconds = time.perf_counter() - start
-    return {
+    out = {
         "img_per_s": batch * steps / seconds,
         "peak_allocated_bytes": torch.cuda.max_memory_allocated(),
         "peak_reserved_bytes": torch.cuda.max_memory_reserved(),
+        "mode": mode,
     }
+    if mode == "compile":
+        out["compile_s"] = warmup_s
+    return out
 
 
 def course_loader(data, workers):
@@ -154,7 +208,9 @@ def main(argv):
     if cmd == "info":
         out = info()
     elif cmd == "step":
-        out = step(int(argv[2]), int(argv[3]), argv[4], len(argv) > 5 and argv[5] == "channels_last")
+        rest = argv[5:]
+        modes = [a for a in rest if a in ("eager", "benchmark", "graph", "compile")]
+        out = step(int(argv[2]), int(argv[3]), argv[4], "channels_last" in rest, modes[0] if modes else "eager")
     elif cmd == "epoch":
         out = epoch(argv[2], int(argv[3]), int(argv[4]) if len(argv) > 4 else 8)
     elif cmd == "loader":

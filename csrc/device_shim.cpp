@@ -93,6 +93,41 @@ char* tb_deterministic_state(int* algorithms, int* cudnn_deterministic, int* cud
   });
 }
 
+char* tb_set_cudnn_benchmark(int on) {
+  return guarded([&] { at::globalContext().setBenchmarkCuDNN(on != 0); });
+}
+
+char* tb_set_float32_matmul_precision(const char* name) {
+  if (name == nullptr) return null_arg("name");
+  return guarded([&] {
+    std::string s(name);
+    if (s != "highest" && s != "high" && s != "medium")
+      throw std::invalid_argument("float32 matmul precision '" + s +
+                                  "' (expected highest, high or medium)");
+    at::globalContext().setFloat32MatmulPrecision(s);
+  });
+}
+
+char* tb_float32_matmul_precision(int* level) {
+  if (level == nullptr) return null_arg("level");
+  return guarded([&] {
+    switch (at::globalContext().float32MatmulPrecision()) {
+      case at::Float32MatmulPrecision::HIGHEST: *level = 0; break;
+      case at::Float32MatmulPrecision::HIGH: *level = 1; break;
+      case at::Float32MatmulPrecision::MEDIUM: *level = 2; break;
+    }
+  });
+}
+
+char* tb_set_cudnn_allow_tf32(int on) {
+  return guarded([&] { at::globalContext().setAllowTF32CuDNN(on != 0); });
+}
+
+char* tb_cudnn_allow_tf32(int* on) {
+  if (on == nullptr) return null_arg("on");
+  return guarded([&] { *on = at::globalContext().allowTF32CuDNN() ? 1 : 0; });
+}
+
 char* tb_set_anomaly(int on) {
   return guarded([&] { torch::autograd::AnomalyMode::set_enabled(on != 0, /*check_nan=*/true); });
 }

@@ -38,6 +38,18 @@ char* tb_set_deterministic(int on);
 // cuDNN benchmark (1 = on).
 char* tb_deterministic_state(int* algorithms, int* cudnn_deterministic, int* cudnn_benchmark);
 
+// torch.backends.cudnn.benchmark = on (cuDNN times its algorithms for each new shape and keeps
+// the fastest).
+char* tb_set_cudnn_benchmark(int on);
+// torch.set_float32_matmul_precision(name) with name "highest", "high" or "medium";
+// torch.get_float32_matmul_precision() as 0, 1 or 2.
+char* tb_set_float32_matmul_precision(const char* name);
+char* tb_float32_matmul_precision(int* level);
+// torch.backends.cudnn.allow_tf32 = on (cuDNN's float32 convolutions may use TF32 tensor
+// cores; on by default, as in torch) and its current value.
+char* tb_set_cudnn_allow_tf32(int on);
+char* tb_cudnn_allow_tf32(int* on);
+
 // torch.autograd.set_detect_anomaly(on): the autograd engine checks every backward function's
 // outputs for NaN and throws "Function 'XBackward0' returned nan values in its 0th output."
 // (a process-wide switch, as torch's).

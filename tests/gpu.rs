@@ -10,6 +10,8 @@
 //! Environment: `TRAINBOOK_PYTHON` (a python with torch; default: the project's venv, else
 //! `python3`), `TRAINBOOK_REPO` (where `tests/oracle` is; default: this checkout).
 mod common;
+#[path = "gpu_parts/cuda_graphs.rs"]
+mod cuda_graphs;
 
 use std::path::Path;
 use std::process::Command;

@@ -36,6 +36,7 @@ use clap::Args;
 use trainbook::dist::{failure_line, LaunchEnv};
 use trainbook::fit::PREEMPTED_EXIT_CODE;
 use trainbook::prelude::*;
+use trainbook::train::Float32MatmulPrecision;
 
 /// The flags every example has.
 #[derive(Args, Debug)]
@@ -128,6 +129,20 @@ pub struct RunArgs {
     /// function that returns a NaN stops the run, named (slower).
     #[arg(long)]
     pub detect_anomaly: bool,
+    /// Capture the training step (forward, loss, backward) as a CUDA graph after 3 eager steps
+    /// and replay it for every full batch: fewer kernel launches at small batches. On the CPU,
+    /// under DDP, with --accumulate or float16, the step runs eagerly and the run says why.
+    #[arg(long)]
+    pub cuda_graphs: bool,
+    /// cuDNN times its convolution algorithms for each new shape and keeps the fastest
+    /// (torch.backends.cudnn.benchmark = True).
+    #[arg(long)]
+    pub cudnn_benchmark: bool,
+    /// float32 matrix products on TF32 tensor cores (torch.set_float32_matmul_precision("high");
+    /// cuDNN's float32 convolutions may use TF32 already: torch.backends.cudnn.allow_tf32
+    /// defaults to True).
+    #[arg(long)]
+    pub tf32: bool,
     /// A debug run (Lightning's fast_dev_run): one epoch of the first N training and validation
     /// batches in a scratch folder, nothing written to OUT, no checkpoints.
     #[arg(long, value_name = "N")]
@@ -174,7 +189,14 @@ impl RunArgs {
             .val_every_steps(self.val_every_steps)
             .detect_anomaly(self.detect_anomaly)
             .overfit_batches(self.overfit_batches)
-            .fast_dev_run(self.fast_dev_run);
+            .fast_dev_run(self.fast_dev_run)
+            .cuda_graphs(self.cuda_graphs)
+            .cudnn_benchmark(self.cudnn_benchmark);
+        let trainer = if self.tf32 {
+            trainer.float32_matmul_precision(Float32MatmulPrecision::High)
+        } else {
+            trainer
+        };
         let trainer = match self.weight_trail {
             Some(n) => trainer.weight_trail(n),
             None => trainer,

@@ -65,6 +65,9 @@ touch "$WORK/src/.copied-by-content"
 cd "$WORK/src"
 grep -E '^(tch|torch-sys) = ' Cargo.toml
 
+# torch-sys prefers the Python's torch to LIBTORCH when LIBTORCH_USE_PYTORCH is set (tch's
+# README suggests it), which would be the set-up venv's: this copy builds against $LIBTORCH.
+unset LIBTORCH_USE_PYTORCH
 export LIBTORCH LIBTORCH_CXX11_ABI=1 TRAINBOOK_VENV=$VENV CARGO_TARGET_DIR=$WORK/target
 # The copy's .cargo/config.toml points at its own (missing) .venv: CMake and NASM for
 # libjpeg-turbo come from the checkout's.

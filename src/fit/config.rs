@@ -7,8 +7,8 @@ use crate::fit::callbacks::Callbacks;
 use crate::fit::parts::early_stopping::EarlyStopping;
 use crate::train::DdpOptions;
 use crate::train::{
-    check_names, CrossEntropyLoss, EpochOptions, GradClip, LrSchedule, Monitor, Precision,
-    SharedLoss, SharedMetric, Strategy,
+    check_names, CrossEntropyLoss, EpochOptions, Float32MatmulPrecision, GradClip, LrSchedule,
+    Monitor, Precision, SharedLoss, SharedMetric, Strategy,
 };
 
 /// Every setting of a [`Trainer`](crate::fit::Trainer) run; the builder's methods set these fields
@@ -123,6 +123,13 @@ pub struct FitConfig {
     /// Metrics of one's own, measured at every validation (and test) over all ranks
     /// ([`Trainer::metric`](crate::fit::Trainer::metric)). Default: none.
     pub metrics: Vec<SharedMetric>,
+    /// Run the training step as a CUDA graph
+    /// ([`Trainer::cuda_graphs`](crate::fit::Trainer::cuda_graphs)). Default `false`.
+    pub cuda_graphs: bool,
+    /// `torch.backends.cudnn.benchmark` for the run. Default `false`.
+    pub cudnn_benchmark: bool,
+    /// `torch.set_float32_matmul_precision` for the run. Default `None`: as the process has it.
+    pub float32_matmul_precision: Option<Float32MatmulPrecision>,
 }
 
 impl FitConfig {
@@ -231,6 +238,9 @@ impl Default for FitConfig {
             val_every_steps: None,
             detect_anomaly: false,
             overfit_batches: None,
+            cuda_graphs: false,
+            cudnn_benchmark: false,
+            float32_matmul_precision: None,
         }
     }
 }

@@ -16,6 +16,7 @@ mod resume;
 mod run;
 mod step_events;
 mod stop;
+mod switches;
 mod trail_start;
 mod trainer;
 

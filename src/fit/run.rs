@@ -5,6 +5,7 @@
 //! ([`callback`](crate::fit::callbacks), `steps.csv`, TensorBoard), launcher reports
 //! ([`report`](crate::fit::callbacks::launcher_report)) and the run's end ([`finish`](crate::fit::finish)). The loop itself
 //! only trains, validates, and tells the parts.
+use std::cell::RefCell;
 use std::path::PathBuf;
 
 use tch::nn::{ModuleT, VarStore};
@@ -26,12 +27,13 @@ use crate::fit::parts::{RunParts, SharedPart};
 use crate::fit::resume::{resume, resume_parts, Start};
 use crate::fit::step_events::{train_state, MidValidation, StepEvents};
 use crate::fit::stop::interrupt::{Interruption, StopWatch};
+use crate::fit::switches::RunSwitches;
 use crate::fit::trail_start::start_trail;
 use crate::models::to_channels_last;
 use crate::trail::TrailRecorder;
 use crate::train::{
-    evaluate, named_anomaly, task_of, train_epoch_with, AnomalyGuard, ConfusionMatrix, Ddp,
-    EpochRecord, GradScaler, ModelEma, Monitor, Optimizer, Precision, RunningMetrics, StepLogging,
+    evaluate, named_anomaly, task_of, train_epoch_with, ConfusionMatrix, Ddp, EpochRecord,
+    GradScaler, ModelEma, Monitor, Optimizer, Precision, RunningMetrics, StepGraph, StepLogging,
     Validation,
 };
 use crate::{Error, Result};
@@ -75,6 +77,8 @@ struct Run<'a> {
     resumed_from: Option<(PathBuf, u64, u64)>,
     /// The weight trail's writer (rank 0, with `FitConfig::weight_trail`).
     trail: Option<TrailRecorder>,
+    /// The training step as a CUDA graph (`FitConfig::cuda_graphs`), kept across epochs.
+    graph: Option<RefCell<StepGraph>>,
 }
 
 pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
@@ -88,7 +92,7 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
     let limits = (train.batch_limit(), val.batch_limit());
     cfg.check_counts()?;
     cfg.check_metrics()?;
-    let _anomaly = cfg.detect_anomaly.then(AnomalyGuard::enable).transpose()?;
+    let _switches = RunSwitches::apply(cfg)?;
     train.set_limit_batches(cfg.limit_train_batches.or(limits.0));
     val.set_limit_batches(cfg.limit_val_batches.or(limits.1));
     let report = run_limited(dist, cfg, model, train, val);
@@ -165,6 +169,7 @@ fn run_limited<A: Dataset + 'static, B: Dataset + 'static>(
         confusion: None,
         resumed_from,
         trail: None,
+        graph: cfg.cuda_graphs.then(|| RefCell::new(StepGraph::new())),
     };
     if let Some(done) = run.finished_already(first_epoch) {
         return Ok(done);
@@ -284,9 +289,7 @@ impl Run<'_> {
         // The steps' handle on the loss scaler (the checkpoints read it through the parts).
         let scaler = self.parts.scaler.as_ref().map(|s| s.handle());
         let mut opts = cfg.epoch_options(self.dist.device(), &self.ddp).start_metrics(metrics);
-        if let Some(s) = &scaler {
-            opts = opts.grad_scaler(s);
-        }
+        (opts.grad_scaler, opts.cuda_graph) = (scaler.as_deref(), self.graph.as_ref());
         if self.step_records {
             let steps_before = self.ckpt.global_step();
             opts = opts.step_records(StepLogging { epoch, steps_before });

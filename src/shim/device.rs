@@ -18,6 +18,11 @@ extern "C" {
     pub(crate) fn tb_cuda_empty_cache(index: c_int) -> *mut c_char;
 
     pub(crate) fn tb_set_deterministic(on: c_int) -> *mut c_char;
+    pub(crate) fn tb_set_cudnn_benchmark(on: c_int) -> *mut c_char;
+    pub(crate) fn tb_set_float32_matmul_precision(name: *const c_char) -> *mut c_char;
+    pub(crate) fn tb_float32_matmul_precision(level: *mut c_int) -> *mut c_char;
+    pub(crate) fn tb_set_cudnn_allow_tf32(on: c_int) -> *mut c_char;
+    pub(crate) fn tb_cudnn_allow_tf32(on: *mut c_int) -> *mut c_char;
     pub(crate) fn tb_set_anomaly(on: c_int) -> *mut c_char;
     pub(crate) fn tb_anomaly_enabled(on: *mut c_int) -> *mut c_char;
     pub(crate) fn tb_deterministic_state(

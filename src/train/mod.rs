@@ -4,7 +4,9 @@
 //! deterministic mode.
 mod amp;
 mod anomaly;
+mod backends;
 mod clip;
+mod cuda_graph;
 mod determinism;
 mod ema;
 mod epoch;
@@ -21,7 +23,12 @@ pub use crate::dist::CommHook;
 pub use amp::{GradScaler, GradScalerConfig, GradScalerState, Precision};
 pub use anomaly::{is_anomaly_enabled, set_detect_anomaly};
 pub(crate) use anomaly::{named as named_anomaly, AnomalyGuard};
+pub use backends::{
+    cudnn_allow_tf32, float32_matmul_precision, set_cudnn_allow_tf32, set_cudnn_benchmark,
+    set_float32_matmul_precision, set_tf32, Float32MatmulPrecision,
+};
 pub use clip::{clip_grad_norm, clip_grad_value, total_norm, GradClip};
+pub use cuda_graph::{StepGraph, DEFAULT_WARMUP_STEPS};
 pub use determinism::{
     determinism, use_deterministic_algorithms, Determinism, CUBLAS_WORKSPACE_CONFIG,
 };

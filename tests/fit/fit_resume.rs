@@ -121,6 +121,11 @@ fn run_with(
         val_every_steps: Some(3),
         detect_anomaly: false,
         overfit_batches: None,
+        // CUDA graphs asked for: on the CPU (and with accumulation) the step runs eagerly, the
+        // same.
+        cuda_graphs: true,
+        cudnn_benchmark: false,
+        float32_matmul_precision: Some(trainbook::train::Float32MatmulPrecision::Highest),
     };
     tch::manual_seed(99); // the dropout stream; a resumed run restores it from the checkpoint
     Trainer::with_config(dist, cfg).fit(&mut vs, &net, &mut opt, &mut train, &mut val).unwrap()

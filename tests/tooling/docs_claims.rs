@@ -142,7 +142,14 @@ fn the_layout_table_matches_the_tree() {
 
 /// (what the README or the book says, in its words; the test it names; what that test must contain;
 /// what it must not).
-const BACKED: [(&str, &str, &[&str], &[&str]); 10] = [
+const BACKED: [(&str, &str, &[&str], &[&str]); 11] = [
+    (
+        "in the deterministic mode on a GPU, `train_epoch` and `fit` with the step as a CUDA graph \
+         end with the eager runs' weights bit for bit",
+        "tests/gpu_parts/cuda_graphs.rs",
+        &["use_deterministic_algorithms(true)", "common::assert_same_weights("],
+        &[],
+    ),
     (
         "a seeded torchvision ResNet18 saved by `torch.save` under its hub-cache file name gives \
          torchvision's logits bit for bit",

@@ -12,7 +12,9 @@ mod common;
 
 mod amp;
 mod anomaly;
+mod backends;
 mod class_metrics;
+mod cuda_graphs;
 mod ema;
 mod grad_clip;
 mod losses;

@@ -9,17 +9,20 @@
 # Scratch data and runs go to REPORT_DIR/work. Exit status: 0 when no check failed (without a
 # GPU every check says SKIPPED), 1 otherwise.
 #
-# The checks, each with its own time limit (540 s in all, 9 minutes on one GPU):
+# The checks, each with its own time limit (770 s in all):
 #   gpu-suite    bin/gpu: float32 and bf16 steps against PyTorch, the loader's batches on the
 #                GPU, current device and NCCL group, seeding, GradScaler, exact resume in the
-#                deterministic mode, the CUDA generator's state, ResNet34 img/s
+#                deterministic mode, the CUDA generator's state, the step as a CUDA graph
+#                against the eager step (bit for bit, train_epoch and fit with a resume),
+#                ResNet34 img/s
 #   gpu-ranks    bin/gpu_ranks: 2 torchrun processes sharing the GPU over Gloo with CUDA
 #                tensors (Ddp against one process; reproducible twice); thread ranks refused
 #   mnist, mnist-torchrun-2, designsafe, tiny_imagenet, dogs
 #                the examples on the GPU on small data (the stand-ins generated here; MNIST
 #                shipped in data/mnist); mnist also as 2 torchrun processes sharing the GPU
-#   bench        bin/gpu-bench: ResNet34 step (batch 64/256, float32 and bf16+channels_last)
-#                img/s and peak memory, the DesignSafe epoch and the JPEG loader with 4/8/16
+#   bench        bin/gpu-bench: ResNet34 step (batch 16/64, float32 and bf16+channels_last;
+#                trainbook eager and as a CUDA graph, PyTorch eager, with cudnn.benchmark,
+#                under torch.cuda.graph and torch.compile) img/s and peak memory, the DesignSafe epoch and the JPEG loader with 4/8/16
 #                workers, against PyTorch in the same run (writes REPORT_DIR/gpu.json)
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -89,7 +92,7 @@ if [ -n "$GPU" ] && [ ! -d "$WORK/designsafe/Train" ]; then
 fi
 
 B=$HERE/bin
-check gpu-suite 120 "$B/gpu" --test-threads=1 --nocapture
+check gpu-suite 180 "$B/gpu" --test-threads=1 --nocapture
 check gpu-ranks 90 "$B/gpu_ranks" --test-threads=1 --nocapture
 # The examples on the GPU. TRAINBOOK_BUNDLE_DEVICE=cpu runs them on the CPU instead, in
 # float32 with longer limits (tests/gpu_bundle.rs does, so that their flags are tried here).
@@ -103,10 +106,10 @@ if [ -n "$GPU" ] || [ "$DEVICE" = cpu ]; then
     --device "$DEVICE" --workers 4 --no-resume --out "$WORK/runs/mnist-2"
   check designsafe $((30 * X)) "$B/designsafe" --small-data --data "$WORK/designsafe-small" \
     --image-size 64 --epochs 2 --lr 1e-3 --device "$DEVICE" "${MIXED[@]}" --no-resume \
-    --out "$WORK/runs/designsafe"
+    --cuda-graphs --out "$WORK/runs/designsafe"
   check tiny_imagenet $((30 * X)) "$B/tiny_imagenet" --small-data \
     --data "$WORK/tiny-imagenet-small" --resize 64 --image-size 56 --batch-size 16 --epochs 1 \
-    --device "$DEVICE" --no-resume --out "$WORK/runs/tiny_imagenet"
+    --device "$DEVICE" --cudnn-benchmark --tf32 --no-resume --out "$WORK/runs/tiny_imagenet"
   check dogs $((30 * X)) "$B/dogs" --small-data --data "$WORK/dogs-small" --resize 64 \
     --image-size 56 --batch-size 16 --epochs 1 --device "$DEVICE" --no-resume \
     --out "$WORK/runs/dogs"
@@ -124,7 +127,7 @@ else
   done
 fi
 [ -n "${STANDIN:-}" ] && wait "$STANDIN"
-check bench 160 "$B/gpu-bench" --out "$REPORT" --data "$WORK/designsafe" --scripts "$HERE/benches"
+check bench 330 "$B/gpu-bench" --out "$REPORT" --data "$WORK/designsafe" --scripts "$HERE/benches"
 
 "$PY" - "$RESULTS" "$REPORT" "$HERE/MANIFEST.json" "$GPU" <<'PYEOF' | tee -a "$TXT"
 import json, os, sys

@@ -376,6 +376,7 @@ fn batch_device(run: Device, pin_memory: bool, loader: Device) -> Device {
     }
 }
 
+mod gpu_speed;
 mod lr_find;
 pub use predict_stage::TtaView;
 mod own_metrics;

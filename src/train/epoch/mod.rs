@@ -121,18 +121,39 @@ pub fn train_epoch_with<D: Dataset + 'static>(
         let window = k.min(total_batches - window_start);
         let last_in_window = position + 1 == window_start + window;
         let (x, y) = (opts.batch_images(&batch.images), batch.target().to_device(opts.device));
-        opts.strategy.pre_forward(last_in_window)?;
-        let (logits, loss) = opts.precision.run(opts.device, || {
-            forward_and_loss(model, loss_fn, (task, opts.top_k), (&x, &y))
-        })??;
-        if position == window_start {
-            optimizer.zero_grad();
-        }
-        let mut scaled = if window > 1 { &loss / window as f64 } else { loss.shallow_clone() };
-        if let Some(scaler) = opts.grad_scaler {
-            scaled = scaler.borrow().scale(&scaled);
-        }
-        opts.strategy.run_backward(&scaled, last_in_window)?;
+        let graphed = match opts.cuda_graph {
+            Some(graph) => {
+                graph.borrow_mut().train_step(opts, (&x, &y), optimizer, &mut |x, y| {
+                    // What the eager step below does with one micro-batch per step, no scaler.
+                    opts.strategy.pre_forward(true)?;
+                    let (logits, loss) = opts.precision.run(opts.device, || {
+                        forward_and_loss(model, loss_fn, (task, opts.top_k), (x, y))
+                    })??;
+                    opts.strategy.run_backward(&loss, true)?;
+                    Ok((logits, loss))
+                })?
+            }
+            None => None,
+        };
+        let (logits, loss) = match graphed {
+            Some(step) => step,
+            None => {
+                opts.strategy.pre_forward(last_in_window)?;
+                let (logits, loss) = opts.precision.run(opts.device, || {
+                    forward_and_loss(model, loss_fn, (task, opts.top_k), (&x, &y))
+                })??;
+                if position == window_start {
+                    optimizer.zero_grad();
+                }
+                let mut scaled =
+                    if window > 1 { &loss / window as f64 } else { loss.shallow_clone() };
+                if let Some(scaler) = opts.grad_scaler {
+                    scaled = scaler.borrow().scale(&scaled);
+                }
+                opts.strategy.run_backward(&scaled, last_in_window)?;
+                (logits, loss)
+            }
+        };
         running.add_mean_loss(&loss, &logits, &y);
         progress.advance(batch.len(), &mut || running.read().loss());
         if last_in_window {

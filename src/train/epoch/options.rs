@@ -11,6 +11,7 @@ use super::step_record::StepLogging;
 use crate::progress::{ConsoleProgress, EpochProgress, NoProgress, ProgressReporter};
 use crate::train::amp::{GradScaler, Precision};
 use crate::train::clip::GradClip;
+use crate::train::cuda_graph::StepGraph;
 use crate::train::metrics::{RunningMetrics, SharedMetric};
 use crate::train::optim::Optimizer;
 use crate::train::strategy::{SingleProcess, Strategy};
@@ -61,6 +62,8 @@ pub struct EpochOptions<'a> {
     pub(crate) top_k: Option<usize>,
     /// Metrics of one's own, measured by [`evaluate`](crate::train::evaluate).
     pub(crate) metrics: &'a [SharedMetric],
+    /// The training step as a CUDA graph (`None`: eager).
+    pub(crate) cuda_graph: Option<&'a RefCell<StepGraph>>,
 }
 
 impl Default for EpochOptions<'_> {
@@ -79,6 +82,7 @@ impl Default for EpochOptions<'_> {
             step_logging: None,
             top_k: None,
             metrics: &[],
+            cuda_graph: None,
         }
     }
 }
@@ -157,6 +161,13 @@ impl<'a> EpochOptions<'a> {
     /// use it with [`Precision::F16`].
     pub fn grad_scaler(mut self, scaler: &'a RefCell<GradScaler>) -> Self {
         self.grad_scaler = Some(scaler);
+        self
+    }
+    /// Runs the training step through `graph`, a CUDA graph captured after a few eager steps
+    /// and replayed for every batch of the same shape ([`StepGraph`]); give every epoch the
+    /// same one. Where the step cannot be captured it runs eagerly and the graph says why.
+    pub fn cuda_graph(mut self, graph: &'a RefCell<StepGraph>) -> Self {
+        self.cuda_graph = Some(graph);
         self
     }
     /// Batches in the channels_last memory format (`x.to(memory_format=torch.channels_last)`).

@@ -140,6 +140,11 @@ impl Optimizer {
             .expect("setting gradients to None takes live tensors");
     }
 
+    /// The parameters this optimizer updates.
+    pub(crate) fn param_tensors(&self) -> impl Iterator<Item = &Tensor> {
+        self.params.iter().map(|(_, p)| p)
+    }
+
     /// Zeroes every parameter's gradient in place, as torch's `zero_grad(set_to_none=False)`:
     /// a gradient that is part of a graph is detached first; one that is a view (DDP's
     /// `gradient_as_bucket_view`) is zeroed where it lives.

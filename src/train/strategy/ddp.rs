@@ -319,6 +319,12 @@ impl Strategy for Ddp<'_> {
         slots[self.dist.rank()] = x;
         self.dist.sum_f64(&slots)
     }
+    fn cuda_graph_blocker(&self) -> Option<String> {
+        // In a world of one there is no reducer: the backward pass is a plain one.
+        self.reducer
+            .as_ref()
+            .map(|_| "DDP's gradient all-reduce (c10d's Reducer) is not captured yet".into())
+    }
     fn world_size(&self) -> usize {
         self.dist.world_size()
     }

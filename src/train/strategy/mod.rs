@@ -56,6 +56,11 @@ pub trait Strategy {
     fn is_main(&self) -> bool {
         true
     }
+    /// Why a training step under this strategy cannot be captured as a CUDA graph
+    /// ([`StepGraph`](super::StepGraph)), if it cannot (`None`: it can).
+    fn cuda_graph_blocker(&self) -> Option<String> {
+        None
+    }
 }
 
 /// A single process: every step is local, metrics are this process's own.

@@ -1,0 +1,314 @@
+//! The training step as a CUDA graph ([`StepGraph`]): what `torch.cuda.graph` does for a
+//! whole-network capture, for [`train_epoch`](crate::train::train_epoch) and `fit`. The first
+//! steps run eagerly on a side stream (cuDNN, cuBLAS and the autograd engine start there); the
+//! next one is captured (gradients set to None, forward, loss and backward) into a graph with
+//! static input buffers; from then on each batch of the same shape is copied into the buffers
+//! and the graph is replayed: a few launches instead of the hundreds of small kernels of a
+//! ResNet step at batch 16, where the GPU otherwise waits for the host. The optimizer step,
+//! clipping, EMA and the metrics run eagerly after it on the same tensors (the gradients the
+//! graph writes), so schedules and every optimizer work unchanged, with the same kernels as the
+//! eager step. A batch of another shape (the last, partial one) runs eagerly. Where the step
+//! cannot be captured (CPU, DDP, accumulation, float16 loss scaling, anomaly detection, a build
+//! without `cuda`) it runs eagerly and says why once; `graph.rs` wraps the C++ shim.
+mod graph;
+
+use tch::{Device, Tensor};
+
+use self::graph::{set_grads, CudaGraph};
+use super::epoch::EpochOptions;
+use super::optim::Optimizer;
+use crate::Result;
+
+/// Warm-up steps before the capture when none is given (as in torch's whole-network example).
+pub const DEFAULT_WARMUP_STEPS: usize = 3;
+
+/// The forward pass, loss and backward pass of one training step, on the given batch: returns
+/// the model's output and the mean loss.
+pub(crate) type ForwardBackward<'f> = dyn FnMut(&Tensor, &Tensor) -> Result<(Tensor, Tensor)> + 'f;
+
+/// The training step captured as a CUDA graph and replayed for every batch of the captured
+/// shape (`Trainer::cuda_graphs(true)`; the examples' `--cuda-graphs`). One per model and
+/// optimizer: give the same one to every epoch through
+/// [`EpochOptions::cuda_graph`](crate::train::EpochOptions::cuda_graph).
+///
+/// ```
+/// use std::cell::RefCell;
+/// use trainbook::train::{EpochOptions, StepGraph};
+/// let graph = RefCell::new(StepGraph::new());
+/// let opts = EpochOptions::on(tch::Device::Cpu).cuda_graph(&graph);
+/// # drop(opts);
+/// // On the CPU the step runs eagerly, and the graph says why after the first step.
+/// assert_eq!(graph.borrow().replays(), 0);
+/// ```
+pub struct StepGraph {
+    warmup: usize,
+    state: State,
+    replays: u64,
+    eager_steps: u64,
+}
+
+enum State {
+    Unchecked,
+    Eager(String),
+    Warming { graph: CudaGraph, done: usize },
+    Captured(Box<Captured>),
+}
+
+/// What the capture left: the graph, its input buffers and outputs, and the gradients it writes.
+struct Captured {
+    graph: CudaGraph,
+    x: Tensor,
+    y: Tensor,
+    output: Tensor,
+    loss: Tensor,
+    params: Vec<Tensor>,
+    grads: Vec<Tensor>,
+    /// Which of the optimizer's parameters required gradients at the capture.
+    trainable: Vec<bool>,
+}
+
+impl Default for StepGraph {
+    fn default() -> Self {
+        StepGraph::new()
+    }
+}
+
+impl StepGraph {
+    /// A step graph captured after [`DEFAULT_WARMUP_STEPS`] eager steps.
+    pub fn new() -> StepGraph {
+        StepGraph {
+            warmup: DEFAULT_WARMUP_STEPS,
+            state: State::Unchecked,
+            replays: 0,
+            eager_steps: 0,
+        }
+    }
+
+    /// Eager warm-up steps before the capture (at least 1).
+    pub fn warmup_steps(mut self, n: usize) -> StepGraph {
+        self.warmup = n.max(1);
+        self
+    }
+
+    /// Steps that ran as a replay of the graph so far (the capture's own step included).
+    pub fn replays(&self) -> u64 {
+        self.replays
+    }
+
+    /// Steps that ran eagerly so far: warm-up steps, batches of another shape, and every step
+    /// when the graph cannot be used.
+    pub fn eager_steps(&self) -> u64 {
+        self.eager_steps
+    }
+
+    /// Why the step runs eagerly, once that is known (after the first step).
+    pub fn eager_reason(&self) -> Option<&str> {
+        match &self.state {
+            State::Eager(why) => Some(why),
+            _ => None,
+        }
+    }
+
+    /// Whether the graph is captured.
+    pub fn is_captured(&self) -> bool {
+        matches!(self.state, State::Captured(_))
+    }
+
+    /// Why `opts` rules the capture out, if it does (the device last, so that the other
+    /// reasons show on a CPU too).
+    fn blocker(opts: &EpochOptions) -> Option<String> {
+        if opts.accumulate > 1 {
+            return Some(format!(
+                "gradient accumulation ({} micro-batches per step) is not captured",
+                opts.accumulate
+            ));
+        }
+        if opts.grad_scaler.is_some() {
+            return Some("float16 loss scaling (GradScaler) is not captured".into());
+        }
+        opts.strategy.cuda_graph_blocker().or_else(|| Self::device_blocker(opts.device))
+    }
+
+    fn device_blocker(device: Device) -> Option<String> {
+        if super::is_anomaly_enabled().unwrap_or(false) {
+            return Some("anomaly detection checks every backward function on the host".into());
+        }
+        (!matches!(device, Device::Cuda(_)))
+            .then(|| format!("the model is on {device:?}, not on a CUDA GPU"))
+    }
+
+    /// One training step of a loop of one's own: gradients set to None, then `fwd_bwd` (the
+    /// forward pass, the loss and the backward pass of the batch `(x, y)`, returning the
+    /// model's output and the mean loss), run eagerly for the warm-up steps and batches of
+    /// another shape, else as a replay of the captured graph. Returns the output and loss
+    /// (the graph's own tensors when replayed: read or copy them before the next step); the
+    /// gradients are in the parameters' `.grad` for the optimizer step that follows.
+    pub fn step(
+        &mut self,
+        device: Device,
+        (x, y): (&Tensor, &Tensor),
+        optimizer: &mut Optimizer,
+        fwd_bwd: &mut ForwardBackward<'_>,
+    ) -> Result<(Tensor, Tensor)> {
+        self.check(device, || Self::device_blocker(device), false);
+        match self.advance(device, false, (x, y), optimizer, fwd_bwd)? {
+            Some(out) => Ok(out),
+            None => {
+                optimizer.zero_grad();
+                fwd_bwd(x, y)
+            }
+        }
+    }
+
+    /// [`step`](Self::step) for `train_epoch`: `Ok(None)` when the caller runs the step
+    /// eagerly itself (the graph is ruled out, or the batch has another shape than the
+    /// captured one). Said on the main rank: why the step is eager, and the capture (with
+    /// progress on).
+    pub(crate) fn train_step(
+        &mut self,
+        opts: &EpochOptions,
+        (x, y): (&Tensor, &Tensor),
+        optimizer: &mut Optimizer,
+        fwd_bwd: &mut ForwardBackward<'_>,
+    ) -> Result<Option<(Tensor, Tensor)>> {
+        let main = opts.strategy.is_main();
+        self.check(opts.device, || Self::blocker(opts), main);
+        self.advance(opts.device, main && opts.progress, (x, y), optimizer, fwd_bwd)
+    }
+
+    /// On the first step: warm up, or run eagerly for good with the reason (said if `say`).
+    fn check(&mut self, device: Device, blocker: impl FnOnce() -> Option<String>, say: bool) {
+        if let State::Unchecked = self.state {
+            let graph = match blocker() {
+                Some(why) => Err(why),
+                None => CudaGraph::new(device).map_err(|e| e.to_string()),
+            };
+            self.state = match graph {
+                Ok(graph) => State::Warming { graph, done: 0 },
+                Err(why) => Self::give_up(say, why),
+            };
+        }
+    }
+
+    fn advance(
+        &mut self,
+        device: Device,
+        say: bool,
+        (x, y): (&Tensor, &Tensor),
+        optimizer: &mut Optimizer,
+        fwd_bwd: &mut ForwardBackward<'_>,
+    ) -> Result<Option<(Tensor, Tensor)>> {
+        let warmup = self.warmup;
+        match &mut self.state {
+            State::Unchecked | State::Eager(_) => {
+                self.eager_steps += 1;
+                Ok(None)
+            }
+            State::Warming { graph, done } if *done < warmup => {
+                *done += 1;
+                self.eager_steps += 1;
+                optimizer.zero_grad();
+                graph.on_side_stream(|| fwd_bwd(x, y))?.map(Some)
+            }
+            State::Warming { .. } => self.capture(device, say, (x, y), optimizer, fwd_bwd),
+            State::Captured(c) if c.trainable != trainable(optimizer) => {
+                // What trains changed (a backbone unfrozen): warm up and capture again.
+                self.state = State::Warming { graph: CudaGraph::new(device)?, done: 0 };
+                self.advance(device, say, (x, y), optimizer, fwd_bwd)
+            }
+            State::Captured(c) => {
+                let same = |a: &Tensor, b: &Tensor| {
+                    a.size() == b.size() && a.stride() == b.stride() && a.kind() == b.kind()
+                };
+                if !same(&c.x, x) || !same(&c.y, y) {
+                    self.eager_steps += 1;
+                    return Ok(None);
+                }
+                c.x.copy_(x);
+                c.y.copy_(y);
+                c.replay()?;
+                self.replays += 1;
+                Ok(Some((c.output.shallow_clone(), c.loss.shallow_clone())))
+            }
+        }
+    }
+
+    /// Captures the step on this batch and replays it once (the capture runs nothing). A
+    /// capture that fails makes the step eager for good, saying why; this batch then runs
+    /// eagerly too.
+    fn capture(
+        &mut self,
+        device: Device,
+        say: bool,
+        (x, y): (&Tensor, &Tensor),
+        optimizer: &mut Optimizer,
+        fwd_bwd: &mut ForwardBackward<'_>,
+    ) -> Result<Option<(Tensor, Tensor)>> {
+        let State::Warming { graph, .. } = std::mem::replace(&mut self.state, State::Unchecked)
+        else {
+            unreachable!("capture follows the warm-up")
+        };
+        let mut graph = graph;
+        if let Device::Cuda(index) = device {
+            tch::Cuda::synchronize(index as i64);
+        }
+        let (sx, sy) = (x.detach().copy(), y.detach().copy());
+        optimizer.zero_grad();
+        match graph.capture(|| fwd_bwd(&sx, &sy)) {
+            Ok((output, loss)) => {
+                let (params, grads): (Vec<Tensor>, Vec<Tensor>) = optimizer
+                    .param_tensors()
+                    .filter(|p| p.grad().defined())
+                    .map(|p| (p.shallow_clone(), p.grad()))
+                    .unzip();
+                let (output, loss) = (output.detach(), loss.detach());
+                let trainable = trainable(optimizer);
+                let mut c =
+                    Captured { graph, x: sx, y: sy, output, loss, params, grads, trainable };
+                c.replay()?;
+                if say {
+                    println!(
+                        "trainbook: CUDA graphs: the training step (forward, loss, backward) \
+                         is captured for batches of {:?} after {} eager steps; the optimizer \
+                         step runs after each replay",
+                        c.x.size(),
+                        self.warmup
+                    );
+                }
+                let out = (c.output.shallow_clone(), c.loss.shallow_clone());
+                self.state = State::Captured(Box::new(c));
+                self.replays += 1;
+                Ok(Some(out))
+            }
+            Err(e) => {
+                self.state = Self::give_up(say, format!("the capture failed: {e}"));
+                self.eager_steps += 1;
+                Ok(None)
+            }
+        }
+    }
+
+    /// The eager state with `why`, said if `say`.
+    fn give_up(say: bool, why: String) -> State {
+        if say {
+            println!("trainbook: CUDA graphs off, the training step runs eagerly: {why}");
+        }
+        State::Eager(why)
+    }
+}
+
+/// Whether each of the optimizer's parameters requires a gradient.
+fn trainable(optimizer: &Optimizer) -> Vec<bool> {
+    optimizer.param_tensors().map(Tensor::requires_grad).collect()
+}
+
+impl Captured {
+    /// The gradients the graph writes become the parameters' `.grad` again (an eager step or a
+    /// `zero_grad` in between replaced them), then the graph runs.
+    fn replay(&mut self) -> Result<()> {
+        let params: Vec<&Tensor> = self.params.iter().collect();
+        let grads: Vec<&Tensor> = self.grads.iter().collect();
+        set_grads(&params, &grads)?;
+        self.graph.replay()
+    }
+}
