@@ -12,8 +12,9 @@
 mod common;
 #[path = "gpu_parts/cuda_graphs.rs"]
 mod cuda_graphs;
+#[path = "gpu_parts/resume.rs"]
+mod resume;
 
-use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
@@ -341,72 +342,6 @@ fn the_cuda_build_loads_libtorch_cuda() {
     assert!(maps.contains("libtorch_cuda.so"), "libtorch_cuda.so is not mapped in this process");
     assert!(trainbook::versions().nccl_built_in);
     assert!(trainbook::dist::Backend::Nccl.is_available());
-}
-
-/// A run stopped mid-epoch and resumed on the GPU ends with the uninterrupted run's weights
-/// (in the deterministic mode: deterministic algorithms, cuDNN deterministic without
-/// benchmarking, cuBLAS's fixed workspace; the CUDA generator in the checkpoint).
-#[test]
-fn resume_on_the_gpu_is_exact() {
-    let Some(_) = gpu("resume_on_the_gpu_is_exact") else { return };
-    run_probe("fit_resume_probe");
-}
-
-#[test]
-#[ignore = "run by resume_on_the_gpu_is_exact"]
-fn fit_resume_probe() {
-    use trainbook::checkpoint::Policy;
-    use trainbook::dist::Dist;
-    use trainbook::fit::{FitConfig, Trainer};
-    // Before any CUDA work: cuBLAS reads its workspace setting when it starts.
-    trainbook::train::use_deterministic_algorithms(true).unwrap();
-    let Some(device) = gpu("fit_resume_probe") else { return };
-    let dist = Dist::single(device);
-    let work = common::WorkDir::new("gpu-resume");
-    let run = |out: &Path, resume: bool| {
-        tch::manual_seed(3);
-        let x = Tensor::randn([48, 1, 28, 28], (Kind::Float, Device::Cpu));
-        let y = Tensor::randint(10, [48], (Kind::Int64, Device::Cpu));
-        let ds = || TensorDataset::new(&x, &y, (0..10).map(|c| c.to_string()).collect()).unwrap();
-        let (mut train, mut val) = (
-            DataLoader::new(ds(), 8).shuffle(true).num_workers(0),
-            DataLoader::new(ds(), 16).num_workers(0),
-        );
-        tch::manual_seed(if resume { 8 } else { 7 });
-        let mut vs = VarStore::new(device);
-        let net = MnistNet::new(&vs.root());
-        let mut opt = Optimizer::adam(&vs, 1e-3);
-        let cfg = FitConfig {
-            epochs: 2,
-            out: out.to_path_buf(),
-            policy: Policy { every_epochs: None, every_steps: Some(4), keep_last: 10, best: None },
-            resume,
-            progress: false,
-            ..Default::default()
-        };
-        Trainer::with_config(&dist, cfg)
-            .fit(&mut vs, &net, &mut opt, &mut train, &mut val)
-            .unwrap();
-    };
-    let (whole, resumed) = (work.join("whole"), work.join("resumed"));
-    run(&whole, false);
-    let first = whole.join("checkpoints/step-000000004");
-    let dest = resumed.join("checkpoints/step-000000004");
-    std::fs::create_dir_all(&dest).unwrap();
-    for e in std::fs::read_dir(&first).unwrap() {
-        let e = e.unwrap();
-        std::fs::copy(e.path(), dest.join(e.file_name())).unwrap();
-    }
-    run(&resumed, true);
-    let (a, b) = (
-        common::sorted_tensors(&whole.join("model.safetensors")),
-        common::sorted_tensors(&resumed.join("model.safetensors")),
-    );
-    assert_eq!(
-        common::max_abs_diff(&a, &b),
-        0.0,
-        "the resumed GPU run left the uninterrupted trajectory"
-    );
 }
 
 /// ResNet34 at 224 px, batch 64, bf16 + channels_last on both sides: img/s of trainbook's

@@ -9,7 +9,7 @@ use std::path::Path;
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 use trainbook::data::{DataLoader, TensorDataset};
-use trainbook::models::{resnet34_classifier, to_channels_last, MnistNet};
+use trainbook::models::{resnet34_classifier, to_channels_last};
 use trainbook::train::{
     train_epoch, CrossEntropyLoss, EpochOptions, GradClip, Optimizer, Precision, StepGraph,
 };
@@ -94,35 +94,10 @@ fn cuda_graph_probe() {
 /// `fit` with `cuda_graphs(true)`: the same weights as without, and a run resumed from its
 /// step-4 checkpoint (a fresh graph, warmed up and captured again) ends where it does.
 fn fit_probe(device: Device, dir: &Path) {
-    use trainbook::checkpoint::Policy;
-    use trainbook::dist::Dist;
-    use trainbook::fit::{FitConfig, Trainer};
-    let dist = Dist::single(device);
+    let dist = trainbook::dist::Dist::single(device);
+    // 52 samples: 6 batches of 8 and one of 4, which runs eagerly.
     let run = |out: &Path, resume: bool, graphs: bool| {
-        tch::manual_seed(3);
-        let x = Tensor::randn([52, 1, 28, 28], (Kind::Float, Device::Cpu));
-        let y = Tensor::randint(10, [52], (Kind::Int64, Device::Cpu));
-        let ds = || TensorDataset::new(&x, &y, (0..10).map(|c| c.to_string()).collect()).unwrap();
-        let (mut train, mut val) = (
-            DataLoader::new(ds(), 8).shuffle(true).num_workers(0),
-            DataLoader::new(ds(), 16).num_workers(0),
-        );
-        tch::manual_seed(if resume { 8 } else { 7 });
-        let mut vs = VarStore::new(device);
-        let net = MnistNet::new(&vs.root());
-        let mut opt = Optimizer::adam(&vs, 1e-3);
-        let cfg = FitConfig {
-            epochs: 2,
-            out: out.to_path_buf(),
-            policy: Policy { every_epochs: None, every_steps: Some(4), keep_last: 10, best: None },
-            resume,
-            progress: false,
-            cuda_graphs: graphs,
-            ..Default::default()
-        };
-        Trainer::with_config(&dist, cfg)
-            .fit(&mut vs, &net, &mut opt, &mut train, &mut val)
-            .unwrap();
+        crate::resume::mnist_fit(&dist, out, (52, resume, graphs));
     };
     let (eager, whole, resumed) =
         (dir.join("fit-eager"), dir.join("fit-whole"), dir.join("fit-resumed"));
@@ -133,12 +108,7 @@ fn fit_probe(device: Device, dir: &Path) {
         &whole.join("model.safetensors"),
         "fit with CUDA graphs against fit without",
     );
-    let dest = resumed.join("checkpoints/step-000000004");
-    std::fs::create_dir_all(&dest).unwrap();
-    for e in std::fs::read_dir(whole.join("checkpoints/step-000000004")).unwrap() {
-        let e = e.unwrap();
-        std::fs::copy(e.path(), dest.join(e.file_name())).unwrap();
-    }
+    crate::resume::copy_step_checkpoint(&whole, &resumed, "step-000000004");
     run(&resumed, true, true);
     common::assert_same_weights(
         &whole.join("model.safetensors"),
