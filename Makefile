@@ -112,7 +112,8 @@ torch-2.11-check:
 # The GPU bundle (scripts/gpu/gpu-bundle.sh): a release build against torch 2.11.0 (tch 0.24) with
 # the cuda feature, stripped, in target/gpu-bundle/ (at most 64 MiB): copy it to a machine with
 # a CUDA GPU and a Python with torch 2.11 + torchvision (no Rust needed there) and run
-# `target/gpu-bundle/run.sh REPORT_DIR /path/to/python3`. Heavy (a second venv and build), so
+# `target/gpu-bundle/run.sh REPORT_DIR /path/to/python3` (target/gpu-bundle.tgz holds the same,
+# gzipped, for copies with a size limit). Heavy (a second venv and build), so
 # not part of `make test`, which builds and runs a dev bundle of the default torch instead
 # (tests/gpu_bundle.rs).
 gpu-bundle: setup

@@ -131,7 +131,8 @@ pub struct RunArgs {
     pub detect_anomaly: bool,
     /// Capture the training step (forward, loss, backward) as a CUDA graph after 3 eager steps
     /// and replay it for every full batch: fewer kernel launches at small batches. On the CPU,
-    /// under DDP, with --accumulate or float16, the step runs eagerly and the run says why.
+    /// with more than one process, with --accumulate or float16, the step runs eagerly and the
+    /// run says why.
     #[arg(long)]
     pub cuda_graphs: bool,
     /// cuDNN times its convolution algorithms for each new shape and keeps the fastest

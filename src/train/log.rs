@@ -38,6 +38,13 @@ pub struct EpochRecord {
     /// Seconds each rank waited for its training data loader (absent in older logs).
     #[serde(default)]
     pub data_wait_s: Vec<f64>,
+    /// On CUDA: each rank's peak of allocated bytes on its GPU during the epoch's training
+    /// (`torch.cuda.max_memory_allocated`; absent on the CPU and in older logs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub max_memory_allocated: Vec<u64>,
+    /// On CUDA: each rank's peak of reserved bytes (`torch.cuda.max_memory_reserved`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub max_memory_reserved: Vec<u64>,
     /// With norm clipping: the epoch's mean total gradient norm before clipping (absent
     /// otherwise, and in older logs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -131,6 +138,8 @@ impl EpochRecord {
             seconds: train.seconds + val.map_or(0.0, |v| v.seconds),
             img_per_s: train.img_per_s,
             data_wait_s: train.data_wait_s.clone(),
+            max_memory_allocated: train.max_memory.iter().map(|m| m.0).collect(),
+            max_memory_reserved: train.max_memory.iter().map(|m| m.1).collect(),
             grad_norm: train.grad_norm,
             ema_val_loss: None,
             ema_val_acc: None,

@@ -115,5 +115,12 @@ fn fit_probe(device: Device, dir: &Path) {
         &resumed.join("model.safetensors"),
         "a graphed run resumed from step 4 against the uninterrupted one",
     );
+    // On the GPU every epoch records its peak memory (one rank), reserved at least allocated.
+    let log = std::fs::read_to_string(whole.join("metrics.jsonl")).unwrap();
+    for line in log.lines() {
+        let r: trainbook::train::EpochRecord = serde_json::from_str(line).unwrap();
+        let (a, res) = (&r.max_memory_allocated, &r.max_memory_reserved);
+        assert!(a.len() == 1 && a[0] > 0 && res.len() == 1 && res[0] >= a[0], "{line}");
+    }
     println!("fit with CUDA graphs: the eager run's weights, and the same after a resume");
 }

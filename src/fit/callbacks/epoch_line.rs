@@ -50,8 +50,12 @@ pub(crate) fn epoch_line(epochs: u64, r: &EpochRecord, train_seconds: f64) -> St
             val.push_str(&format!(" {name} {v:.4}"));
         }
     }
+    // The largest rank's peak, as torch.cuda.max_memory_allocated reports it on that GPU.
+    let memory = r.max_memory_allocated.iter().max().map_or(String::new(), |&bytes| {
+        format!(" | peak GPU memory {:.2} GiB", bytes as f64 / f64::from(1 << 30))
+    });
     format!(
-        "epoch {}/{epochs}: train loss {:.4} {train} | val loss {:.4} {val} | {ema_note}lr {:.2e} | {norm}{:.1} img/s | {}",
+        "epoch {}/{epochs}: train loss {:.4} {train} | val loss {:.4} {val} | {ema_note}lr {:.2e} | {norm}{:.1} img/s | {}{memory}",
         r.epoch + 1,
         r.train_loss,
         r.val_loss.unwrap_or(f64::NAN),
@@ -116,6 +120,9 @@ mod tests {
         };
         let line = epoch_line(10, &regression, 10.0);
         assert!(line.starts_with("epoch 3/10: train loss 0.5000 mae 0.5000 rmse 0.7500 | val loss 0.2500 mae 0.2500 rmse 0.5000 | "), "{line}");
+        assert!(!epoch_line(10, &r, 10.0).contains("GPU"), "no GPU, no memory figure");
+        let gpus = EpochRecord { max_memory_allocated: vec![1 << 30, 3 << 29], ..r.clone() };
+        assert!(epoch_line(10, &gpus, 10.0).ends_with(" | peak GPU memory 1.50 GiB"));
         let top5 = EpochRecord { train_top_k: Some(0.9), val_top_k: Some(0.95), ..r };
         assert!(epoch_line(10, &top5, 10.0).contains("acc 90.00% top-k 95.00% |"));
     }

@@ -8,9 +8,9 @@ impl Trainer<'_> {
     /// steps and replays it for every batch of the captured shape
     /// ([`StepGraph`](crate::train::StepGraph)): far fewer kernel launches, for small batches
     /// where the GPU waits for the host. The optimizer step, schedules, clipping, EMA, metrics
-    /// and checkpoints run as without it. Where the step cannot be captured (CPU, DDP, gradient
-    /// accumulation, float16 loss scaling, anomaly detection) `fit` says why once and runs
-    /// eagerly. Default `false`.
+    /// and checkpoints run as without it. Where the step cannot be captured (CPU, DDP over
+    /// ranks, gradient accumulation, float16 loss scaling, anomaly detection) `fit` says why
+    /// once and runs eagerly. Default `false`.
     ///
     /// ```
     /// use trainbook::{dist::Dist, fit::Trainer};

@@ -8,8 +8,9 @@
 //! clipping, EMA and the metrics run eagerly after it on the same tensors (the gradients the
 //! graph writes), so schedules and every optimizer work unchanged, with the same kernels as the
 //! eager step. A batch of another shape (the last, partial one) runs eagerly. Where the step
-//! cannot be captured (CPU, DDP, accumulation, float16 loss scaling, anomaly detection, a build
-//! without `cuda`) it runs eagerly and says why once; `graph.rs` wraps the C++ shim.
+//! cannot be captured (CPU, DDP over ranks, accumulation, float16 loss scaling, anomaly
+//! detection, a build without `cuda`) it runs eagerly and says why once; `graph.rs` wraps the
+//! C++ shim.
 mod graph;
 
 use tch::{Device, Tensor};
@@ -28,18 +29,36 @@ pub(crate) type ForwardBackward<'f> = dyn FnMut(&Tensor, &Tensor) -> Result<(Ten
 
 /// The training step captured as a CUDA graph and replayed for every batch of the captured
 /// shape (`Trainer::cuda_graphs(true)`; the examples' `--cuda-graphs`). One per model and
-/// optimizer: give the same one to every epoch through
-/// [`EpochOptions::cuda_graph`](crate::train::EpochOptions::cuda_graph).
+/// optimizer, kept for the whole run.
+///
+/// In a loop of one's own, [`step`](Self::step) runs zero_grad, forward, loss and backward
+/// (on a GPU as a replay after the warm-up); the optimizer step follows as usual:
 ///
 /// ```
-/// use std::cell::RefCell;
-/// use trainbook::train::{EpochOptions, StepGraph};
-/// let graph = RefCell::new(StepGraph::new());
-/// let opts = EpochOptions::on(tch::Device::Cpu).cuda_graph(&graph);
-/// # drop(opts);
-/// // On the CPU the step runs eagerly, and the graph says why after the first step.
-/// assert_eq!(graph.borrow().replays(), 0);
+/// use tch::nn::{self, Module};
+/// use tch::{Device, Kind, Tensor};
+/// use trainbook::train::{Optimizer, StepGraph};
+/// let vs = nn::VarStore::new(Device::Cpu);
+/// let lin = nn::linear(vs.root(), 4, 3, Default::default());
+/// let mut opt = Optimizer::sgd(&vs, 0.1, 0.0);
+/// let mut graph = StepGraph::new();
+/// let x = Tensor::randn([8, 4], (Kind::Float, Device::Cpu));
+/// let y = Tensor::zeros([8], (Kind::Int64, Device::Cpu));
+/// let (_output, loss) = graph.step(Device::Cpu, (&x, &y), &mut opt, &mut |x, y| {
+///     let output = lin.forward(x);
+///     let loss = output.cross_entropy_for_logits(y);
+///     loss.backward();
+///     Ok((output, loss))
+/// })?;
+/// opt.step()?;
+/// // On the CPU the step ran eagerly, and the graph says why.
+/// assert!(loss.double_value(&[]) > 0.0);
+/// assert!(graph.eager_reason().unwrap().contains("not on a CUDA GPU"));
+/// # Ok::<(), trainbook::Error>(())
 /// ```
+///
+/// `fit` and `train_epoch` take one through `Trainer::cuda_graphs(true)` and
+/// [`EpochOptions::cuda_graph`](crate::train::EpochOptions::cuda_graph).
 pub struct StepGraph {
     warmup: usize,
     state: State,
@@ -249,8 +268,11 @@ impl StepGraph {
             unreachable!("capture follows the warm-up")
         };
         let mut graph = graph;
+        // As torch.cuda.graph's __enter__ (torch/cuda/graphs.py): the queued work done, the
+        // allocator's unused cached blocks (the warm-up's) given back before the capture.
         if let Device::Cuda(index) = device {
             tch::Cuda::synchronize(index as i64);
+            crate::cuda::empty_cache(device)?;
         }
         let (sx, sy) = (x.detach().copy(), y.detach().copy());
         optimizer.zero_grad();

@@ -29,7 +29,7 @@ use tch::{Device, Kind, Tensor};
 
 use self::device_metrics::TaskSums;
 pub use self::summary::EpochSummary;
-use self::timing::Timed;
+use self::timing::{GpuPeaks, Timed};
 use super::clip::NormMean;
 use super::loss::{check_batch, Loss, Task};
 use super::metrics::{ConfusionMatrix, RunningMetrics};
@@ -110,6 +110,7 @@ pub fn train_epoch_with<D: Dataset + 'static>(
         ));
     }
     let total_batches = loader.len();
+    let peaks = GpuPeaks::start(opts.device)?;
     let mut norms = NormMean::default();
     let mut steps = 0;
     let mut batches = Timed::new(loader.iter());
@@ -195,6 +196,7 @@ pub fn train_epoch_with<D: Dataset + 'static>(
     let total = opts.strategy.reduce_metrics(local)?;
     let mut result = EpochSummary::new(task, opts.top_k, total, start.elapsed().as_secs_f64());
     (result.data_wait_s, result.grad_norm, result.steps) = (waited, norms.read(), steps);
+    result.max_memory = peaks.read(opts)?;
     if resumed {
         let trained: f64 = opts.strategy.gather_f64(trained_here)?.iter().sum();
         result.img_per_s = trained / result.seconds.max(1e-9);

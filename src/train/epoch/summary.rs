@@ -22,6 +22,11 @@ pub struct EpochSummary {
     pub img_per_s: f64,
     /// Seconds each rank (in rank order) waited for its data loader during the epoch.
     pub data_wait_s: Vec<f64>,
+    /// On CUDA, a training epoch's peak of the caching allocator's allocated and reserved bytes
+    /// on each rank's GPU (in rank order; `torch.cuda.max_memory_allocated` and
+    /// `max_memory_reserved` over the epoch); empty on the CPU and from
+    /// [`evaluate`](crate::train::evaluate).
+    pub max_memory: Vec<(u64, u64)>,
     /// Filled by [`evaluate`](crate::train::evaluate) for classification: rows are true classes,
     /// columns predictions (all ranks).
     pub confusion: Option<ConfusionMatrix>,
@@ -55,6 +60,7 @@ impl EpochSummary {
             seconds,
             img_per_s: m.count as f64 / seconds.max(1e-9),
             data_wait_s: Vec::new(),
+            max_memory: Vec::new(),
             confusion: None,
             grad_norm: None,
             steps: 0,

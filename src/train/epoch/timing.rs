@@ -1,7 +1,8 @@
 //! Where an epoch's time goes: how long the training loop waited for the data loader to hand
 //! over the next batch, against the whole epoch. A rank that waits much of the time is
 //! starved by its input pipeline (more loader workers, or a faster transform, would help), not
-//! by its device.
+//! by its device. On CUDA, also the caching allocator's memory peaks over the epoch
+//! ([`GpuPeaks`]).
 use std::time::{Duration, Instant};
 
 /// An iterator that adds up the time spent inside `next()` (waiting for the loader).
@@ -60,6 +61,31 @@ pub fn data_wait_note(waited: &[f64], seconds: f64) -> String {
         );
     }
     note
+}
+
+/// The peaks of CUDA's caching allocator over an epoch (`torch.cuda.reset_peak_memory_stats`
+/// at its start, `max_memory_allocated`/`max_memory_reserved` at its end); nothing off CUDA.
+pub(crate) struct GpuPeaks(Option<tch::Device>);
+
+impl GpuPeaks {
+    pub fn start(device: tch::Device) -> crate::Result<GpuPeaks> {
+        if !device.is_cuda() {
+            return Ok(GpuPeaks(None));
+        }
+        crate::cuda::reset_peak_memory_stats(device)?;
+        Ok(GpuPeaks(Some(device)))
+    }
+
+    /// Every rank's (allocated, reserved) peak in rank order, gathered through `opts`' strategy
+    /// (every rank calls it); empty off CUDA.
+    pub fn read(&self, opts: &super::EpochOptions) -> crate::Result<Vec<(u64, u64)>> {
+        let Some(device) = self.0 else { return Ok(Vec::new()) };
+        let (allocated, reserved) = crate::cuda::max_memory(device)?;
+        // Bytes below 2^53 are exact in a float64.
+        let a = opts.strategy.gather_f64(allocated as f64)?;
+        let r = opts.strategy.gather_f64(reserved as f64)?;
+        Ok(a.into_iter().zip(r).map(|(a, r)| (a as u64, r as u64)).collect())
+    }
 }
 
 #[cfg(test)]
