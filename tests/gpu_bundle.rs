@@ -54,6 +54,7 @@ fn the_gpu_bundle_builds_and_its_run_sh_runs_to_the_end() {
         "run.sh",
         "MANIFEST.json",
         "benches/pytorch_gpu.py",
+        "benches/trace_summary.py",
         "tests/oracle/amp.py",
         "data-scripts/designsafe_standin.py",
     ] {
@@ -90,6 +91,11 @@ fn the_gpu_bundle_builds_and_its_run_sh_runs_to_the_end() {
         let want = if on_cpu { "passed" } else { "skipped" };
         assert_eq!(c["status"], want, "with TRAINBOOK_BUNDLE_DEVICE=cpu: {c}");
     }
+    // The DesignSafe run's profile, summarised: its recorded steps with the loop's phases.
+    let steps = json["profile"].as_array().expect("report.json's profile").clone();
+    let names: Vec<&str> = steps.iter().filter_map(|s| s["step"].as_str()).collect();
+    assert_eq!(names.first(), Some(&"ProfilerStep#2"), "{names:?}");
+    assert!(steps.iter().all(|s| s["phases_ms"]["forward"].as_f64() > Some(0.0)), "{steps:?}");
 }
 
 /// The checks run.sh reports, in order.

@@ -144,6 +144,15 @@ pub struct RunArgs {
     /// defaults to True).
     #[arg(long)]
     pub tf32: bool,
+    /// Record N optimizer steps (after 1 idle and 1 warm-up step) with libtorch's profiler
+    /// (torch.profiler.schedule(wait=1, warmup=1, active=N)): each rank's Chrome trace in
+    /// OUT/profile/, with the loop's phases as ranges and, on a GPU, the kernels.
+    #[arg(long, value_name = "N")]
+    pub profile: Option<usize>,
+    /// NVTX ranges for Nsight Systems for the whole run (torch.autograd.profiler.emit_nvtx):
+    /// run under `nsys profile`. Needs a CUDA build; not with --profile.
+    #[arg(long)]
+    pub nvtx: bool,
     /// A debug run (Lightning's fast_dev_run): one epoch of the first N training and validation
     /// batches in a scratch folder, nothing written to OUT, no checkpoints.
     #[arg(long, value_name = "N")]
@@ -192,7 +201,12 @@ impl RunArgs {
             .overfit_batches(self.overfit_batches)
             .fast_dev_run(self.fast_dev_run)
             .cuda_graphs(self.cuda_graphs)
-            .cudnn_benchmark(self.cudnn_benchmark);
+            .cudnn_benchmark(self.cudnn_benchmark)
+            .emit_nvtx(self.nvtx);
+        let trainer = match self.profile {
+            Some(n) => trainer.profile(n),
+            None => trainer,
+        };
         let trainer = if self.tf32 {
             trainer.float32_matmul_precision(Float32MatmulPrecision::High)
         } else {

@@ -311,6 +311,7 @@ impl Checkpointer {
         name: &str,
         prune: bool,
     ) -> Result<PathBuf> {
+        let _range = crate::train::phase_range(crate::train::phase::CHECKPOINT_COPY);
         if self.background {
             // The previous background write must have succeeded, and every rank learns if not.
             let previous = self.wait();

@@ -5,11 +5,11 @@ use std::path::PathBuf;
 use crate::checkpoint::Policy;
 use crate::fit::callbacks::Callbacks;
 use crate::fit::parts::early_stopping::EarlyStopping;
-use crate::train::DdpOptions;
 use crate::train::{
     check_names, CrossEntropyLoss, EpochOptions, Float32MatmulPrecision, GradClip, LrSchedule,
     Monitor, Precision, SharedLoss, SharedMetric, Strategy,
 };
+use crate::train::{DdpOptions, ProfileSchedule};
 
 /// Every setting of a [`Trainer`](crate::fit::Trainer) run; the builder's methods set these fields
 /// one by one, and [`Trainer::with_config`](crate::fit::Trainer::with_config) takes them at once.
@@ -130,6 +130,12 @@ pub struct FitConfig {
     pub cudnn_benchmark: bool,
     /// `torch.set_float32_matmul_precision` for the run. Default `None`: as the process has it.
     pub float32_matmul_precision: Option<Float32MatmulPrecision>,
+    /// Record the steps this schedule selects with libtorch's profiler, traces in
+    /// `OUT/profile/` ([`Trainer::profile`](crate::fit::Trainer::profile)). Default `None`.
+    pub profile: Option<ProfileSchedule>,
+    /// Emit NVTX ranges for Nsight Systems for the whole run
+    /// ([`Trainer::emit_nvtx`](crate::fit::Trainer::emit_nvtx)). Default `false`.
+    pub emit_nvtx: bool,
 }
 
 impl FitConfig {
@@ -152,6 +158,14 @@ impl FitConfig {
         }
         if self.val_every_steps == Some(0) {
             return zero("val_every_steps: a validation every 0 steps");
+        }
+        if let Some(p) = self.profile {
+            p.validated()?;
+            if self.emit_nvtx {
+                return zero(
+                    "profile and emit_nvtx: both use the thread's profiler; ask for one of them",
+                );
+            }
         }
         Ok(())
     }
@@ -241,6 +255,8 @@ impl Default for FitConfig {
             cuda_graphs: false,
             cudnn_benchmark: false,
             float32_matmul_precision: None,
+            profile: None,
+            emit_nvtx: false,
         }
     }
 }

@@ -15,6 +15,7 @@ mod parts;
 mod resume;
 mod run;
 mod step_events;
+mod step_tools;
 mod stop;
 mod switches;
 mod trail_start;
@@ -28,6 +29,7 @@ pub use callbacks::{Callback, Callbacks, FitStart, SharedCallback};
 pub use config::FitConfig;
 pub use outcome::FitReport;
 pub use parts::EarlyStopping;
+pub use step_tools::PROFILE_DIR;
 pub use stop::{
     request_stop, signal_name, slurm_job_id, Interruption, PREEMPTED_EXIT_CODE, SLURM_JOB_ID,
     STOP_SIGNALS,

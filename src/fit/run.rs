@@ -5,7 +5,6 @@
 //! ([`callback`](crate::fit::callbacks), `steps.csv`, TensorBoard), launcher reports
 //! ([`report`](crate::fit::callbacks::launcher_report)) and the run's end ([`finish`](crate::fit::finish)). The loop itself
 //! only trains, validates, and tells the parts.
-use std::cell::RefCell;
 use std::path::PathBuf;
 
 use tch::nn::{ModuleT, VarStore};
@@ -26,6 +25,7 @@ use crate::fit::parts::run_schedule::RunSchedule;
 use crate::fit::parts::{RunParts, SharedPart};
 use crate::fit::resume::{resume, resume_parts, Start};
 use crate::fit::step_events::{train_state, MidValidation, StepEvents};
+use crate::fit::step_tools::StepTools;
 use crate::fit::stop::interrupt::{Interruption, StopWatch};
 use crate::fit::switches::RunSwitches;
 use crate::fit::trail_start::start_trail;
@@ -33,8 +33,7 @@ use crate::models::to_channels_last;
 use crate::trail::TrailRecorder;
 use crate::train::{
     evaluate, named_anomaly, task_of, train_epoch_with, ConfusionMatrix, Ddp, EpochRecord,
-    GradScaler, ModelEma, Monitor, Optimizer, Precision, RunningMetrics, StepGraph, StepLogging,
-    Validation,
+    GradScaler, ModelEma, Monitor, Optimizer, Precision, RunningMetrics, StepLogging, Validation,
 };
 use crate::{Error, Result};
 
@@ -77,8 +76,8 @@ struct Run<'a> {
     resumed_from: Option<(PathBuf, u64, u64)>,
     /// The weight trail's writer (rank 0, with `FitConfig::weight_trail`).
     trail: Option<TrailRecorder>,
-    /// The training step as a CUDA graph (`FitConfig::cuda_graphs`), kept across epochs.
-    graph: Option<RefCell<StepGraph>>,
+    /// The training step as a CUDA graph and the profiler, kept across epochs.
+    tools: StepTools,
 }
 
 pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
@@ -169,7 +168,7 @@ fn run_limited<A: Dataset + 'static, B: Dataset + 'static>(
         confusion: None,
         resumed_from,
         trail: None,
-        graph: cfg.cuda_graphs.then(|| RefCell::new(StepGraph::new())),
+        tools: StepTools::for_run(dist, cfg)?,
     };
     if let Some(done) = run.finished_already(first_epoch) {
         return Ok(done);
@@ -197,6 +196,7 @@ fn run_limited<A: Dataset + 'static, B: Dataset + 'static>(
             EpochEnd::Interrupted => return run.end(None),
         }
     }
+    run.tools.finish(dist)?;
     // The last checkpoint is complete (or its error reported) before the run says it is done.
     run.ckpt.wait()?;
     run.watch.finish(dist)?;
@@ -288,8 +288,9 @@ impl Run<'_> {
         train.skip_batches(skip);
         // The steps' handle on the loss scaler (the checkpoints read it through the parts).
         let scaler = self.parts.scaler.as_ref().map(|s| s.handle());
-        let mut opts = cfg.epoch_options(self.dist.device(), &self.ddp).start_metrics(metrics);
-        (opts.grad_scaler, opts.cuda_graph) = (scaler.as_deref(), self.graph.as_ref());
+        let opts = cfg.epoch_options(self.dist.device(), &self.ddp).start_metrics(metrics);
+        let mut opts = self.tools.apply(opts);
+        opts.grad_scaler = scaler.as_deref();
         if self.step_records {
             let steps_before = self.ckpt.global_step();
             opts = opts.step_records(StepLogging { epoch, steps_before });

@@ -16,6 +16,7 @@ mod lr_find;
 mod metrics;
 mod optim;
 mod predict;
+mod profile;
 mod schedule;
 mod strategy;
 
@@ -53,6 +54,11 @@ pub use metrics::{
 };
 pub use optim::{Kernels, Optimizer, OptimizerKind, OptimizerMeta, ParamGroup};
 pub use predict::{predict, predictions, Prediction};
+pub(crate) use profile::phase_range;
+pub use profile::{
+    emit_nvtx, is_profiler_enabled, phase, record_function, NvtxRanges, ProfileSchedule, Profiler,
+    ProfilerAction, RecordFunction,
+};
 pub use schedule::{
     Anneal, Cadence, ChainedScheduler, CosineAnnealingLR, CosineAnnealingWarmRestarts,
     ExponentialLR, LambdaLR, LinearLR, LrLambda, LrSchedule, MultiStepLR, MultiplicativeLR,

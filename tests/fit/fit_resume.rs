@@ -126,6 +126,10 @@ fn run_with(
         cuda_graphs: true,
         cudnn_benchmark: false,
         float32_matmul_precision: Some(trainbook::train::Float32MatmulPrecision::Highest),
+        // A profiler recording steps 2-3 of each run (the resumed one counts from its start):
+        // the trace changes nothing in the run.
+        profile: Some(trainbook::train::ProfileSchedule::new(1, 1, 2).unwrap()),
+        emit_nvtx: false,
     };
     tch::manual_seed(99); // the dropout stream; a resumed run restores it from the checkpoint
     Trainer::with_config(dist, cfg).fit(&mut vs, &net, &mut opt, &mut train, &mut val).unwrap()
@@ -189,6 +193,17 @@ fn checkpoints_fall_on_window_ends_and_resume_is_exact() {
     let (whole, resumed) = (work.join("uninterrupted"), work.join("resumed"));
 
     run(&dist, &whole, 7, false);
+    // The profiler's one cycle (steps 2-3): one trace, rank 0's.
+    let traces: Vec<String> = std::fs::read_dir(whole.join(trainbook::fit::PROFILE_DIR))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert!(
+        traces.len() == 1
+            && traces[0].starts_with("rank0.")
+            && traces[0].ends_with(".pt.trace.json"),
+        "{traces:?}"
+    );
     let found = checkpoints(&whole);
     let positions: Vec<(u64, u64, u64)> = found.iter().map(|c| (c.1, c.2, c.3)).collect();
     // 4 optimizer steps per epoch: after batches 3, 6, 9 and the one-batch window ending at 10.

@@ -20,6 +20,7 @@ mod grad_clip;
 mod losses;
 mod lr_find;
 mod param_groups;
+mod profiler;
 mod regression;
 mod schedules;
 mod training_loop;

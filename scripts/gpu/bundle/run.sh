@@ -106,7 +106,7 @@ if [ -n "$GPU" ] || [ "$DEVICE" = cpu ]; then
     --device "$DEVICE" --workers 4 --no-resume --out "$WORK/runs/mnist-2"
   check designsafe $((30 * X)) "$B/designsafe" --small-data --data "$WORK/designsafe-small" \
     --image-size 64 --epochs 2 --lr 1e-3 --device "$DEVICE" "${MIXED[@]}" --no-resume \
-    --cuda-graphs --out "$WORK/runs/designsafe"
+    --cuda-graphs --profile 6 --out "$WORK/runs/designsafe"
   check tiny_imagenet $((30 * X)) "$B/tiny_imagenet" --small-data \
     --data "$WORK/tiny-imagenet-small" --resize 64 --image-size 56 --batch-size 16 --epochs 1 \
     --device "$DEVICE" --cudnn-benchmark --tf32 --no-resume --out "$WORK/runs/tiny_imagenet"
@@ -127,6 +127,13 @@ else
   done
 fi
 [ -n "${STANDIN:-}" ] && wait "$STANDIN"
+# The DesignSafe run's profile (steps 2-7: eager warm-up steps, the capture, replays), one line
+# per step: its phases, GPU kernels and launch calls (REPORT/profile.json, in report.json).
+if [ -d "$WORK/runs/designsafe/profile" ]; then
+  echo | tee -a "$TXT"
+  "$PY" "$HERE/benches/trace_summary.py" "$WORK/runs/designsafe/profile" \
+    --json "$REPORT/profile.json" 2>&1 | tee -a "$TXT"
+fi
 check bench 330 "$B/gpu-bench" --out "$REPORT" --data "$WORK/designsafe" --scripts "$HERE/benches"
 
 "$PY" - "$RESULTS" "$REPORT" "$HERE/MANIFEST.json" "$GPU" <<'PYEOF' | tee -a "$TXT"
@@ -144,11 +151,13 @@ for line in open(results):
         row["reason"] = "no CUDA GPU on this machine (the binary ran and skipped)"
     checks.append(row)
 bench = os.path.join(report, "gpu.json")
+profile = os.path.join(report, "profile.json")
 out = {
     "gpu": gpu or None,
     "manifest": json.load(open(manifest)),
     "checks": checks,
     "bench": json.load(open(bench)) if os.path.exists(bench) else None,
+    "profile": json.load(open(profile)) if os.path.exists(profile) else None,
     "failed": [c["name"] for c in checks if c["status"] in ("failed", "timeout")],
 }
 json.dump(out, open(os.path.join(report, "report.json"), "w"), indent=1)

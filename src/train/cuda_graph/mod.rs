@@ -331,6 +331,7 @@ impl Captured {
         let params: Vec<&Tensor> = self.params.iter().collect();
         let grads: Vec<&Tensor> = self.grads.iter().collect();
         set_grads(&params, &grads)?;
+        let _range = crate::train::phase_range(crate::train::phase::GRAPH_REPLAY);
         self.graph.replay()
     }
 }

@@ -34,6 +34,7 @@ use super::clip::NormMean;
 use super::loss::{check_batch, Loss, Task};
 use super::metrics::{ConfusionMatrix, RunningMetrics};
 use super::optim::Optimizer;
+use super::profile::{phase, phase_range};
 use crate::data::{DataLoader, Dataset};
 use crate::Result;
 
@@ -53,6 +54,7 @@ fn forward_and_loss(
     (task, top_k): (Task, Option<usize>),
     (x, y): (&Tensor, &Tensor),
 ) -> Result<(Tensor, Tensor)> {
+    let _range = phase_range(phase::FORWARD);
     let output = model.forward_t(x, true);
     check_batch(task, top_k, &output, y)?;
     let loss = loss_fn.mean(&output, y);
@@ -113,6 +115,9 @@ pub fn train_epoch_with<D: Dataset + 'static>(
     let peaks = GpuPeaks::start(opts.device)?;
     let mut norms = NormMean::default();
     let mut steps = 0;
+    if let Some(p) = opts.profiler.filter(|p| !p.borrow().is_started()) {
+        p.borrow_mut().start()?;
+    }
     let mut batches = Timed::new(loader.iter());
     for batch in &mut batches {
         let batch = batch?;
@@ -130,6 +135,7 @@ pub fn train_epoch_with<D: Dataset + 'static>(
                     let (logits, loss) = opts.precision.run(opts.device, || {
                         forward_and_loss(model, loss_fn, (task, opts.top_k), (x, y))
                     })??;
+                    let _range = phase_range(phase::BACKWARD);
                     opts.strategy.run_backward(&loss, true)?;
                     Ok((logits, loss))
                 })?
@@ -151,6 +157,7 @@ pub fn train_epoch_with<D: Dataset + 'static>(
                 if let Some(scaler) = opts.grad_scaler {
                     scaled = scaler.borrow().scale(&scaled);
                 }
+                let _range = phase_range(phase::BACKWARD);
                 opts.strategy.run_backward(&scaled, last_in_window)?;
                 (logits, loss)
             }
@@ -158,6 +165,7 @@ pub fn train_epoch_with<D: Dataset + 'static>(
         running.add_mean_loss(&loss, &logits, &y);
         progress.advance(batch.len(), &mut || running.read().loss());
         if last_in_window {
+            let optimizer_range = phase_range(phase::OPTIMIZER_STEP);
             let mut step_norm = None;
             if let Some(clip) = &opts.clip_grad {
                 // torch: scaler.unscale_(optimizer) before clipping, so the bound applies to
@@ -175,6 +183,7 @@ pub fn train_epoch_with<D: Dataset + 'static>(
                 Some(scaler) => drop(scaler.borrow_mut().step(optimizer)?),
                 None => optimizer.step()?,
             }
+            drop(optimizer_range);
             steps += 1;
             if let Some(log) = &opts.step_logging {
                 let step = log.steps_before + steps;
@@ -187,6 +196,9 @@ pub fn train_epoch_with<D: Dataset + 'static>(
                 running: &running,
             })?;
             deliver_steps(&running, listener)?;
+            if let Some(p) = opts.profiler {
+                p.borrow_mut().step()?;
+            }
         }
     }
     let waited = opts.strategy.gather_f64(batches.waited_s())?;
@@ -225,6 +237,7 @@ pub fn evaluate<D: Dataset + 'static>(
     let mut batches = Timed::new(loader.iter());
     for batch in &mut batches {
         let batch = batch?;
+        let _range = phase_range(phase::EVAL_STEP);
         let keep: Vec<i64> =
             (0..batch.len() as i64).filter(|&k| !batch.is_padding[k as usize]).collect();
         let keep = Tensor::from_slice(&keep).to_device(opts.device);

@@ -14,6 +14,7 @@ use crate::train::clip::GradClip;
 use crate::train::cuda_graph::StepGraph;
 use crate::train::metrics::{RunningMetrics, SharedMetric};
 use crate::train::optim::Optimizer;
+use crate::train::profile::Profiler;
 use crate::train::strategy::{SingleProcess, Strategy};
 
 /// What [`train_epoch_with`](crate::train::train_epoch_with) reports after each optimizer step to its
@@ -64,6 +65,8 @@ pub struct EpochOptions<'a> {
     pub(crate) metrics: &'a [SharedMetric],
     /// The training step as a CUDA graph (`None`: eager).
     pub(crate) cuda_graph: Option<&'a RefCell<StepGraph>>,
+    /// The profiler told of every optimizer step (`None`: none).
+    pub(crate) profiler: Option<&'a RefCell<Profiler>>,
 }
 
 impl Default for EpochOptions<'_> {
@@ -83,6 +86,7 @@ impl Default for EpochOptions<'_> {
             top_k: None,
             metrics: &[],
             cuda_graph: None,
+            profiler: None,
         }
     }
 }
@@ -168,6 +172,14 @@ impl<'a> EpochOptions<'a> {
     /// same one. Where the step cannot be captured it runs eagerly and the graph says why.
     pub fn cuda_graph(mut self, graph: &'a RefCell<StepGraph>) -> Self {
         self.cuda_graph = Some(graph);
+        self
+    }
+    /// Tells `profiler` of every optimizer step (torch's `prof.step()`), starting it first if
+    /// it is not started; give every epoch the same one, and stop it when done
+    /// ([`Profiler::stop`]). The steps show the loop's phases as ranges
+    /// ([`phase`](crate::train::phase)).
+    pub fn profiler(mut self, profiler: &'a RefCell<Profiler>) -> Self {
+        self.profiler = Some(profiler);
         self
     }
     /// Batches in the channels_last memory format (`x.to(memory_format=torch.channels_last)`).

@@ -5,6 +5,8 @@
 //! ([`GpuPeaks`]).
 use std::time::{Duration, Instant};
 
+use crate::train::profile::{phase, phase_range};
+
 /// An iterator that adds up the time spent inside `next()` (waiting for the loader).
 pub(crate) struct Timed<I> {
     inner: I,
@@ -25,6 +27,7 @@ impl<I: Iterator> Iterator for Timed<I> {
     type Item = I::Item;
     fn next(&mut self) -> Option<I::Item> {
         let start = Instant::now();
+        let _range = phase_range(phase::DATA_WAIT);
         let item = self.inner.next();
         self.waited += start.elapsed();
         item
