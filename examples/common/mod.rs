@@ -153,6 +153,14 @@ pub struct RunArgs {
     /// run under `nsys profile`. Needs a CUDA build; not with --profile.
     #[arg(long)]
     pub nvtx: bool,
+    /// MixUp's alpha (torchvision's --mixup-alpha; 0: off): each training batch may be mixed
+    /// with weights from Beta(alpha, alpha), the labels mixed alike.
+    #[arg(long, default_value_t = 0.0)]
+    pub mixup_alpha: f64,
+    /// CutMix's alpha (torchvision's --cutmix-alpha; 0: off); with --mixup-alpha too, each
+    /// batch gets one of the two, chosen with equal chance.
+    #[arg(long, default_value_t = 0.0)]
+    pub cutmix_alpha: f64,
     /// A debug run (Lightning's fast_dev_run): one epoch of the first N training and validation
     /// batches in a scratch folder, nothing written to OUT, no checkpoints.
     #[arg(long, value_name = "N")]
@@ -203,6 +211,11 @@ impl RunArgs {
             .cuda_graphs(self.cuda_graphs)
             .cudnn_benchmark(self.cudnn_benchmark)
             .emit_nvtx(self.nvtx);
+        let trainer = if self.mixup_alpha != 0.0 || self.cutmix_alpha != 0.0 {
+            trainer.mixup_cutmix(self.mixup_alpha, self.cutmix_alpha)
+        } else {
+            trainer
+        };
         let trainer = match self.profile {
             Some(n) => trainer.profile(n),
             None => trainer,

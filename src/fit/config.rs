@@ -136,6 +136,10 @@ pub struct FitConfig {
     /// Emit NVTX ranges for Nsight Systems for the whole run
     /// ([`Trainer::emit_nvtx`](crate::fit::Trainer::emit_nvtx)). Default `false`.
     pub emit_nvtx: bool,
+    /// Mix each training batch by MixUp or CutMix with these alphas `(mixup_alpha,
+    /// cutmix_alpha)` ([`Trainer::mixup_cutmix`](crate::fit::Trainer::mixup_cutmix)). Default
+    /// `None`.
+    pub mixup_cutmix: Option<(f64, f64)>,
 }
 
 impl FitConfig {
@@ -257,6 +261,7 @@ impl Default for FitConfig {
             float32_matmul_precision: None,
             profile: None,
             emit_nvtx: false,
+            mixup_cutmix: None,
         }
     }
 }

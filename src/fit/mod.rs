@@ -14,6 +14,7 @@ mod outcome;
 mod parts;
 mod resume;
 mod run;
+mod run_loaders;
 mod step_events;
 mod step_tools;
 mod stop;

@@ -24,6 +24,7 @@ use crate::fit::parts::freeze::freeze_for_epoch;
 use crate::fit::parts::run_schedule::RunSchedule;
 use crate::fit::parts::{RunParts, SharedPart};
 use crate::fit::resume::{resume, resume_parts, Start};
+use crate::fit::run_loaders::LoaderSettings;
 use crate::fit::step_events::{train_state, MidValidation, StepEvents};
 use crate::fit::step_tools::StepTools;
 use crate::fit::stop::interrupt::{Interruption, StopWatch};
@@ -87,16 +88,13 @@ pub(crate) fn run<A: Dataset + 'static, B: Dataset + 'static>(
     train: &mut DataLoader<A>,
     val: &mut DataLoader<B>,
 ) -> Result<FitReport> {
-    // The batch limits hold for this run only: the caller's loaders get theirs back.
-    let limits = (train.batch_limit(), val.batch_limit());
     cfg.check_counts()?;
     cfg.check_metrics()?;
     let _switches = RunSwitches::apply(cfg)?;
-    train.set_limit_batches(cfg.limit_train_batches.or(limits.0));
-    val.set_limit_batches(cfg.limit_val_batches.or(limits.1));
+    // The batch limits and mixing hold for this run only: the caller's loaders get theirs back.
+    let own = LoaderSettings::apply(cfg, train, val)?;
     let report = run_limited(dist, cfg, model, train, val);
-    train.set_limit_batches(limits.0);
-    val.set_limit_batches(limits.1);
+    own.restore(train, val);
     report
 }
 

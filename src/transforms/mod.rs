@@ -1,7 +1,7 @@
 //! Image transforms with torchvision's names, defaults and numerics: `Compose`, `Resize`,
 //! `CenterCrop`, `RandomResizedCrop`, `RandomHorizontalFlip`, `AutoAugment`, `RandAugment`,
 //! `TrivialAugmentWide`, `RandomErasing`, `ToTensor`,
-//! `Normalize`. Deterministic ones match torchvision's PIL path; random ones draw from an
+//! `Normalize`, and the batch transforms `MixUp`/`CutMix` ([`MixUpCutMix`]). Deterministic ones match torchvision's PIL path; random ones draw from an
 //! [`AugRng`] that is a pure function of (seed, epoch, sample index), so the augmentation of a
 //! sample does not depend on rank, world size or loader threads.
 mod autoaugment;
@@ -9,6 +9,7 @@ mod autoaugment_ops;
 mod crop;
 mod erasing;
 mod image;
+mod mix;
 mod rand_augment;
 mod resize;
 mod tensor;
@@ -22,6 +23,7 @@ pub use self::autoaugment_ops::AugmentOp;
 pub use self::crop::{CenterCrop, RandomHorizontalFlip, RandomResizedCrop};
 pub use self::erasing::{EraseDraws, EraseValue, RandomErasing};
 pub use self::image::Image;
+pub use self::mix::{cutmix_box, MixDraw, MixUpCutMix};
 pub use self::rand_augment::{AugmentSpace, RandAugment, TrivialAugmentWide, RAND_AUGMENT_OPS};
 pub use self::resize::{resize_bilinear, Resize, Size};
 pub use self::tensor::{Normalize, TensorImage, ToTensor};
@@ -39,6 +41,21 @@ pub fn aug_rng(seed: u64, epoch: u64, index: u64) -> AugRng {
     key[16..24].copy_from_slice(&index.to_le_bytes());
     key[24..].copy_from_slice(b"trainbk1");
     AugRng::from_seed(key)
+}
+
+/// The random stream of batch `position` of `epoch` whose first sample is data-set index
+/// `first` (batch transforms: [`MixUpCutMix`]): the same on any thread and after a resume, and
+/// different on each rank (their batches hold different samples).
+pub fn batch_rng(seed: u64, epoch: u64, position: u64, first: u64) -> AugRng {
+    let mut key = [0u8; 32];
+    key[..8].copy_from_slice(&seed.to_le_bytes());
+    key[8..16].copy_from_slice(&epoch.to_le_bytes());
+    key[16..24].copy_from_slice(&position.to_le_bytes());
+    key[24..].copy_from_slice(&first.to_le_bytes());
+    // A distinct stream from every sample's: ChaCha's stream number.
+    let mut rng = AugRng::from_seed(key);
+    rng.set_stream(0x6d69_785f_6261_7463); // "mix_batc"
+    rng
 }
 
 /// What flows through a pipeline: an image before `ToTensor`, a float tensor after it.

@@ -130,6 +130,8 @@ fn run_with(
         // the trace changes nothing in the run.
         profile: Some(trainbook::train::ProfileSchedule::new(1, 1, 2).unwrap()),
         emit_nvtx: false,
+        // MixUp or CutMix on every training batch: the same draws after the resume.
+        mixup_cutmix: Some((0.2, 1.0)),
     };
     tch::manual_seed(99); // the dropout stream; a resumed run restores it from the checkpoint
     Trainer::with_config(dist, cfg).fit(&mut vs, &net, &mut opt, &mut train, &mut val).unwrap()

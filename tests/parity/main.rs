@@ -12,6 +12,7 @@ mod common;
 
 mod jpeg_parity;
 mod memory_format;
+mod mix_parity;
 mod model_summary;
 mod models_init;
 mod models_parity;

@@ -7,7 +7,7 @@
 use tch::{Device, Kind, Tensor};
 
 use crate::data::Dataset;
-use crate::transforms::{aug_rng, TensorImage};
+use crate::transforms::{aug_rng, batch_rng, MixUpCutMix, TensorImage};
 use crate::{Error, Result};
 
 /// Decoded, augmented and stacked samples of one batch, built by the worker threads (so the
@@ -128,6 +128,7 @@ impl Assembly {
         dataset: &dyn Dataset,
         plan: &[(usize, bool)],
         pin: bool,
+        mix: Option<BatchMix>,
     ) -> Result<CpuBatch> {
         let first = self.shapes.first().copied().flatten();
         for (k, &(index, _)) in plan.iter().enumerate() {
@@ -144,14 +145,51 @@ impl Assembly {
             }
         }
         let targets = batch_targets(dataset, plan)?;
-        let mut images = self
+        let images = self
             .images
             .map(|(t, _)| t)
             .unwrap_or_else(|| Tensor::empty([0], (Kind::Float, Device::Cpu)));
-        if pin {
-            images = crate::shim::pin_memory(&images)?;
+        let mut batch = CpuBatch { images, labels: self.labels, targets, pinned: false };
+        if let Some(mix) = mix {
+            batch = mix.apply(batch, plan)?;
         }
-        Ok(CpuBatch { images, labels: self.labels, targets, pinned: pin })
+        if pin {
+            batch.images = crate::shim::pin_memory(&batch.images)?;
+            batch.pinned = true;
+        }
+        Ok(batch)
+    }
+}
+
+/// A batch transform ([`MixUpCutMix`]) with the batch's place: the epoch's (seed, epoch) and
+/// the batch's position, which with its first sample key its random stream ([`batch_rng`]).
+#[derive(Clone, Copy)]
+pub(crate) struct BatchMix<'a> {
+    pub(crate) mix: &'a MixUpCutMix,
+    pub(crate) stream: (u64, u64),
+    pub(crate) position: usize,
+}
+
+impl BatchMix<'_> {
+    /// The batch mixed: its images, and its labels (or float targets) as class probabilities
+    /// in `targets`, the most probable class in `labels`.
+    fn apply(self, batch: CpuBatch, plan: &[(usize, bool)]) -> Result<CpuBatch> {
+        let size = batch.images.size();
+        let (Some(&first), [_, _, h, w]) = (plan.first(), size.as_slice()) else {
+            return Ok(batch); // an empty batch
+        };
+        let (seed, epoch) = self.stream;
+        let mut rng = batch_rng(seed, epoch, self.position as u64, first.0 as u64);
+        let draw = self.mix.draw(&mut rng, *h, *w);
+        let labels = match &batch.targets {
+            Some((values, width)) => Tensor::from_slice(values).view([-1, *width as i64]),
+            None => Tensor::from_slice(&batch.labels),
+        };
+        let (images, probabilities) = self.mix.apply(&draw, &batch.images, &labels)?;
+        let labels = Vec::<i64>::try_from(probabilities.max_dim(1, false).1)?;
+        let width = probabilities.size()[1] as usize;
+        let values = Vec::<f32>::try_from(probabilities.flatten(0, -1))?;
+        Ok(CpuBatch { images, labels, targets: Some((values, width)), pinned: false })
     }
 }
 
@@ -160,6 +198,7 @@ pub(crate) fn load_batch(
     dataset: &dyn Dataset,
     plan: &[(usize, bool)],
     stream: (u64, u64),
+    mix: Option<BatchMix>,
 ) -> Result<CpuBatch> {
     let mut batch = Assembly::new(plan.len());
     for (k, &(index, _)) in plan.iter().enumerate() {
@@ -170,11 +209,11 @@ pub(crate) fn load_batch(
         }
         if failed {
             // The first failure in order is the batch's error: the rest need not load.
-            return batch.finish(dataset, &plan[..=k], false);
+            return batch.finish(dataset, &plan[..=k], false, None);
         }
         batch.done();
     }
-    batch.finish(dataset, plan, false)
+    batch.finish(dataset, plan, false, mix)
 }
 
 /// The batch's float targets (values, width per sample), if its data set has them.

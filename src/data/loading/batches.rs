@@ -11,7 +11,9 @@ use std::thread::JoinHandle;
 
 use tch::{Device, Kind, Tensor};
 
-use super::batch_assembly::{load_batch, load_sample, Assembly, CpuBatch};
+use crate::transforms::MixUpCutMix;
+
+use super::batch_assembly::{load_batch, load_sample, Assembly, BatchMix, CpuBatch};
 use crate::data::{Batch, Dataset};
 use crate::{Error, Result};
 
@@ -44,7 +46,7 @@ fn worker(
     tx: &mpsc::Sender<(usize, Result<CpuBatch>)>,
     stream: (u64, u64),
     ahead: usize,
-    device: Device,
+    (device, mix): (Device, Option<&MixUpCutMix>),
 ) {
     let pin = device.is_cuda();
     if let Device::Cuda(i) = device {
@@ -84,7 +86,8 @@ fn worker(
             }
         };
         if let Some(batch) = finished {
-            if tx.send((b, batch.finish(dataset, &plans[b], pin))).is_err() {
+            let mix = mix.map(|mix| BatchMix { mix, stream, position: b });
+            if tx.send((b, batch.finish(dataset, &plans[b], pin, mix))).is_err() {
                 return;
             }
         }
@@ -101,6 +104,7 @@ pub struct Batches {
     workers: Vec<JoinHandle<()>>,
     inline: Option<(Arc<dyn Dataset>, u64, u64)>,
     device: Device,
+    mix: Option<Arc<MixUpCutMix>>,
     failed: bool,
 }
 
@@ -114,7 +118,7 @@ impl Batches {
         skip: usize,
         (num_workers, prefetch): (usize, usize),
         (seed, epoch): (u64, u64),
-        device: Device,
+        (device, mix): (Device, Option<Arc<MixUpCutMix>>),
     ) -> Batches {
         let skip = skip.min(plans.len());
         let plans = Arc::new(plans);
@@ -136,10 +140,11 @@ impl Batches {
         let mut workers = Vec::new();
         let ahead = num_workers * prefetch;
         for _ in 0..num_workers {
-            let (dataset, plans, shared, tx) =
-                (dataset.clone(), plans.clone(), shared.clone(), tx.clone());
+            let (dataset, plans, shared, tx, mix) =
+                (dataset.clone(), plans.clone(), shared.clone(), tx.clone(), mix.clone());
             workers.push(std::thread::spawn(move || {
-                worker(&*dataset, &plans, &shared, &tx, (seed, epoch), ahead, device)
+                let place = (device, mix.as_deref());
+                worker(&*dataset, &plans, &shared, &tx, (seed, epoch), ahead, place)
             }));
         }
         let inline = (num_workers == 0).then_some((dataset, seed, epoch));
@@ -152,6 +157,7 @@ impl Batches {
             workers,
             inline,
             device,
+            mix,
             failed: false,
         }
     }
@@ -194,7 +200,12 @@ impl Iterator for Batches {
         }
         let b = self.next;
         let result = if let Some((dataset, seed, epoch)) = &self.inline {
-            load_batch(&**dataset, &self.plans[b], (*seed, *epoch))
+            let mix = self.mix.as_deref().map(|mix| BatchMix {
+                mix,
+                stream: (*seed, *epoch),
+                position: b,
+            });
+            load_batch(&**dataset, &self.plans[b], (*seed, *epoch), mix)
         } else {
             loop {
                 if let Some(r) = self.pending.remove(&b) {

@@ -9,6 +9,7 @@ use tch::{Device, Tensor};
 use super::batches::{Batches, Plans};
 use super::torch_rng::{randperm, TorchGenerator};
 use crate::data::{Dataset, DistributedSampler, RASampler, SubsetRandomSampler};
+use crate::transforms::MixUpCutMix;
 
 /// The order in which a loader visits the data set each epoch.
 #[derive(Clone, Debug)]
@@ -112,6 +113,7 @@ pub struct DataLoader<D: Dataset> {
     device: Device,
     skip: usize,
     limit: Option<usize>,
+    mix: Option<Arc<MixUpCutMix>>,
 }
 
 impl<D: Dataset + 'static> DataLoader<D> {
@@ -131,6 +133,7 @@ impl<D: Dataset + 'static> DataLoader<D> {
             num_workers: workers,
             prefetch: 2,
             seed: 0,
+            mix: None,
             epoch: 0,
             device: Device::Cpu,
             skip: 0,
@@ -247,6 +250,25 @@ impl<D: Dataset + 'static> DataLoader<D> {
             self.order = Order::Distributed(s.seed(seed));
         }
         self
+    }
+    /// Mixes every batch with MixUp or CutMix ([`MixUpCutMix`], torchvision's
+    /// `--mixup-alpha` / `--cutmix-alpha`: `v2.RandomChoice([v2.MixUp(..), v2.CutMix(..)])` in
+    /// the loader's `collate_fn`), in the worker that finishes it: the batch's
+    /// [`targets`](Batch::targets) become class probabilities and its labels their most probable
+    /// class. Each batch's draws are a pure function of the seed, the epoch, its position and its
+    /// first sample ([`batch_rng`](crate::transforms::batch_rng)): the same with any number of
+    /// workers and after a resume.
+    pub fn batch_mix(mut self, mix: MixUpCutMix) -> Self {
+        self.mix = Some(Arc::new(mix));
+        self
+    }
+    /// Sets or removes the batch mixing (see [`batch_mix`](Self::batch_mix)).
+    pub fn set_batch_mix(&mut self, mix: Option<MixUpCutMix>) {
+        self.mix = mix.map(Arc::new);
+    }
+    /// The batch mixing, if any.
+    pub fn batch_mixing(&self) -> Option<&MixUpCutMix> {
+        self.mix.as_deref()
     }
     /// Where batches are delivered; CUDA batches are staged in pinned memory and copied
     /// asynchronously.
@@ -382,6 +404,6 @@ impl<D: Dataset + 'static> DataLoader<D> {
         let skip = std::mem::take(&mut self.skip);
         let dataset = self.dataset.clone() as Arc<dyn Dataset>;
         let (workers, stream) = ((self.num_workers, self.prefetch), (self.seed, self.epoch));
-        Batches::start(dataset, plans, skip, workers, stream, self.device)
+        Batches::start(dataset, plans, skip, workers, stream, (self.device, self.mix.clone()))
     }
 }

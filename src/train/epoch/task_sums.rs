@@ -35,6 +35,15 @@ impl TaskSums {
     pub fn of_batch(&self, output: &Tensor, target: &Tensor) -> BatchSums {
         tch::no_grad(|| match self.task {
             Task::Classification => {
+                // Class probabilities (MixUp/CutMix's): the most probable class is the label,
+                // as torchvision's reference reads `target.max(dim=1)[1]`.
+                let labels;
+                let target = if target.dim() == 2 {
+                    labels = target.max_dim(1, false).1;
+                    &labels
+                } else {
+                    target
+                };
                 let correct = output.argmax(1, false).eq_tensor(target).sum(Kind::Int64);
                 let extra = self.top_k.map(|k| {
                     let (_, top) = output.topk(k as i64, 1, true, true);

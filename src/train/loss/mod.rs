@@ -154,8 +154,10 @@ pub(crate) fn check_batch(
         }
     }
     let ok = match task {
+        // Class indices, or class probabilities (as torch's cross-entropy takes them).
         Task::Classification => {
-            o.len() == 2 && t.len() == 1 && o[0] == t[0] && target.kind() == Kind::Int64
+            (o.len() == 2 && t.len() == 1 && o[0] == t[0] && target.kind() == Kind::Int64)
+                || (o.len() == 2 && o == t && target.is_floating_point())
         }
         Task::Regression | Task::MultiLabel => o == t,
     };
@@ -166,7 +168,10 @@ pub(crate) fn check_batch(
             "{task:?}: the model's output {o:?} does not fit the batch's target {t:?} ({:?}); {}",
             target.kind(),
             match task {
-                Task::Classification => "expected logits [N, C] and int64 class indices [N]",
+                Task::Classification => {
+                    "expected logits [N, C] and int64 class indices [N] (or float class \
+                     probabilities [N, C])"
+                }
                 _ => "expected the same shape (a regression head of T outputs for T targets)",
             }
         )))
