@@ -157,11 +157,13 @@ impl MixUpCutMix {
                 labels.one_hot(self.num_classes as i64).to_kind(Kind::Float)
             }
             2 if labels.size()[1] == self.num_classes as i64 => labels.to_kind(Kind::Float),
-            _ => return Err(Error::InvalidArgument(format!(
+            _ => {
+                return Err(Error::InvalidArgument(format!(
                 "MixUp/CutMix: labels {:?} are neither [B] class indices nor [B, {}] probabilities",
                 labels.size(),
                 self.num_classes
-            ))),
+            )))
+            }
         };
         let mix_labels = |lam: f64| -> Tensor {
             let mut rolled = labels.roll([1], [0]);

@@ -4,6 +4,7 @@
 //! torch's Beta distribution (a two-sample Kolmogorov-Smirnov test against torch's sampler) and
 //! the recipe's equal choice between the two; bad input is an error naming it.
 use crate::common;
+use crate::random_crop_parity::ks;
 
 use std::process::Command;
 
@@ -70,24 +71,6 @@ fn the_same_draws_mix_as_torchvision_does() {
     }
 }
 
-/// The two-sample Kolmogorov-Smirnov statistic: the largest gap between the samples' CDFs.
-fn ks_statistic(mut a: Vec<f64>, mut b: Vec<f64>) -> f64 {
-    a.sort_by(f64::total_cmp);
-    b.sort_by(f64::total_cmp);
-    let (mut i, mut j, mut d) = (0, 0, 0.0f64);
-    while i < a.len() && j < b.len() {
-        let x = a[i].min(b[j]);
-        while i < a.len() && a[i] <= x {
-            i += 1;
-        }
-        while j < b.len() && b[j] <= x {
-            j += 1;
-        }
-        d = d.max((i as f64 / a.len() as f64 - j as f64 / b.len() as f64).abs());
-    }
-    d
-}
-
 #[test]
 fn the_draws_follow_torchs_beta_and_choose_evenly() {
     let _turn = common::module_turn(module_path!());
@@ -110,7 +93,7 @@ fn the_draws_follow_torchs_beta_and_choose_evenly() {
                 other => panic!("MixUp only: {other:?}"),
             })
             .collect();
-        let d = ks_statistic(ours, torch);
+        let d = ks(ours, torch);
         assert!(d < critical, "alpha {alpha}: KS statistic {d} >= {critical}");
     }
     // Both on: CutMix in half the batches (binomial: within 5 standard deviations).

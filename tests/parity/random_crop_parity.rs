@@ -254,8 +254,9 @@ fn fallback_is_torchvisions_centre_crop() {
     }
 }
 
-/// Two-sample Kolmogorov-Smirnov statistic `sup |F_a - F_b|` (exact with ties).
-fn ks(mut a: Vec<f64>, mut b: Vec<f64>) -> f64 {
+/// Two-sample Kolmogorov-Smirnov statistic `sup |F_a - F_b|` (exact with ties); also
+/// `mix_parity`'s.
+pub(crate) fn ks(mut a: Vec<f64>, mut b: Vec<f64>) -> f64 {
     a.sort_by(f64::total_cmp);
     b.sort_by(f64::total_cmp);
     let (mut i, mut j, mut d) = (0, 0, 0.0f64);
