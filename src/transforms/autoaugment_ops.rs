@@ -65,19 +65,7 @@ impl AugmentOp {
                 1.0 + magnitude,
             ),
             AugmentOp::Color => blend(&grey_as_mode(img), img, 1.0 + magnitude),
-            AugmentOp::Contrast => {
-                let grey = grey_levels(img);
-                let mean = (grey.iter().map(|&v| v as f64).sum::<f64>() / grey.len().max(1) as f64
-                    + 0.5) as u8;
-                let flat = Image::from_raw(
-                    img.width(),
-                    img.height(),
-                    img.channels(),
-                    vec![mean; img.data().len()],
-                )
-                .expect("same size");
-                blend(&flat, img, 1.0 + magnitude)
-            }
+            AugmentOp::Contrast => blend(&mean_grey(img), img, 1.0 + magnitude),
             AugmentOp::Sharpness => blend(&smooth(img), img, 1.0 + magnitude),
             AugmentOp::Posterize => {
                 let bits = (magnitude as i64).clamp(0, 8) as u32;
@@ -108,8 +96,16 @@ fn grey_levels(img: &Image) -> Vec<u8> {
         .collect()
 }
 
+/// ImageEnhance.Contrast's degenerate image: the mean grey level (rounded) everywhere.
+pub(super) fn mean_grey(img: &Image) -> Image {
+    let grey = grey_levels(img);
+    let mean = (grey.iter().map(|&v| v as f64).sum::<f64>() / grey.len().max(1) as f64 + 0.5) as u8;
+    Image::from_raw(img.width(), img.height(), img.channels(), vec![mean; img.data().len()])
+        .expect("same size")
+}
+
 /// The grey version in the image's own mode (`convert("L").convert(mode)`).
-fn grey_as_mode(img: &Image) -> Image {
+pub(super) fn grey_as_mode(img: &Image) -> Image {
     let grey = grey_levels(img);
     let data = if img.channels() == 3 {
         let mut rgb = vec![0u8; grey.len() * 3];
@@ -125,7 +121,7 @@ fn grey_as_mode(img: &Image) -> Image {
 
 /// `Image.blend(degenerate, img, alpha)` as ImageEnhance uses it: float32 arithmetic, then
 /// truncation, clamped to 0..=255 (a float-to-u8 `as` cast does exactly that).
-fn blend(degenerate: &Image, img: &Image, alpha: f32) -> Image {
+pub(super) fn blend(degenerate: &Image, img: &Image, alpha: f32) -> Image {
     let mut data = vec![0u8; img.data().len()];
     for ((o, &a), &b) in data.iter_mut().zip(degenerate.data()).zip(img.data()) {
         let (a, b) = (a as f32, b as f32);

@@ -1,11 +1,12 @@
 //! Image transforms with torchvision's names, defaults and numerics: `Compose`, `Resize`,
 //! `CenterCrop`, `RandomResizedCrop`, `RandomHorizontalFlip`, `AutoAugment`, `RandAugment`,
-//! `TrivialAugmentWide`, `RandomErasing`, `ToTensor`,
+//! `TrivialAugmentWide`, `ColorJitter`, `RandomErasing`, `ToTensor`,
 //! `Normalize`, and the batch transforms `MixUp`/`CutMix` ([`MixUpCutMix`]). Deterministic ones match torchvision's PIL path; random ones draw from an
 //! [`AugRng`] that is a pure function of (seed, epoch, sample index), so the augmentation of a
 //! sample does not depend on rank, world size or loader threads.
 mod autoaugment;
 mod autoaugment_ops;
+mod color_jitter;
 mod crop;
 mod erasing;
 mod image;
@@ -20,6 +21,7 @@ use rand::SeedableRng;
 
 pub use self::autoaugment::{AutoAugment, AutoAugmentPolicy};
 pub use self::autoaugment_ops::AugmentOp;
+pub use self::color_jitter::{adjust_hue, ColorJitter, JitterDraw};
 pub use self::crop::{CenterCrop, RandomHorizontalFlip, RandomResizedCrop};
 pub use self::erasing::{EraseDraws, EraseValue, RandomErasing};
 pub use self::image::Image;
