@@ -280,13 +280,20 @@ fn transpose(img: &Image, source: impl Fn(i64, i64, i64, i64) -> (i64, i64)) -> 
 /// PIL's `ImagingTransformAffine` with NEAREST: `m` maps output pixel centres to input
 /// coordinates; pixels that fall outside stay black.
 fn sample_affine_nearest(img: &Image, m: &[f64; 6]) -> Image {
-    let (w, h, c) = (img.width() as i64, img.height() as i64, img.channels() as usize);
-    let mut out = Image::zeros(img.width(), img.height(), img.channels());
+    sample_affine_nearest_to(img, m, (img.width(), img.height()))
+}
+
+/// [`sample_affine_nearest`] into an output of `size` (width, height): also PIL's NEAREST
+/// `Image.resize`, a scale-only affine transform.
+pub(super) fn sample_affine_nearest_to(img: &Image, m: &[f64; 6], size: (u32, u32)) -> Image {
+    let (sw, sh, c) = (img.width() as i64, img.height() as i64, img.channels() as usize);
+    let (w, h) = (size.0 as i64, size.1 as i64);
+    let mut out = Image::zeros(size.0, size.1, img.channels());
     let src = img.data();
     let dst = out.data_mut();
     let mut copy = |x: i64, y: i64, xi: i64, yi: i64| {
-        if (0..w).contains(&xi) && (0..h).contains(&yi) {
-            let (s, d) = (((yi * w + xi) as usize) * c, ((y * w + x) as usize) * c);
+        if (0..sw).contains(&xi) && (0..sh).contains(&yi) {
+            let (s, d) = (((yi * sw + xi) as usize) * c, ((y * w + x) as usize) * c);
             dst[d..d + c].copy_from_slice(&src[s..s + c]);
         }
     };

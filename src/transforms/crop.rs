@@ -2,7 +2,7 @@
 //! parameters, defaults and rounding).
 use rand::Rng;
 
-use super::resize::resize_bilinear;
+use super::resize::{resize, Interpolation};
 use super::{AugRng, Image, ImageTransform, Size};
 use crate::{Error, Result};
 
@@ -45,13 +45,15 @@ impl ImageTransform for CenterCrop {
 }
 
 /// `transforms.RandomResizedCrop(size, scale=(0.08, 1.0), ratio=(3/4, 4/3))`: crops a random
-/// area and aspect ratio, then resizes it to `size` (bilinear, antialiased). Works on images.
+/// area and aspect ratio, then resizes it to `size` (bilinear, antialiased, unless
+/// [`interpolation`](RandomResizedCrop::interpolation) says otherwise). Works on images.
 #[derive(Clone, Copy, Debug)]
 pub struct RandomResizedCrop {
     height: u32,
     width: u32,
     scale: (f64, f64),
     ratio: (f64, f64),
+    interpolation: Interpolation,
 }
 
 impl RandomResizedCrop {
@@ -62,7 +64,18 @@ impl RandomResizedCrop {
             Size::Shorter(s) => (s, s),
             Size::Exact { height, width } => (height, width),
         };
-        RandomResizedCrop { height, width, scale: (0.08, 1.0), ratio: (3.0 / 4.0, 4.0 / 3.0) }
+        RandomResizedCrop {
+            height,
+            width,
+            scale: (0.08, 1.0),
+            ratio: (3.0 / 4.0, 4.0 / 3.0),
+            interpolation: Interpolation::Bilinear,
+        }
+    }
+    /// The resize's interpolation (torchvision's `interpolation=`; default bilinear).
+    pub fn interpolation(mut self, interpolation: Interpolation) -> Self {
+        self.interpolation = interpolation;
+        self
     }
     /// Range of the crop's area as a fraction of the image's (torchvision's `scale`).
     pub fn scale(mut self, min: f64, max: f64) -> Self {
@@ -141,7 +154,7 @@ impl ImageTransform for RandomResizedCrop {
         }
         let (top, left, h, w) = self.params(img.width(), img.height(), rng);
         let cropped = img.crop(left as i64, top as i64, w, h);
-        resize_bilinear(cropped, self.width, self.height)
+        resize(cropped, self.width, self.height, self.interpolation)
     }
 }
 

@@ -27,7 +27,7 @@ pub use self::erasing::{EraseDraws, EraseValue, RandomErasing};
 pub use self::image::Image;
 pub use self::mix::{cutmix_box, MixDraw, MixUpCutMix};
 pub use self::rand_augment::{AugmentSpace, RandAugment, TrivialAugmentWide, RAND_AUGMENT_OPS};
-pub use self::resize::{resize_bilinear, Resize, Size};
+pub use self::resize::{resize, resize_bilinear, Interpolation, Resize, Size};
 pub use self::tensor::{Normalize, TensorImage, ToTensor};
 use crate::{Error, Result};
 

@@ -24,7 +24,10 @@ from torchvision.transforms.autoaugment import _apply_op
 
 def step(name, *args):
     if name == "Resize":
-        return T.Resize(args[0] if isinstance(args[0], int) else tuple(args[0]))
+        size = args[0] if isinstance(args[0], int) else tuple(args[0])
+        if len(args) > 1:  # an interpolation mode's name: nearest, bilinear, bicubic
+            return T.Resize(size, interpolation=InterpolationMode(args[1]))
+        return T.Resize(size)
     if name == "CenterCrop":
         return T.CenterCrop(args[0] if isinstance(args[0], int) else tuple(args[0]))
     if name == "ToTensor":

@@ -13,8 +13,8 @@ use trainbook::compose;
 use trainbook::data::load_rgb;
 use trainbook::data::TorchGenerator;
 use trainbook::transforms::{
-    aug_rng, AugmentOp, AugmentSpace, CenterCrop, EraseValue, Image, Normalize, RandomErasing,
-    Resize, ToTensor, RAND_AUGMENT_OPS,
+    aug_rng, AugmentOp, AugmentSpace, CenterCrop, EraseValue, Image, Interpolation, Normalize,
+    RandomErasing, Resize, ToTensor, RAND_AUGMENT_OPS,
 };
 
 /// A photo-like test picture: gradients, a few blocks and deterministic noise.
@@ -111,6 +111,17 @@ fn transforms_match_torchvision() {
             json!([["Resize", [31, 57]], ["ToTensor"]]),
             compose![Resize::new((31, 57)), ToTensor],
             1.0 / 255.0,
+        ),
+        // --interpolation nearest.
+        (
+            json!([["Resize", [31, 57], "nearest"], ["ToTensor"]]),
+            compose![Resize::new((31, 57)).interpolation(Interpolation::Nearest), ToTensor],
+            1e-6,
+        ),
+        (
+            json!([["Resize", 450, "nearest"], ["ToTensor"]]),
+            compose![Resize::new(450).interpolation(Interpolation::Nearest), ToTensor],
+            1e-6,
         ),
     ];
     let ops: Vec<(AugmentOp, &str, Vec<f32>)> = vec![
