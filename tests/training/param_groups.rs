@@ -124,3 +124,60 @@ fn state_key(key: &str) -> String {
     let (param, what) = key.rsplit_once('.').unwrap();
     format!("{what}.{param}")
 }
+
+/// torchvision's reference groups (`--norm-weight-decay`, `--bias-weight-decay`) of real
+/// torchvision models, by torch's module classes (tests/oracle/weight_decay_groups.py), against
+/// `ParamGroup::torchvision_weight_decay` on a variable store of the same names and shapes.
+#[test]
+fn torchvision_weight_decay_groups_match_the_references_for_torchvisions_models() {
+    let _turn = common::module_turn(module_path!());
+    let models = ["resnet18", "mobilenet_v3_small", "efficientnet_b0", "convnext_tiny", "swin_t"];
+    let out = std::process::Command::new(common::venv_bin("python"))
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/oracle/weight_decay_groups.py"))
+        .args(models)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let torch: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for model in models {
+        let m = &torch[model];
+        let vs = VarStore::new(Device::Cpu);
+        let shape = |v: &serde_json::Value| -> Vec<i64> {
+            v.as_array().unwrap().iter().map(|d| d.as_i64().unwrap()).collect()
+        };
+        // A variable at a dotted name: the path of its modules, then its own name.
+        let at = |name: &str| {
+            let (path, leaf) = name.rsplit_once('.').unwrap_or(("", name));
+            let p = path.split('.').filter(|s| !s.is_empty()).fold(vs.root(), |p, s| p / s);
+            (p, leaf.to_string())
+        };
+        for p in m["params"].as_array().unwrap() {
+            let (path, leaf) = at(p[0].as_str().unwrap());
+            let _ = path.zeros(&leaf, &shape(&p[1]));
+        }
+        for b in m["buffers"].as_array().unwrap() {
+            let (path, leaf) = at(b[0].as_str().unwrap());
+            let _ = path.zeros_no_train(&leaf, &shape(&b[1]));
+        }
+        for (setting, bias) in [("norm", None), ("norm+bias", Some(0.0))] {
+            let mut opt = Optimizer::sgd(&vs, 0.1, 0.9);
+            for g in ParamGroup::torchvision_weight_decay(&vs, Some(0.0), bias) {
+                opt = opt.param_group(g).unwrap();
+            }
+            let want = m[setting].as_array().unwrap();
+            let labels: Vec<&str> = want.iter().map(|g| g[0].as_str().unwrap()).collect();
+            let ours: Vec<&str> = opt.group_labels();
+            let ours: Vec<&str> =
+                ours.iter().map(|l| if *l == "default" { "other" } else { l }).collect();
+            assert_eq!(ours, labels, "{model} {setting}");
+            for (i, g) in want.iter().enumerate() {
+                let mut theirs: Vec<&str> =
+                    g[1].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
+                let mut names = opt.group_parameter_names(i);
+                theirs.sort_unstable();
+                names.sort_unstable();
+                assert_eq!(names, theirs, "{model} {setting}: group {}", labels[i]);
+            }
+        }
+    }
+}

@@ -68,6 +68,67 @@ impl ParamGroup {
             .weight_decay(0.0)
     }
 
+    /// torchvision's classification reference's `set_weight_decay` (its `--norm-weight-decay`
+    /// and `--bias-weight-decay`) for the trainable parameters of `vs`: with `norm` set, the
+    /// parameters of normalisation layers get weight decay `norm` (group `norm`); with `bias`
+    /// set, every parameter named `bias` gets weight decay `bias` (group `bias`, which takes a
+    /// norm layer's bias first, as torchvision checks its custom keys first); the rest keeps
+    /// the optimizer's. A normalisation layer is a module whose `weight` has one dimension
+    /// (BatchNorm, LayerNorm, GroupNorm, InstanceNorm with affine parameters: torchvision's
+    /// norm classes that have parameters). Groups that would be empty are left out, as
+    /// torchvision leaves them out; add the rest in order with
+    /// [`Optimizer::param_group`](super::Optimizer::param_group).
+    ///
+    /// ```
+    /// use tch::{nn::VarStore, Device};
+    /// use trainbook::models::{resnet18, HeadKind};
+    /// use trainbook::train::{Optimizer, ParamGroup};
+    /// let vs = VarStore::new(Device::Cpu);
+    /// let _net = resnet18(&vs.root(), 10, HeadKind::Linear);
+    /// let mut opt = Optimizer::sgd(&vs, 0.1, 0.9);
+    /// for g in ParamGroup::torchvision_weight_decay(&vs, Some(0.0), None) {
+    ///     opt = opt.param_group(g)?;
+    /// }
+    /// assert_eq!(opt.group_labels(), ["default", "norm"]);
+    /// assert!(opt.group_parameter_names(1).contains(&"bn1.bias"));
+    /// # Ok::<(), trainbook::Error>(())
+    /// ```
+    pub fn torchvision_weight_decay(
+        vs: &tch::nn::VarStore,
+        norm: Option<f64>,
+        bias: Option<f64>,
+    ) -> Vec<ParamGroup> {
+        let variables = vs.variables();
+        let is_bias = |name: &str| name == "bias" || name.ends_with(".bias");
+        let norm_modules: std::collections::HashSet<String> = variables
+            .iter()
+            .filter(|(name, t)| t.dim() == 1 && (name == &"weight" || name.ends_with(".weight")))
+            .map(|(name, _)| name.strip_suffix("weight").unwrap_or("").to_string())
+            .collect();
+        let in_norm = move |name: &str| {
+            let module = name.rsplit_once('.').map_or("", |(m, _)| m);
+            let prefix = if module.is_empty() { String::new() } else { format!("{module}.") };
+            norm_modules.contains(&prefix)
+        };
+        let selects_any = |f: &dyn Fn(&str) -> bool| {
+            variables.iter().any(|(name, t)| f(name) && t.requires_grad())
+        };
+        let mut groups = Vec::new();
+        if let Some(wd) = norm {
+            let with_bias = bias.is_none();
+            let select = move |name: &str| in_norm(name) && (with_bias || !is_bias(name));
+            if selects_any(&select) {
+                groups.push(ParamGroup::new("norm", move |name, _| select(name)).weight_decay(wd));
+            }
+        }
+        if let Some(wd) = bias {
+            if selects_any(&is_bias) {
+                groups.push(ParamGroup::new("bias", move |name, _| is_bias(name)).weight_decay(wd));
+            }
+        }
+        groups
+    }
+
     /// The group's learning rate (torch's group `lr`); otherwise the optimizer's.
     pub fn lr(mut self, lr: f64) -> Self {
         self.lr = Some(lr);
