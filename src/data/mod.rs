@@ -26,3 +26,4 @@ pub use loading::ra_sampler::RASampler;
 pub use loading::sampler::DistributedSampler;
 pub use loading::subset_sampler::SubsetRandomSampler;
 pub use loading::torch_rng::{randperm, TorchGenerator};
+pub use loading::weighted_sampler::WeightedRandomSampler;

@@ -20,7 +20,7 @@ use trainbook::data::{
 use trainbook::launch::spawn;
 use trainbook::transforms::aug_rng;
 
-fn oracle(args: &[&str], stdin: Option<&Value>) -> Value {
+pub(crate) fn oracle(args: &[&str], stdin: Option<&Value>) -> Value {
     let mut child = Command::new(common::venv_bin("python"))
         .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/oracle/split.py"))
         .args(args)
@@ -36,12 +36,12 @@ fn oracle(args: &[&str], stdin: Option<&Value>) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-fn as_indices(v: &Value) -> Vec<usize> {
+pub(crate) fn as_indices(v: &Value) -> Vec<usize> {
     v.as_array().unwrap().iter().map(|i| i.as_u64().unwrap() as usize).collect()
 }
 
 /// `n` samples of 1x2x2 whose pixels hold their index, labelled `index % classes`.
-fn numbered(n: usize, classes: usize) -> Arc<TensorDataset> {
+pub(crate) fn numbered(n: usize, classes: usize) -> Arc<TensorDataset> {
     let images = Tensor::arange(n as i64, (Kind::Float, Device::Cpu))
         .view([-1, 1, 1, 1])
         .expand([n as i64, 1, 2, 2], false);

@@ -12,3 +12,4 @@ mod common;
 mod data_loading;
 mod data_preparation;
 mod data_split;
+mod weighted_sampler;

@@ -3,7 +3,9 @@
   split.py indices    stdin JSON {"splits": [{n, lengths, seed}], "samplers": [{indices, seed,
                       epochs}]} -> {"splits": [[indices of each part]], "samplers": [[indices of
                       each epoch]]}: torch's random_split and SubsetRandomSampler, each with
-                      torch.Generator().manual_seed(seed)
+                      torch.Generator().manual_seed(seed); with "weighted": [{weights,
+                      num_samples, seed, epochs}] also -> "weighted": [[indices of each epoch]]
+                      from WeightedRandomSampler(weights, num_samples, generator=...)
   split.py folder ROOT IMAGE...
                       -> {"classes", "samples": [[path, target]], "tensors": [{shape, data}]}:
                       torchvision's ImageFolder(ROOT) and ToTensor()(default_loader(IMAGE))
@@ -18,7 +20,7 @@ warnings.simplefilter("ignore")  # random_split warns about empty parts
 
 cmd = sys.argv[1]
 if cmd == "indices":
-    from torch.utils.data import SubsetRandomSampler, random_split
+    from torch.utils.data import SubsetRandomSampler, WeightedRandomSampler, random_split
 
     q = json.load(sys.stdin)
     splits = []
@@ -29,7 +31,12 @@ if cmd == "indices":
     for c in q["samplers"]:
         s = SubsetRandomSampler(c["indices"], generator=torch.Generator().manual_seed(c["seed"]))
         samplers.append([list(s) for _ in range(c["epochs"])])
-    json.dump({"splits": splits, "samplers": samplers}, sys.stdout)
+    weighted = []
+    for c in q.get("weighted", []):
+        g = torch.Generator().manual_seed(c["seed"])
+        s = WeightedRandomSampler(c["weights"], c["num_samples"], generator=g)
+        weighted.append([list(s) for _ in range(c["epochs"])])
+    json.dump({"splits": splits, "samplers": samplers, "weighted": weighted}, sys.stdout)
 elif cmd == "folder":
     from torchvision.datasets import ImageFolder
     from torchvision.datasets.folder import default_loader

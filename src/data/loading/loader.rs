@@ -7,45 +7,12 @@ use std::sync::Arc;
 use tch::{Device, Tensor};
 
 use super::batches::{Batches, Plans};
+pub use super::order::Order;
 use super::torch_rng::{randperm, TorchGenerator};
-use crate::data::{Dataset, DistributedSampler, RASampler, SubsetRandomSampler};
+#[cfg(doc)]
+use crate::data::SubsetRandomSampler;
+use crate::data::{Dataset, DistributedSampler};
 use crate::transforms::MixUpCutMix;
-
-/// The order in which a loader visits the data set each epoch.
-#[derive(Clone, Debug)]
-pub enum Order {
-    /// Indices `0..len` in order (`shuffle=False`).
-    Sequential,
-    /// `shuffle=True`: torch's `randperm` seeded with `seed + epoch` (the same permutation as a
-    /// one-replica `DistributedSampler`).
-    Shuffle,
-    /// This rank's share, in the sampler's order (`sampler=DistributedSampler(...)`).
-    Distributed(DistributedSampler),
-    /// A fixed list of indices in a fresh random order each epoch
-    /// (`sampler=SubsetRandomSampler(indices, generator=...)`).
-    SubsetRandom(SubsetRandomSampler),
-    /// This rank's share with repeated augmentation (`sampler=RASampler(...)`, torchvision's
-    /// `--ra-sampler`).
-    RepeatedAugmentation(RASampler),
-}
-
-impl From<RASampler> for Order {
-    fn from(sampler: RASampler) -> Order {
-        Order::RepeatedAugmentation(sampler)
-    }
-}
-
-impl From<DistributedSampler> for Order {
-    fn from(sampler: DistributedSampler) -> Order {
-        Order::Distributed(sampler)
-    }
-}
-
-impl From<SubsetRandomSampler> for Order {
-    fn from(sampler: SubsetRandomSampler) -> Order {
-        Order::SubsetRandom(sampler)
-    }
-}
 
 /// One batch. `indices` are the data set indices; `is_padding[k]` marks a repeat that a
 /// `DistributedSampler` added to even out the ranks (exact metrics skip those).
@@ -153,7 +120,7 @@ impl<D: Dataset + 'static> DataLoader<D> {
     /// shuffles).
     pub fn is_shuffled(&self) -> bool {
         match &self.order {
-            Order::Shuffle | Order::SubsetRandom(_) => true,
+            Order::Shuffle | Order::SubsetRandom(_) | Order::Weighted(_) => true,
             Order::Distributed(s) => s.is_shuffled(),
             Order::RepeatedAugmentation(s) => s.is_shuffled(),
             Order::Sequential => false,
@@ -166,6 +133,7 @@ impl<D: Dataset + 'static> DataLoader<D> {
         self.order = match std::mem::replace(&mut self.order, Order::Sequential) {
             Order::Distributed(s) => Order::Distributed(s.shuffle(shuffle)),
             Order::SubsetRandom(s) => Order::SubsetRandom(s),
+            Order::Weighted(s) => Order::Weighted(s),
             Order::RepeatedAugmentation(s) => Order::RepeatedAugmentation(s.shuffle(shuffle)),
             _ if shuffle => Order::Shuffle,
             _ => Order::Sequential,
@@ -291,6 +259,7 @@ impl<D: Dataset + 'static> DataLoader<D> {
         match &mut self.order {
             Order::Distributed(s) => s.set_epoch(epoch),
             Order::SubsetRandom(s) => s.set_epoch(epoch),
+            Order::Weighted(s) => s.set_epoch(epoch),
             Order::RepeatedAugmentation(s) => s.set_epoch(epoch),
             Order::Sequential | Order::Shuffle => {}
         }
@@ -364,6 +333,7 @@ impl<D: Dataset + 'static> DataLoader<D> {
                 s.indices().into_iter().enumerate().map(|(k, i)| (i, s.is_padding(k))).collect()
             }
             Order::SubsetRandom(s) => s.indices().into_iter().map(|i| (i, false)).collect(),
+            Order::Weighted(s) => s.indices().into_iter().map(|i| (i, false)).collect(),
             // The repeats are the point, not padding: each counts in the epoch's metrics.
             Order::RepeatedAugmentation(s) => s.indices().into_iter().map(|i| (i, false)).collect(),
         }
@@ -374,6 +344,7 @@ impl<D: Dataset + 'static> DataLoader<D> {
         match &self.order {
             Order::Distributed(s) => s.len(),
             Order::SubsetRandom(s) => s.len(),
+            Order::Weighted(s) => s.len(),
             Order::RepeatedAugmentation(s) => s.len(),
             Order::Sequential | Order::Shuffle => self.dataset.len(),
         }

@@ -6,7 +6,7 @@
 //! iteration, so its k-th iteration (0-based) continues where the previous ones left the
 //! generator. Epoch `k` here is that k-th iteration, whichever epochs were visited before: the
 //! sampler replays the generator up to the epoch it is set to.
-use super::torch_rng::{randperm, skip_randperm, TorchGenerator};
+use super::torch_rng::{randperm, skip_randperm, EpochGenerator};
 
 /// `torch.utils.data.SubsetRandomSampler` with a seeded generator (see the module
 /// documentation). Give it to [`DataLoader::sampler`](crate::data::DataLoader::sampler) to load the
@@ -24,25 +24,24 @@ use super::torch_rng::{randperm, skip_randperm, TorchGenerator};
 #[derive(Clone)]
 pub struct SubsetRandomSampler {
     indices: Vec<usize>,
-    seed: u64,
-    epoch: u64,
-    /// The generator as it stands at the start of `epoch` (boxed: its state is 2.5 KB).
-    generator: Box<TorchGenerator>,
+    /// The generator as it stands at the start of the epoch.
+    generator: EpochGenerator,
 }
 
 impl std::fmt::Debug for SubsetRandomSampler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SubsetRandomSampler")
             .field("len", &self.indices.len())
-            .field("seed", &self.seed)
-            .field("epoch", &self.epoch)
+            .field("seed", &self.generator.seed())
+            .field("epoch", &self.generator.epoch())
             .finish()
     }
 }
 
 impl PartialEq for SubsetRandomSampler {
     fn eq(&self, other: &Self) -> bool {
-        (&self.indices, self.seed, self.epoch) == (&other.indices, other.seed, other.epoch)
+        let key = |s: &Self| (s.generator.seed(), s.generator.epoch());
+        self.indices == other.indices && key(self) == key(other)
     }
 }
 
@@ -53,9 +52,7 @@ impl SubsetRandomSampler {
     pub fn new(indices: impl IntoIterator<Item = usize>, seed: u64) -> SubsetRandomSampler {
         SubsetRandomSampler {
             indices: indices.into_iter().collect(),
-            seed,
-            epoch: 0,
-            generator: Box::new(TorchGenerator::new(seed)),
+            generator: EpochGenerator::new(seed),
         }
     }
 
@@ -63,23 +60,17 @@ impl SubsetRandomSampler {
     /// (0-based). Moving forward costs one generator pass per skipped epoch; moving back
     /// replays from the seed.
     pub fn set_epoch(&mut self, epoch: u64) {
-        if epoch < self.epoch {
-            *self.generator = TorchGenerator::new(self.seed);
-            self.epoch = 0;
-        }
-        while self.epoch < epoch {
-            skip_randperm(self.indices.len(), &mut self.generator);
-            self.epoch += 1;
-        }
+        let n = self.indices.len();
+        self.generator.set_epoch(epoch, |g| skip_randperm(n, g));
     }
 
     /// The epoch set by [`set_epoch`](Self::set_epoch).
     pub fn epoch(&self) -> u64 {
-        self.epoch
+        self.generator.epoch()
     }
     /// The seed given to [`new`](Self::new).
     pub fn seed_value(&self) -> u64 {
-        self.seed
+        self.generator.seed()
     }
     /// The indices sampled from, in the order given (torch's `sampler.indices`).
     pub fn subset_indices(&self) -> &[usize] {
@@ -96,7 +87,7 @@ impl SubsetRandomSampler {
 
     /// This epoch's data set indices, in order: `indices[i] for i in randperm(len(indices))`.
     pub fn indices(&self) -> Vec<usize> {
-        let mut generator = (*self.generator).clone();
+        let mut generator = self.generator.at_epoch();
         randperm(self.indices.len(), &mut generator).into_iter().map(|i| self.indices[i]).collect()
     }
 }

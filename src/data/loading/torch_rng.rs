@@ -100,6 +100,43 @@ pub(crate) fn skip_randperm(n: usize, g: &mut TorchGenerator) {
     }
 }
 
+/// A sampler's own generator, `torch.Generator().manual_seed(seed)`, as it stands at the start
+/// of iteration `epoch` (torch's samplers draw each iteration from where the last one left it):
+/// set an epoch and it replays from the seed, or goes on from where it stands.
+#[derive(Clone)]
+pub(crate) struct EpochGenerator {
+    seed: u64,
+    epoch: u64,
+    /// Boxed: its state is 2.5 KB.
+    generator: Box<TorchGenerator>,
+}
+
+impl EpochGenerator {
+    pub(crate) fn new(seed: u64) -> Self {
+        EpochGenerator { seed, epoch: 0, generator: Box::new(TorchGenerator::new(seed)) }
+    }
+    /// Advances (or replays) to `epoch`, `skip` consuming one iteration's draws.
+    pub(crate) fn set_epoch(&mut self, epoch: u64, mut skip: impl FnMut(&mut TorchGenerator)) {
+        if epoch < self.epoch {
+            *self = EpochGenerator::new(self.seed);
+        }
+        while self.epoch < epoch {
+            skip(&mut self.generator);
+            self.epoch += 1;
+        }
+    }
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch
+    }
+    pub(crate) fn seed(&self) -> u64 {
+        self.seed
+    }
+    /// A copy of the generator at the start of the epoch, to draw that epoch from.
+    pub(crate) fn at_epoch(&self) -> TorchGenerator {
+        (*self.generator).clone()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
