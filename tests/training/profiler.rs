@@ -196,7 +196,7 @@ fn fit_writes_rank_traces_and_trains_the_same_weights() {
     assert!(traces[0].file_name().unwrap().to_str().unwrap().starts_with("rank0."));
     let names = event_names(&traces[0]);
     assert_eq!(steps_in(&names), ["ProfilerStep#3", "ProfilerStep#4", "ProfilerStep#5"]);
-    // Step 3 ends epoch 0: its validation (2 batches) and its checkpoint are inside it.
+    // Step 3 ends epoch 0: its validation (2 batches) and checkpoint fall in ProfilerStep#4.
     assert_eq!(count(&names, phase::EVAL_STEP), 2, "{names:?}");
     assert!(count(&names, phase::CHECKPOINT_COPY) >= 1, "{names:?}");
     assert_eq!(count(&names, phase::FORWARD), 3);
