@@ -15,7 +15,7 @@ mod store;
 use std::path::{Path, PathBuf};
 
 use tch::nn::VarStore;
-use tch::{Device, Tensor};
+use tch::Tensor;
 
 pub use manifest::{
     upgrade_from_v1, FileEntry, Manifest, PartEntry, EMA_FILE, FORMAT_VERSION, MANIFEST,
@@ -29,7 +29,6 @@ pub use store::{
 
 use crate::dist::Dist;
 use crate::models::{from_safetensors_bytes, load_state_dict, save_tensors_file, state_dict};
-use crate::rng::{set_cpu_rng_state, set_rng_state};
 use crate::train::{Mode, Optimizer, RunningMetrics};
 use crate::{Error, Result, WithPath};
 
@@ -183,29 +182,7 @@ impl Checkpointer {
             .map_err(|e| Error::Checkpoint(format!("checkpoint {}: {e}", ckpt.dir.display())))?;
         optimizer.load_state_dict_owned(read(OPTIMIZER_FILE)?, &m.optimizer)?;
         if m.world_size == dist.world_size() {
-            let state =
-                m.rng_states.get(dist.rank()).and_then(|s| manifest::from_hex(s)).ok_or_else(
-                    || {
-                        Error::Checkpoint(format!(
-                            "checkpoint {}: no RNG state for rank {}",
-                            ckpt.dir.display(),
-                            dist.rank()
-                        ))
-                    },
-                )?;
-            set_cpu_rng_state(&state)?;
-            if let (Some(hex), Device::Cuda(_)) =
-                (m.device_rng_states.get(dist.rank()), dist.device())
-            {
-                let state = manifest::from_hex(hex).ok_or_else(|| {
-                    Error::Checkpoint(format!(
-                        "checkpoint {}: damaged CUDA RNG state for rank {}",
-                        ckpt.dir.display(),
-                        dist.rank()
-                    ))
-                })?;
-                set_rng_state(dist.device(), &state)?;
-            }
+            snapshot::restore_rng_states(m, dist, &ckpt.dir)?;
         } else {
             dist.println(format!("checkpoint: saved with {} ranks, resuming with {}: the ranks' RNG states are not restored", m.world_size, dist.world_size()));
         }
