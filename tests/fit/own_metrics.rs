@@ -8,7 +8,7 @@
 use crate::common;
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
@@ -18,6 +18,10 @@ use trainbook::fit::{EarlyStopping, FitReport, Trainer};
 use trainbook::launch::spawn;
 use trainbook::models::MnistNet;
 use trainbook::train::{read_records, Metric, Mode, Monitor, MulticlassScore, Optimizer};
+
+/// Both tests seed and draw from libtorch's global generator (the data, the model, the dropout
+/// of the thread ranks): one at a time, or one perturbs the other's draws.
+static SERIAL: Mutex<()> = Mutex::new(());
 
 fn data(seed: i64, n: i64) -> Arc<TensorDataset> {
     tch::manual_seed(seed);
@@ -62,6 +66,7 @@ fn f1s(report: &FitReport) -> Vec<f64> {
 #[test]
 fn an_own_metric_is_logged_and_judges_best_and_early_stopping_across_a_resume() {
     let _turn = common::module_turn(module_path!());
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let work = common::WorkDir::new("own-metrics");
     tch::manual_seed(3);
     let vs = VarStore::new(Device::Cpu);
@@ -121,6 +126,7 @@ fn an_own_metric_is_logged_and_judges_best_and_early_stopping_across_a_resume() 
 #[test]
 fn a_monitor_of_an_unregistered_metric_is_an_error_before_training() {
     let _turn = common::module_turn(module_path!());
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let work = common::WorkDir::new("own-metrics-unregistered");
     let dist = trainbook::dist::Dist::single(Device::Cpu);
     let mut vs = VarStore::new(Device::Cpu);
