@@ -4,8 +4,7 @@
 // trainbook's profiler (src/train/profile/). Same error convention as c10d_shim.h (NULL on
 // success, else a malloc'ed message freed with tb_string_free).
 //
-// The profiler is the calling thread's (as torch's is, by default): operators run by that
-// thread, and by the autograd threads it hands backward work to, are recorded.
+// The profiler is enabled for the calling thread (as torch's is, by default).
 #pragma once
 #include <stddef.h>
 #include <stdint.h>

@@ -41,11 +41,11 @@ impl Trainer<'_> {
 
     /// Records the steps `schedule` selects with libtorch's profiler (Kineto, what
     /// `torch.profiler.profile` drives), each rank's trace in `OUT/profile/` as
-    /// `rankR.TIME_NS.pt.trace.json` (open it in Perfetto, `chrome://tracing` or TensorBoard's
-    /// profiler plugin). A number `n` records `n` steps after one idle and one warm-up step
+    /// `rankR.TIME_NS.pt.trace.json` (a Chrome trace, as torch's `export_chrome_trace` writes).
+    /// A number `n` records `n` steps after one idle and one warm-up step
     /// (`torch.profiler.schedule(wait=1, warmup=1, active=n)`); steps are optimizer steps counted
     /// from the run's (or the resumed run's) start. Each step shows the loop's phases as ranges
-    /// ([`phase`](crate::train::phase)); on CUDA the kernels too. Default: off.
+    /// ([`phase`](crate::train::phase)); on CUDA it also asks for the kernels. Default: off.
     ///
     /// ```
     /// use trainbook::{dist::Dist, fit::Trainer, train::ProfileSchedule};

@@ -1,7 +1,7 @@
 //! A profiler over libtorch's own (Kineto, what `torch.profiler.profile` drives): the
 //! operators, and on CUDA the kernels and copies, of the steps a [`ProfileSchedule`] selects,
-//! saved as a Chrome trace under torch's file-name scheme (`WORKER.TIME_NS.pt.trace.json`,
-//! which TensorBoard's profiler plugin, Perfetto and `chrome://tracing` open). The schedule is
+//! saved as a Chrome trace (what torch's `export_chrome_trace` writes) under torch's file-name
+//! scheme (`WORKER.TIME_NS.pt.trace.json`). The schedule is
 //! in `schedule.rs`, the named ranges (trainbook's phases, your own, NVTX) in `range.rs`.
 mod range;
 mod schedule;
@@ -22,8 +22,8 @@ use crate::{Error, Result};
 /// `torch.profiler.profile(schedule=..., on_trace_ready=tensorboard_trace_handler(dir))`):
 /// call [`Profiler::step`] after every training step, as `prof.step()`; each cycle's trace is
 /// written to `dir` when its last active step ends (or at [`Profiler::stop`]). Each step is a
-/// `ProfilerStep#N` range on the timeline. The profiler is the calling thread's, with the
-/// autograd threads it hands backward work to.
+/// `ProfilerStep#N` range on the timeline. The profiler is enabled for the calling thread (as
+/// torch's is).
 ///
 /// ```no_run
 /// use trainbook::train::{Profiler, ProfileSchedule};

@@ -10,7 +10,7 @@ use crate::{Error, Result};
 
 /// The names of the ranges trainbook's training loop opens around its phases (in every trace,
 /// under each `ProfilerStep#N`). Under DDP the gradient all-reduce runs inside the backward
-/// pass, where c10d records its own ranges (`gloo:all_reduce`, `nccl:all_reduce`).
+/// pass, where c10d records its own ranges (`gloo:all_reduce` on Gloo).
 pub mod phase {
     /// Waiting for the data loader to hand over the next batch.
     pub const DATA_WAIT: &str = "trainbook::data_wait";
@@ -82,7 +82,7 @@ pub struct NvtxRanges {
     _not_send: PhantomData<*mut ()>,
 }
 
-/// Turns NVTX ranges on for this thread (and the autograd threads it hands work to). An error
+/// Turns NVTX ranges on for this thread. An error
 /// ([`Error::Kernel`]) in a build without CUDA, or when a profiler is already recording here.
 pub fn emit_nvtx() -> Result<NvtxRanges> {
     // SAFETY: no arguments; the shim checks the thread's profiler state.
