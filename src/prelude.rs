@@ -44,6 +44,7 @@ pub use crate::train::{
 };
 pub use crate::train::{predict, predictions};
 pub use crate::train::{Ddp, DdpOptions};
+pub use crate::train::{StepBatch, StepOutput, TrainStep};
 pub use crate::transforms::{
     aug_rng, AutoAugment, CenterCrop, Compose, Normalize, RandAugment, RandomErasing,
     RandomHorizontalFlip, RandomResizedCrop, Resize, ToTensor, TrivialAugmentWide,

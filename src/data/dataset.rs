@@ -1,5 +1,8 @@
 //! The `Dataset` trait: a sized collection whose sample `i` is a CHW float tensor and a label
-//! (and, for regression or multi-label data, a float target).
+//! (and, for regression or multi-label data, a float target; for a model of several inputs,
+//! extra input tensors).
+use tch::Tensor;
+
 use crate::transforms::{AugRng, TensorImage};
 use crate::Result;
 
@@ -31,6 +34,18 @@ pub trait Dataset: Send + Sync {
         let _ = index;
         None
     }
+    /// The model's other inputs for sample `index`, beside its image (a model of several
+    /// inputs: an image and a vector of measurements, a second picture of a pair): CPU tensors
+    /// of the same count and shapes for every sample, which the loader stacks along a new first
+    /// dimension into [`Batch::extra_inputs`](super::Batch::extra_inputs), as torch's
+    /// `default_collate` stacks each element of a sample tuple. `rng` is the sample's
+    /// augmentation stream after [`get`](Self::get) drew from it (the same per sample on any
+    /// thread, worker count or number of ranks). A step of one's own
+    /// ([`TrainStep`](crate::train::TrainStep)) reads them; the default: none.
+    fn extra_inputs(&self, index: usize, rng: &mut AugRng) -> Result<Vec<Tensor>> {
+        let _ = (index, rng);
+        Ok(Vec::new())
+    }
 }
 
 /// A shared data set is a data set: an `Arc<D>` can go wherever a `D` can (a
@@ -51,5 +66,8 @@ impl<D: Dataset + ?Sized> Dataset for std::sync::Arc<D> {
     }
     fn target(&self, index: usize) -> Option<Vec<f32>> {
         (**self).target(index)
+    }
+    fn extra_inputs(&self, index: usize, rng: &mut AugRng) -> Result<Vec<Tensor>> {
+        (**self).extra_inputs(index, rng)
     }
 }

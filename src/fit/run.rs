@@ -7,7 +7,7 @@
 //! only trains, validates, and tells the parts.
 use std::path::PathBuf;
 
-use tch::nn::{ModuleT, VarStore};
+use tch::nn::VarStore;
 
 use crate::checkpoint::Checkpointer;
 use crate::data::{DataLoader, Dataset};
@@ -33,15 +33,17 @@ use crate::fit::trail_start::start_trail;
 use crate::models::to_channels_last;
 use crate::trail::TrailRecorder;
 use crate::train::{
-    evaluate, named_anomaly, task_of, train_epoch_with, ConfusionMatrix, Ddp, EpochRecord,
-    GradScaler, ModelEma, Monitor, Optimizer, Precision, RunningMetrics, StepLogging, Validation,
+    evaluate_step, named_anomaly, task_of, train_epoch_step, ConfusionMatrix, Ddp, EpochRecord,
+    GradScaler, ModelEma, Monitor, Optimizer, Precision, RunningMetrics, StepLogging, TrainStep,
+    Validation,
 };
 use crate::{Error, Result};
 
-/// The model's variables and forward pass, and the optimizer over them.
+/// The model's variables, its training step (the forward pass and loss), and the optimizer
+/// over them.
 pub(crate) struct Model<'a> {
     pub vs: &'a mut VarStore,
-    pub net: &'a dyn ModuleT,
+    pub step: &'a dyn TrainStep,
     pub opt: &'a mut Optimizer,
 }
 
@@ -105,7 +107,7 @@ fn run_limited<A: Dataset + 'static, B: Dataset + 'static>(
     train: &mut DataLoader<A>,
     val: &mut DataLoader<B>,
 ) -> Result<FitReport> {
-    let Model { vs, net, opt } = model;
+    let Model { vs, step, opt } = model;
     let groups = opt.group_lrs().len();
     let schedule =
         cfg.schedule.as_deref().map(|s| RunSchedule::new(Some(s), groups)).transpose()?;
@@ -122,7 +124,7 @@ fn run_limited<A: Dataset + 'static, B: Dataset + 'static>(
     }
     let ddp = Ddp::wrap_with(vs, dist, cfg.ddp.clone())?;
     let log = cfg.out.join(METRICS_LOG);
-    let monitor = best_monitor(cfg, task_of(&cfg.loss, train.dataset()));
+    let monitor = best_monitor(cfg, task_of(step.task(), train.dataset()));
     let policy = best_policy(cfg, monitor);
     // Checkpoints are written in the background: a save costs the step a copy to host memory.
     let mut ckpt = Checkpointer::new(cfg.out.join("checkpoints"), policy.clone()).background(true);
@@ -180,7 +182,7 @@ fn run_limited<A: Dataset + 'static, B: Dataset + 'static>(
     for epoch in first_epoch..cfg.epochs {
         let start = (std::mem::take(&mut skip), std::mem::take(&mut metrics));
         train.set_limit_batches(max_steps::epoch_limit(cfg, &run.ckpt, start.0, run_limit));
-        let end = run.epoch(epoch, start, (vs, net, opt), (train, val))?;
+        let end = run.epoch(epoch, start, (vs, step, opt), (train, val))?;
         if let (EpochEnd::Continue, Some(line)) = (&end, max_steps::end(cfg, &run.ckpt, epoch)) {
             dist.println(line);
             break;
@@ -273,7 +275,7 @@ impl Run<'_> {
         &mut self,
         epoch: u64,
         (skip, metrics): (usize, RunningMetrics),
-        (vs, net, opt): (&VarStore, &dyn ModuleT, &mut Optimizer),
+        (vs, step, opt): (&VarStore, &dyn TrainStep, &mut Optimizer),
         (train, val): (&mut DataLoader<A>, &mut DataLoader<B>),
     ) -> Result<EpochEnd> {
         let cfg = self.cfg;
@@ -294,7 +296,7 @@ impl Run<'_> {
             opts = opts.step_records(StepLogging { epoch, steps_before });
         }
         let quiet = cfg.epoch_options(self.dist.device(), &self.ddp).progress(false);
-        let mut evaluate_now = || evaluate(net, val, &cfg.loss, &quiet);
+        let mut evaluate_now = || evaluate_step(step, val, &quiet);
         let mid_val = (cfg.val_every_steps).map(|every| MidValidation {
             every,
             batches: train.len(),
@@ -313,7 +315,7 @@ impl Run<'_> {
             trail: self.trail.as_mut(),
             mid_val,
         };
-        let t = match train_epoch_with(net, train, opt, &cfg.loss, &opts, &mut events) {
+        let t = match train_epoch_step(step, train, opt, &opts, &mut events) {
             Err(crate::Error::Interrupted(_)) if self.stopped.is_some() => {
                 self.interrupted()?;
                 return Ok(EpochEnd::Interrupted);
@@ -328,12 +330,12 @@ impl Run<'_> {
         }
         let steps = self.ckpt.global_step();
         self.callbacks.each(|c| c.on_train_epoch_end(epoch, &t, steps))?;
-        let v = evaluate(net, val, &cfg.loss, &opts)?;
+        let v = evaluate_step(step, val, &opts)?;
         self.callbacks.each(|c| c.on_validation_epoch_end(epoch, &v, steps))?;
         // The average's own validation, its values in the model for the call (timm validates
         // its EMA copy the same way, beside the model).
         let v_ema = (self.parts.ema.as_ref())
-            .map(|e| e.with_weights(vs, || evaluate(net, val, &cfg.loss, &opts)))
+            .map(|e| e.with_weights(vs, || evaluate_step(step, val, &opts)))
             .transpose()?;
         // Per-epoch schedules: the rate of the whole epoch; per-step ones: the rate after the
         // epoch's last step (both resume-independent).

@@ -1,6 +1,6 @@
 //! The training loop: the per-epoch train/evaluate helpers with their options, listener and
 //! summaries (the `epoch/` wing) and the [`Strategy`] they run under (`strategy/`), optimizers with checkpointable state (`optim/`), mixed precision (`amp/`), LR
-//! schedules, autograd's anomaly detection (`anomaly.rs`), the learning-rate range test (`lr_find/`), losses for every task, exact metrics, predictions with their confidence, the metrics log, and a
+//! schedules, one's own training step (`step.rs`), autograd's anomaly detection (`anomaly.rs`), the learning-rate range test (`lr_find/`), losses for every task, exact metrics, predictions with their confidence, the metrics log, and a
 //! deterministic mode.
 mod amp;
 mod anomaly;
@@ -18,6 +18,7 @@ mod optim;
 mod predict;
 mod profile;
 mod schedule;
+mod step;
 mod strategy;
 
 pub use crate::dist::CommHook;
@@ -36,9 +37,9 @@ pub use determinism::{
 pub use ema::ModelEma;
 pub(crate) use epoch::task_of;
 pub use epoch::{
-    data_wait_note, evaluate, host_reads, train_epoch, train_epoch_with, DeviceMetrics,
-    EpochOptions, EpochSummary, StepInfo, StepListener, StepLogging, StepRecord,
-    LOADER_BOUND_FRACTION,
+    data_wait_note, evaluate, evaluate_step, host_reads, train_epoch, train_epoch_step,
+    train_epoch_with, DeviceMetrics, EpochOptions, EpochSummary, StepInfo, StepListener,
+    StepLogging, StepRecord, LOADER_BOUND_FRACTION,
 };
 pub(crate) use log::own_metric_keys;
 pub use log::{append_record, history_table, read_records, EpochRecord};
@@ -64,6 +65,7 @@ pub use schedule::{
     ExponentialLR, LambdaLR, LinearLR, LrLambda, LrSchedule, MultiStepLR, MultiplicativeLR,
     OneCycleLR, PolynomialLR, ReduceLROnPlateau, SequentialLR, StepLR, Validation,
 };
+pub use step::{ModelStep, StepBatch, StepOutput, TrainStep};
 pub use strategy::{Ddp, DdpOptions, SingleProcess, Strategy};
 
 pub use crate::models::named_parameters;

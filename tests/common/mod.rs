@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 pub mod gpu;
 pub mod ranks;
+pub mod sigterm;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};

@@ -1,6 +1,6 @@
 //! Data sets and their preparation: ImageFolder, MNIST and the loader against torchvision,
 //! splits, subsets and relabelling against torch, Tiny ImageNet's layout, and preparing a
-//! stand-in data set from two places at once.
+//! stand-in data set from two places at once, and the extra inputs of a model of several inputs.
 //!
 //! One module per former test binary (`tests/data/<module>.rs`); a test's full name is
 //! `<module>::<test>`. Every test first takes its module's turn (`common::module_turn`), so that
@@ -12,4 +12,5 @@ mod common;
 mod data_loading;
 mod data_preparation;
 mod data_split;
+mod extra_inputs;
 mod weighted_sampler;

@@ -96,10 +96,9 @@ def evaluate(model, loader):
     return loss_sum / count, abs_sum / values, math.sqrt(sq_sum / values)
 
 
-def train(data, out, seed, epochs, batch, lr, train_n, test_n):
-    model = Net(1)
-    model.load_state_dict(load_file(f"{out}/init.safetensors"))
-    train_set, test_set = DigitValues(data, True, train_n), DigitValues(data, False, test_n)
+def loaders(train_set, test_set, seed, batch):
+    """The example's loaders: the training set shuffled by a DistributedSampler of one replica
+    (to call set_epoch on), batches of `batch`; the test set in order, batches of 1000."""
     sampler = torch.utils.data.DistributedSampler(
         train_set, num_replicas=1, rank=0, shuffle=True, seed=seed
     )
@@ -111,6 +110,14 @@ def train(data, out, seed, epochs, batch, lr, train_n, test_n):
     test_loader = torch.utils.data.DataLoader(
         test_set, batch_size=1000, generator=torch.Generator()
     )
+    return sampler, train_loader, test_loader
+
+
+def train(data, out, seed, epochs, batch, lr, train_n, test_n):
+    model = Net(1)
+    model.load_state_dict(load_file(f"{out}/init.safetensors"))
+    train_set, test_set = DigitValues(data, True, train_n), DigitValues(data, False, test_n)
+    sampler, train_loader, test_loader = loaders(train_set, test_set, seed, batch)
     opt = torch.optim.Adam(model.parameters(), lr=lr, fused=True)
     torch.manual_seed(seed)
     epochs_out = []

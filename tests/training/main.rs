@@ -1,7 +1,7 @@
 //! The training step and what it is made of, against PyTorch where PyTorch has it: mixed
 //! precision and GradScaler, gradient clipping, param groups, learning-rate schedules, losses
-//! and metrics, the EMA of the weights, the training loop's device reads, and the regression
-//! example against the same loop in PyTorch.
+//! and metrics, the EMA of the weights, the training loop's device reads, the regression
+//! example and the two-input example (a step of its own) against the same loop in PyTorch.
 //!
 //! One module per former test binary (`tests/training/<module>.rs`); a test's full name is
 //! `<module>::<test>`. Every test first takes its module's turn (`common::module_turn`), so that
@@ -24,3 +24,4 @@ mod profiler;
 mod regression;
 mod schedules;
 mod training_loop;
+mod two_inputs;

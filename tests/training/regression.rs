@@ -11,8 +11,8 @@
 use crate::common;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use trainbook::train::{read_records, EpochRecord};
 
@@ -96,28 +96,7 @@ fn the_regression_example_trains_as_pytorch_does_and_resumes_exactly() {
     // Stopped by SIGTERM after its first mid-epoch checkpoint, then run again.
     let stopped = work.join("stopped");
     let extra = ["--save-every-steps", "3"];
-    let mut child = example(&data, &init, &stopped, &extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while !has_step_checkpoint(&stopped.join("checkpoints")) {
-        assert!(start.elapsed() < Duration::from_secs(300), "no checkpoint appeared");
-        assert!(child.try_wait().unwrap().is_none(), "the run ended before a checkpoint");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    // SAFETY: kill(2) on the pid of a child this test started and has not reaped.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
-    let o = common::wait_with_deadline(child, Duration::from_secs(300), "the stopped run");
-    assert_eq!(o.status.code(), Some(99), "a stop by SIGTERM exits 99");
-    let again = common::run_with_deadline(
-        &mut example(&data, &init, &stopped, &extra),
-        Duration::from_secs(600),
-        "the resumed run",
-    );
-    let text = common::text(&again);
-    assert!(again.status.success() && text.contains("resuming from"), "{text}");
+    common::sigterm::stop_and_resume(|| example(&data, &init, &stopped, &extra), &stopped);
     let resumed = read_records(&stopped.join("metrics.jsonl")).unwrap();
     let mine: Vec<_> = resumed.iter().map(figures).collect();
     assert_eq!(mine, ours.iter().map(figures).collect::<Vec<_>>(), "the resumed run's epochs");
@@ -126,12 +105,4 @@ fn the_regression_example_trains_as_pytorch_does_and_resumes_exactly() {
         &stopped.join("model.safetensors"),
         "the stopped and resumed regression run vs the uninterrupted one",
     );
-}
-
-/// Whether `dir` holds a `step-*` checkpoint whose manifest is written.
-fn has_step_checkpoint(dir: &Path) -> bool {
-    std::fs::read_dir(dir).into_iter().flatten().flatten().any(|e| {
-        e.file_name().to_string_lossy().starts_with("step-")
-            && e.path().join("manifest.json").exists()
-    })
 }

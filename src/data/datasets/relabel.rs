@@ -124,6 +124,9 @@ impl<D: Dataset> Dataset for Relabel<D> {
     fn target(&self, index: usize) -> Option<Vec<f32>> {
         self.dataset.target(index)
     }
+    fn extra_inputs(&self, index: usize, rng: &mut AugRng) -> Result<Vec<tch::Tensor>> {
+        self.dataset.extra_inputs(index, rng)
+    }
 }
 
 /// Reads a `class_to_idx` map from `path`, in one of three formats:

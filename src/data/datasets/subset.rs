@@ -96,6 +96,12 @@ impl<D: Dataset + ?Sized> Dataset for Subset<D> {
     fn target(&self, index: usize) -> Option<Vec<f32>> {
         self.indices.get(index).and_then(|&i| self.dataset.target(i))
     }
+    fn extra_inputs(&self, index: usize, rng: &mut AugRng) -> Result<Vec<tch::Tensor>> {
+        match self.indices.get(index) {
+            Some(&inner) => self.dataset.extra_inputs(inner, rng),
+            None => Ok(Vec::new()),
+        }
+    }
 }
 
 /// The sizes of the parts of a [`random_split`]: sample counts, or fractions of the data set

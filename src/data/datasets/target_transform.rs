@@ -58,4 +58,7 @@ impl<D: Dataset> Dataset for TargetTransform<D> {
     fn target(&self, index: usize) -> Option<Vec<f32>> {
         (index < self.dataset.len()).then(|| (self.f)(self.dataset.label(index)))
     }
+    fn extra_inputs(&self, index: usize, rng: &mut AugRng) -> Result<Vec<tch::Tensor>> {
+        self.dataset.extra_inputs(index, rng)
+    }
 }

@@ -6,6 +6,7 @@
 //! finished it, as torch's pin-memory thread does, off the training loop's thread.
 use tch::{Device, Kind, Tensor};
 
+use super::extra_inputs::ExtraInputs;
 use crate::data::Dataset;
 use crate::transforms::{aug_rng, batch_rng, MixUpCutMix, TensorImage};
 use crate::{Error, Result};
@@ -17,20 +18,30 @@ pub(crate) struct CpuBatch {
     pub(crate) labels: Vec<i64>,
     /// The float targets, row-major `[B, T]`, and `T` (data sets with [`Dataset::target`]).
     pub(crate) targets: Option<(Vec<f32>, usize)>,
-    /// `images` in page-locked memory (a worker pinned it for a CUDA device).
+    /// The stacked extra inputs ([`Dataset::extra_inputs`]), `[B, ...]` each.
+    pub(crate) extra_inputs: Vec<Tensor>,
+    /// `images` (and the extra inputs) in page-locked memory (a worker pinned it for a CUDA device).
     pub(crate) pinned: bool,
 }
 
+/// A loaded sample: its image, label and extra inputs.
+pub(crate) type Loaded = (TensorImage, i64, Vec<Tensor>);
+
 /// Sample `index` of the epoch `(seed, epoch)`: its augmentation stream depends on these three
-/// alone, so which thread loads it does not matter. A panic in the data set becomes an error.
+/// alone, so which thread loads it does not matter (its extra inputs draw from the same stream
+/// after its image). A panic in the data set becomes an error.
 pub(crate) fn load_sample(
     dataset: &dyn Dataset,
     index: usize,
     (seed, epoch): (u64, u64),
-) -> Result<(TensorImage, i64)> {
+) -> Result<Loaded> {
     unless_panicked(
         || format!("loading sample {index}"),
-        || dataset.get(index, &mut aug_rng(seed, epoch, index as u64)),
+        || {
+            let mut rng = aug_rng(seed, epoch, index as u64);
+            let (image, label) = dataset.get(index, &mut rng)?;
+            Ok((image, label, dataset.extra_inputs(index, &mut rng)?))
+        },
     )
 }
 
@@ -66,6 +77,7 @@ pub(crate) struct Assembly {
     shapes: Vec<Option<[usize; 3]>>,
     errors: Vec<Option<Error>>,
     labels: Vec<i64>,
+    extras: ExtraInputs,
     left: usize,
 }
 
@@ -77,6 +89,7 @@ impl Assembly {
             shapes: vec![None; len],
             errors: (0..len).map(|_| None).collect(),
             labels: vec![0; len],
+            extras: ExtraInputs::new(len),
             left: len,
         }
     }
@@ -84,12 +97,8 @@ impl Assembly {
     /// Records sample `k`'s outcome and returns where its image goes, with the image: `None`
     /// when it failed or its shape differs from the batch tensor's (the error is raised by
     /// [`finish`](Self::finish)). The batch tensor is allocated by the first sample to arrive.
-    pub(crate) fn slot(
-        &mut self,
-        k: usize,
-        sample: Result<(TensorImage, i64)>,
-    ) -> Option<(Slot, TensorImage)> {
-        let (img, label) = match sample {
+    pub(crate) fn slot(&mut self, k: usize, sample: Result<Loaded>) -> Option<(Slot, TensorImage)> {
+        let (img, label, extras) = match sample {
             Ok(s) => s,
             Err(e) => {
                 self.errors[k] = Some(e);
@@ -99,6 +108,7 @@ impl Assembly {
         let shape = img.shape();
         self.shapes[k] = Some(shape);
         self.labels[k] = label;
+        self.extras.set(k, extras);
         let len = self.shapes.len() as i64;
         let (batch, batch_shape) = self.images.get_or_insert_with(|| {
             let [c, h, w] = shape.map(|d| d as i64);
@@ -145,16 +155,22 @@ impl Assembly {
             }
         }
         let targets = batch_targets(dataset, plan)?;
+        let indices: Vec<usize> = plan.iter().map(|p| p.0).collect();
+        let extra_inputs = self.extras.stack(&indices)?;
         let images = self
             .images
             .map(|(t, _)| t)
             .unwrap_or_else(|| Tensor::empty([0], (Kind::Float, Device::Cpu)));
-        let mut batch = CpuBatch { images, labels: self.labels, targets, pinned: false };
+        let labels = self.labels;
+        let mut batch = CpuBatch { images, labels, targets, extra_inputs, pinned: false };
         if let Some(mix) = mix {
             batch = mix.apply(batch, plan)?;
         }
         if pin {
             batch.images = crate::shim::pin_memory(&batch.images)?;
+            let pinned: Result<Vec<Tensor>> =
+                batch.extra_inputs.iter().map(crate::shim::pin_memory).collect();
+            batch.extra_inputs = pinned?;
             batch.pinned = true;
         }
         Ok(batch)
@@ -172,7 +188,7 @@ pub(crate) struct BatchMix<'a> {
 
 impl BatchMix<'_> {
     /// The batch mixed: its images, and its labels (or float targets) as class probabilities
-    /// in `targets`, the most probable class in `labels`.
+    /// in `targets`, the most probable class in `labels`; its extra inputs as they are.
     fn apply(self, batch: CpuBatch, plan: &[(usize, bool)]) -> Result<CpuBatch> {
         let size = batch.images.size();
         let (Some(&first), [_, _, h, w]) = (plan.first(), size.as_slice()) else {
@@ -189,7 +205,8 @@ impl BatchMix<'_> {
         let labels = Vec::<i64>::try_from(probabilities.max_dim(1, false).1)?;
         let width = probabilities.size()[1] as usize;
         let values = Vec::<f32>::try_from(probabilities.flatten(0, -1))?;
-        Ok(CpuBatch { images, labels, targets: Some((values, width)), pinned: false })
+        let (targets, extra_inputs) = (Some((values, width)), batch.extra_inputs);
+        Ok(CpuBatch { images, labels, targets, extra_inputs, pinned: false })
     }
 }
 
@@ -264,134 +281,5 @@ fn add_target(
 }
 
 #[cfg(test)]
-mod tests {
-    use std::collections::HashSet;
-    use std::sync::{Arc, Condvar, Mutex};
-    use std::thread::ThreadId;
-    use std::time::{Duration, Instant};
-
-    use super::*;
-    use crate::data::DataLoader;
-    use crate::transforms::AugRng;
-
-    /// A data set of `len` 1x2x2 images whose `get` can fail, panic, change shape, sleep, or
-    /// wait until `rendezvous` threads are inside `get` at once (and whose `target` can panic);
-    /// it records which thread loaded each sample.
-    #[derive(Default)]
-    struct Probe {
-        len: usize,
-        fail: Vec<usize>,
-        panic: Vec<usize>,
-        panic_target: Vec<usize>,
-        wide: Vec<usize>,
-        slow: Vec<usize>,
-        rendezvous: usize,
-        inside: Mutex<HashSet<ThreadId>>,
-        met: Condvar,
-        loaded_by: Mutex<Vec<(usize, ThreadId)>>,
-    }
-
-    impl Dataset for Probe {
-        fn len(&self) -> usize {
-            self.len
-        }
-        fn get(&self, index: usize, _rng: &mut AugRng) -> Result<(TensorImage, i64)> {
-            let me = std::thread::current().id();
-            self.loaded_by.lock().unwrap().push((index, me));
-            if self.rendezvous > 0 {
-                // Wait (10 s at most) until enough threads are loading at once.
-                let mut inside = self.inside.lock().unwrap();
-                inside.insert(me);
-                self.met.notify_all();
-                let deadline = Instant::now() + Duration::from_secs(10);
-                while inside.len() < self.rendezvous && Instant::now() < deadline {
-                    inside = self.met.wait_timeout(inside, Duration::from_millis(50)).unwrap().0;
-                }
-            }
-            if self.slow.contains(&index) {
-                std::thread::sleep(Duration::from_millis(200));
-            }
-            if self.fail.contains(&index) {
-                return Err(Error::Dataset(format!("sample {index} is unreadable")));
-            }
-            assert!(!self.panic.contains(&index), "the probe panics at {index}");
-            let width = if self.wide.contains(&index) { 3 } else { 2 };
-            let data = vec![index as f32; 2 * width];
-            Ok((TensorImage { channels: 1, height: 2, width, data }, index as i64 % 3))
-        }
-        fn label(&self, index: usize) -> i64 {
-            index as i64 % 3
-        }
-        fn classes(&self) -> Vec<String> {
-            vec!["a".into(), "b".into(), "c".into()]
-        }
-        fn target(&self, index: usize) -> Option<Vec<f32>> {
-            assert!(!self.panic_target.contains(&index), "the probe's target panics at {index}");
-            None
-        }
-    }
-
-    fn first_error(probe: Probe, workers: usize) -> String {
-        let mut loader = DataLoader::new(probe, 4).num_workers(workers);
-        let results: Vec<_> = loader.iter().collect();
-        assert!(results.last().unwrap().is_err(), "the iteration ends at the failing batch");
-        results.into_iter().find_map(|r| r.err()).unwrap().to_string()
-    }
-
-    #[test]
-    fn the_first_batch_is_shared_out_among_the_workers() {
-        // Each `get` waits until two threads are loading: one thread per batch would load
-        // batch 0's samples alone and never meet a second one inside batch 0.
-        let probe = Arc::new(Probe { len: 12, rendezvous: 2, ..Probe::default() });
-        let mut loader = DataLoader::from_arc(probe.clone(), 4).num_workers(4);
-        let first = loader.iter().next().unwrap().unwrap();
-        assert_eq!(first.indices, [0, 1, 2, 3]);
-        let threads: HashSet<ThreadId> = probe
-            .loaded_by
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|(index, _)| *index < 4)
-            .map(|(_, t)| *t)
-            .collect();
-        assert!(threads.len() >= 2, "batch 0 was loaded by {} thread(s)", threads.len());
-        let values: Vec<f32> = Vec::try_from(first.images.flatten(0, -1)).unwrap();
-        let expected: Vec<f32> = (0..4).flat_map(|i| [i as f32; 4]).collect();
-        assert_eq!(values, expected, "each sample in its own slot");
-        assert_eq!(Vec::<i64>::try_from(&first.labels).unwrap(), [0, 1, 2, 0]);
-    }
-
-    #[test]
-    fn a_batch_fails_with_its_first_failing_sample_in_order() {
-        // Samples 5 and 6 of batch 1 fail; 5 is slow, so 6's error comes in first.
-        for workers in [0, 1, 4] {
-            let probe = Probe { len: 12, fail: vec![5, 6], slow: vec![5], ..Probe::default() };
-            let err = first_error(probe, workers);
-            assert!(err.contains("sample 5 is unreadable"), "{workers} workers: {err}");
-        }
-        // A shape that differs from the batch's first sample, before a failing one.
-        for workers in [0, 4] {
-            let probe = Probe { len: 8, wide: vec![6], fail: vec![7], ..Probe::default() };
-            let err = first_error(probe, workers);
-            assert!(
-                err.contains("sample 6 has shape [1, 2, 3] but the batch has [1, 2, 2]"),
-                "{err}"
-            );
-        }
-        // The batch's first sample arrives last and differs from the others.
-        let probe = Probe { len: 4, wide: vec![1, 2, 3], slow: vec![0], ..Probe::default() };
-        let err = first_error(probe, 4);
-        assert!(err.contains("sample 1 has shape [1, 2, 3] but the batch has [1, 2, 2]"), "{err}");
-    }
-
-    #[test]
-    fn a_panic_in_the_data_set_is_an_error_naming_the_sample() {
-        for workers in [0, 3] {
-            let err = first_error(Probe { len: 8, panic: vec![6], ..Probe::default() }, workers);
-            assert!(err.contains("panicked loading sample 6"), "{workers} workers: {err}");
-            let probe = Probe { len: 8, panic_target: vec![5], ..Probe::default() };
-            let err = first_error(probe, workers);
-            assert!(err.contains("targets of samples [4, 5, 6, 7]"), "{workers} workers: {err}");
-        }
-    }
-}
+#[path = "batch_assembly_tests.rs"]
+mod tests;

@@ -168,6 +168,7 @@ impl Batches {
         let mut labels = Tensor::from_slice(&cpu.labels);
         let mut targets =
             cpu.targets.map(|(v, width)| Tensor::from_slice(&v).view([-1, width as i64]));
+        let mut extra_inputs = cpu.extra_inputs;
         if self.device != Device::Cpu {
             let to = |t: Tensor, kind| -> Result<Tensor> {
                 Ok(crate::shim::pin_memory(&t)?.to_device_(self.device, kind, true, false))
@@ -179,11 +180,21 @@ impl Batches {
             };
             labels = to(labels, Kind::Int64)?;
             targets = targets.map(|t| to(t, Kind::Float)).transpose()?;
+            extra_inputs = if cpu.pinned {
+                let to = |t: Tensor| t.to_device_(self.device, t.kind(), true, false);
+                extra_inputs.into_iter().map(to).collect()
+            } else {
+                extra_inputs
+                    .into_iter()
+                    .map(|t| to(t.shallow_clone(), t.kind()))
+                    .collect::<Result<_>>()?
+            };
         }
         Ok(Batch {
             images,
             labels,
             targets,
+            extra_inputs,
             indices: plan.iter().map(|p| p.0).collect(),
             is_padding: plan.iter().map(|p| p.1).collect(),
             position: b,

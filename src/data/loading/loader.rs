@@ -25,6 +25,9 @@ pub struct Batch {
     /// `[B, T]` float32 targets, on the loader's device, when the data set has them
     /// ([`Dataset::target`]: regression or multi-label data); `None` for class labels.
     pub targets: Option<Tensor>,
+    /// The model's other inputs, `[B, ...]` each, on the loader's device, when the data set
+    /// gives them ([`Dataset::extra_inputs`]); empty otherwise.
+    pub extra_inputs: Vec<Tensor>,
     /// The data set index of each sample.
     pub indices: Vec<usize>,
     /// Whether each sample is a padding repeat (see [`Batch`]).

@@ -2,6 +2,7 @@
 //! samplers (distributed, subset, repeated augmentation, weighted) and torch's own random permutation.
 pub(crate) mod batch_assembly;
 pub(crate) mod batches;
+pub(crate) mod extra_inputs;
 pub(crate) mod loader;
 pub(crate) mod order;
 pub(crate) mod ra_sampler;

@@ -14,8 +14,7 @@ use crate::fit::callbacks::{Callback, SharedCallback};
 use crate::fit::config::FitConfig;
 use crate::fit::outcome::FitReport;
 use crate::fit::parts::early_stopping::EarlyStopping;
-use crate::fit::run::{run, Model};
-use crate::train::DdpOptions;
+use crate::train::{DdpOptions, ModelStep};
 use crate::train::{GradClip, LrSchedule, Mode, Monitor, Optimizer, Precision, ReduceLROnPlateau};
 use crate::Result;
 
@@ -352,16 +351,8 @@ impl<'d> Trainer<'d> {
         train: &mut DataLoader<A>,
         val: &mut DataLoader<B>,
     ) -> Result<FitReport> {
-        // A dev run's settings and its scratch folder (removed when dropped).
-        let dev = self.cfg.fast_dev_run.map(|n| run_control::dev_run(&self.cfg, n)).transpose()?;
-        // overfit_batches: the first batches in order, the loaders' shuffle off for the run.
-        let overfit = run_control::overfit(&self.cfg);
-        let on = (self.dist.device(), self.cfg.pin_memory);
-        let lent = run_control::Lent::take((train, val), on, overfit.is_some());
-        let cfg = dev.as_ref().map(|(cfg, _)| cfg).or(overfit.as_ref()).unwrap_or(&self.cfg);
-        let report = run(self.dist, cfg, Model { vs, net, opt }, train, val);
-        lent.give_back((train, val));
-        report
+        let step = ModelStep { model: net, loss: &self.cfg.loss };
+        self.fit_step(vs, &step, opt, train, val)
     }
 }
 
@@ -381,6 +372,7 @@ mod gpu_speed;
 mod lr_find;
 pub use predict_stage::TtaView;
 mod own_metrics;
+mod own_step;
 mod predict_stage;
 mod run_control;
 mod test_stage;

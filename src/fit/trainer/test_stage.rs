@@ -7,7 +7,7 @@ use tch::nn::{ModuleT, VarStore};
 use super::{batch_device, Trainer};
 use crate::data::{DataLoader, Dataset};
 use crate::models::to_channels_last;
-use crate::train::{evaluate, Ddp, EpochOptions, EpochSummary};
+use crate::train::{evaluate_step, Ddp, EpochOptions, EpochSummary, ModelStep, TrainStep};
 use crate::Result;
 
 impl Trainer<'_> {
@@ -35,13 +35,24 @@ impl Trainer<'_> {
         net: &dyn ModuleT,
         loader: &mut DataLoader<D>,
     ) -> Result<EpochSummary> {
+        self.test_step(vs, &ModelStep { model: net, loss: &self.cfg.loss }, loader)
+    }
+
+    /// [`test`](Self::test) with a step of one's own (its
+    /// [`eval_step`](crate::train::TrainStep::eval_step)), as
+    /// [`fit_step`](Self::fit_step) validates.
+    pub fn test_step<D: Dataset + 'static>(
+        &self,
+        vs: &mut VarStore,
+        step: &dyn TrainStep,
+        loader: &mut DataLoader<D>,
+    ) -> Result<EpochSummary> {
         let cfg = &self.cfg;
         cfg.check_counts()?;
         cfg.check_metrics()?;
         let limit = loader.batch_limit();
         loader.set_limit_batches(cfg.limit_val_batches.or(limit));
-        let summary =
-            self.staged(vs, loader, |_, loader, opts| evaluate(net, loader, &cfg.loss, &opts));
+        let summary = self.staged(vs, loader, |_, loader, opts| evaluate_step(step, loader, &opts));
         loader.set_limit_batches(limit);
         summary
     }

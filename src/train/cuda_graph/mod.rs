@@ -195,6 +195,15 @@ impl StepGraph {
         self.advance(opts.device, main && opts.progress, (x, y), optimizer, fwd_bwd)
     }
 
+    /// This step runs eagerly, for `why` (said once if `say`): for good when the graph was
+    /// not yet checked, else this step only (a captured graph stays for the batches it fits).
+    pub(crate) fn run_eagerly(&mut self, why: &str, say: bool) {
+        if let State::Unchecked = self.state {
+            self.state = Self::give_up(say, why.to_string());
+        }
+        self.eager_steps += 1;
+    }
+
     /// On the first step: warm up, or run eagerly for good with the reason (said if `say`).
     fn check(&mut self, device: Device, blocker: impl FnOnce() -> Option<String>, say: bool) {
         if let State::Unchecked = self.state {

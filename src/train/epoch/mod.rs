@@ -35,30 +35,34 @@ use super::loss::{check_batch, Loss, Task};
 use super::metrics::{ConfusionMatrix, RunningMetrics};
 use super::optim::Optimizer;
 use super::profile::{phase, phase_range};
-use crate::data::{DataLoader, Dataset};
+use super::step::{ModelStep, StepBatch, TrainStep};
+use crate::data::{Batch, DataLoader, Dataset};
 use crate::Result;
 
-/// The task an epoch over `dataset` runs: the loss's own, else the one its data implies
-/// (float targets: regression; class labels: classification).
-pub(crate) fn task_of(loss_fn: &dyn Loss, dataset: &dyn Dataset) -> Task {
-    loss_fn
-        .task()
-        .unwrap_or_else(|| Task::of_targets(!dataset.is_empty() && dataset.target(0).is_some()))
+/// The task an epoch over `dataset` runs: the step's (its loss's) own, else the one its data
+/// implies (float targets: regression; class labels: classification).
+pub(crate) fn task_of(own: Option<Task>, dataset: &dyn Dataset) -> Task {
+    own.unwrap_or_else(|| Task::of_targets(!dataset.is_empty() && dataset.target(0).is_some()))
 }
 
-/// The model's output for `x` and the mean loss against `y` (the `task`'s shapes checked
-/// first, so a mismatch is an error naming both, not a panic inside the loss).
-fn forward_and_loss(
-    model: &dyn ModuleT,
-    loss_fn: &dyn Loss,
-    (task, top_k): (Task, Option<usize>),
-    (x, y): (&Tensor, &Tensor),
+/// The batch as the step sees it: its images (on the device, in the run's memory format), its
+/// target and extra inputs on the device.
+fn step_inputs(opts: &EpochOptions, batch: &Batch) -> (Tensor, Tensor, Vec<Tensor>) {
+    let extras = batch.extra_inputs.iter().map(|t| t.to_device(opts.device)).collect();
+    (opts.batch_images(&batch.images), batch.target().to_device(opts.device), extras)
+}
+
+/// The step's training output for `batch`, inside the run's autocast, with the task's shapes
+/// and the top-k checked.
+fn train_forward(
+    step: &dyn TrainStep,
+    opts: &EpochOptions,
+    batch: &StepBatch<'_>,
 ) -> Result<(Tensor, Tensor)> {
     let _range = phase_range(phase::FORWARD);
-    let output = model.forward_t(x, true);
-    check_batch(task, top_k, &output, y)?;
-    let loss = loss_fn.mean(&output, y);
-    Ok((output, loss))
+    let out = opts.precision.run(opts.device, || step.train_step(batch))??;
+    check_batch(batch.task, opts.top_k, &out.output, batch.target)?;
+    Ok((out.output, out.loss))
 }
 
 /// Trains `model` for one pass over `loader` (which the caller positions with `set_epoch`),
@@ -85,13 +89,28 @@ pub fn train_epoch_with<D: Dataset + 'static>(
     opts: &EpochOptions,
     listener: &mut dyn StepListener,
 ) -> Result<EpochSummary> {
+    train_epoch_step(&ModelStep { model, loss: loss_fn }, loader, optimizer, opts, listener)
+}
+
+/// [`train_epoch_with`] for a step of one's own ([`TrainStep`]): its forward pass and loss on
+/// each batch, and everything else as for a model and a loss (the accumulation, the loss
+/// scaling, the optimizer step, the exact metrics of the step's output, the listener). A CUDA
+/// graph captures the step like the model's, except for batches with extra inputs, which run
+/// eagerly.
+pub fn train_epoch_step<D: Dataset + 'static>(
+    step: &dyn TrainStep,
+    loader: &mut DataLoader<D>,
+    optimizer: &mut Optimizer,
+    opts: &EpochOptions,
+    listener: &mut dyn StepListener,
+) -> Result<EpochSummary> {
     let start = Instant::now();
     let mut progress = opts.begin_progress("train", loader.len());
     // A resumed epoch (the same batches skipped on every rank) counts only what it trains now in
     // its rate: the restored metrics hold samples an earlier run trained in its own time.
     let resumed = loader.batches_to_skip() > 0;
     progress.resume_at(loader.batches_to_skip());
-    let task = task_of(loss_fn, loader.dataset());
+    let task = task_of(step.task(), loader.dataset());
     let sums = TaskSums { task, top_k: opts.top_k };
     let mut running = DeviceMetrics::for_task(opts.device, &opts.start_metrics, sums);
     if opts.step_logging.is_some() {
@@ -126,15 +145,22 @@ pub fn train_epoch_with<D: Dataset + 'static>(
         let (window_start, position) = (batch.position / k * k, batch.position);
         let window = k.min(total_batches - window_start);
         let last_in_window = position + 1 == window_start + window;
-        let (x, y) = (opts.batch_images(&batch.images), batch.target().to_device(opts.device));
-        let graphed = match opts.cuda_graph {
+        let (x, y, extra_inputs) = step_inputs(opts, &batch);
+        let graph = opts.cuda_graph.filter(|graph| {
+            let eager = !extra_inputs.is_empty();
+            if eager {
+                let say = opts.strategy.is_main();
+                graph.borrow_mut().run_eagerly("the batches have extra inputs", say);
+            }
+            !eager
+        });
+        let graphed = match graph {
             Some(graph) => {
                 graph.borrow_mut().train_step(opts, (&x, &y), optimizer, &mut |x, y| {
                     // What the eager step below does with one micro-batch per step, no scaler.
                     opts.strategy.pre_forward(true)?;
-                    let (logits, loss) = opts.precision.run(opts.device, || {
-                        forward_and_loss(model, loss_fn, (task, opts.top_k), (x, y))
-                    })??;
+                    let inputs = StepBatch { images: x, target: y, extra_inputs: &[], task };
+                    let (logits, loss) = train_forward(step, opts, &inputs)?;
                     let _range = phase_range(phase::BACKWARD);
                     opts.strategy.run_backward(&loss, true)?;
                     Ok((logits, loss))
@@ -146,9 +172,9 @@ pub fn train_epoch_with<D: Dataset + 'static>(
             Some(step) => step,
             None => {
                 opts.strategy.pre_forward(last_in_window)?;
-                let (logits, loss) = opts.precision.run(opts.device, || {
-                    forward_and_loss(model, loss_fn, (task, opts.top_k), (&x, &y))
-                })??;
+                let extra_inputs = extra_inputs.as_slice();
+                let inputs = StepBatch { images: &x, target: &y, extra_inputs, task };
+                let (logits, loss) = train_forward(step, opts, &inputs)?;
                 if position == window_start {
                     optimizer.zero_grad();
                 }
@@ -226,9 +252,19 @@ pub fn evaluate<D: Dataset + 'static>(
     loss_fn: &dyn Loss,
     opts: &EpochOptions,
 ) -> Result<EpochSummary> {
+    evaluate_step(&ModelStep { model, loss: loss_fn }, loader, opts)
+}
+
+/// [`evaluate`] for a step of one's own ([`TrainStep::eval_step`], called without gradients):
+/// the exact loss and the task's metrics of its outputs over the real samples.
+pub fn evaluate_step<D: Dataset + 'static>(
+    step: &dyn TrainStep,
+    loader: &mut DataLoader<D>,
+    opts: &EpochOptions,
+) -> Result<EpochSummary> {
     let start = Instant::now();
     let classes = loader.dataset().classes().len();
-    let task = task_of(loss_fn, loader.dataset());
+    let task = task_of(step.task(), loader.dataset());
     let mut progress = opts.begin_progress("eval", loader.len());
     let sums = TaskSums { task, top_k: opts.top_k };
     let mut running = DeviceMetrics::for_task(opts.device, &RunningMetrics::default(), sums);
@@ -241,16 +277,16 @@ pub fn evaluate<D: Dataset + 'static>(
         let keep: Vec<i64> =
             (0..batch.len() as i64).filter(|&k| !batch.is_padding[k as usize]).collect();
         let keep = Tensor::from_slice(&keep).to_device(opts.device);
-        let (x, y) = (opts.batch_images(&batch.images), batch.target().to_device(opts.device));
-        let y = y.index_select(0, &keep);
+        let (x, y, extra_inputs) = step_inputs(opts, &batch);
+        let inputs = StepBatch { images: &x, target: &y, extra_inputs: &extra_inputs, task };
         let (logits, losses) = opts.precision.run(opts.device, || {
             tch::no_grad(|| -> Result<(Tensor, Tensor)> {
-                let logits = model.forward_t(&x, false).index_select(0, &keep);
-                check_batch(task, opts.top_k, &logits, &y)?;
-                let losses = loss_fn.per_sample(&logits, &y);
-                Ok((logits, losses))
+                let out = step.eval_step(&inputs)?;
+                check_batch(task, opts.top_k, &out.output, &y)?;
+                Ok((out.output.index_select(0, &keep), out.loss.index_select(0, &keep)))
             })
         })??;
+        let y = y.index_select(0, &keep);
         running.add_loss_sum(&losses.sum(Kind::Double), &logits, &y);
         own.add(&logits, &y)?;
         if task == Task::Classification {

@@ -1,0 +1,64 @@
+//! A run of one's own training step: [`Trainer::fit_step`], what [`Trainer::fit`] does with a
+//! model and the run's loss, for any [`TrainStep`] (Lightning's `training_step` and
+//! `validation_step`, burn's `TrainStep` and `ValidStep`).
+use tch::nn::VarStore;
+
+use super::{run_control, Trainer};
+use crate::data::{DataLoader, Dataset};
+use crate::fit::outcome::FitReport;
+use crate::fit::run::{run, Model};
+use crate::train::{Optimizer, TrainStep};
+use crate::Result;
+
+impl Trainer<'_> {
+    /// [`fit`](Self::fit) with a step of one's own: `step` gives each batch's forward pass and
+    /// loss (its [`eval_step`](TrainStep::eval_step) at validation), for a model of several
+    /// inputs ([`Dataset::extra_inputs`]) or a loss that needs more than the output and the
+    /// target; the run does the rest as for a model: DDP over `vs`, mixed precision,
+    /// accumulation, clipping, EMA, the schedule, logs, metrics, checkpoints, resume and
+    /// pre-emption. The run's [`loss`](Self::loss) is not used (the step has its own).
+    ///
+    /// ```no_run
+    /// use trainbook::prelude::*;
+    /// use tch::nn;
+    /// // A network on the images, whose features meet a second input in the head.
+    /// struct TwoInputs<'a> { body: &'a nn::SequentialT, head: &'a nn::Linear }
+    /// impl TrainStep for TwoInputs<'_> {
+    ///     fn train_step(&self, b: &StepBatch<'_>) -> trainbook::Result<StepOutput> {
+    ///         let features = self.body.forward_t(b.images, true);
+    ///         let output = self.head.forward(&Tensor::cat(&[&features, &b.extra_inputs[0]], 1));
+    ///         Ok(StepOutput { loss: output.cross_entropy_for_logits(b.target), output })
+    ///     }
+    ///     fn eval_step(&self, b: &StepBatch<'_>) -> trainbook::Result<StepOutput> {
+    ///         let features = self.body.forward_t(b.images, false);
+    ///         let output = self.head.forward(&Tensor::cat(&[&features, &b.extra_inputs[0]], 1));
+    ///         let loss = CrossEntropyLoss::default().per_sample(&output, b.target);
+    ///         Ok(StepOutput { loss, output })
+    ///     }
+    /// }
+    /// # fn run<D: Dataset + 'static>(dist: &Dist, mut train: DataLoader<D>, mut val: DataLoader<D>, body: nn::SequentialT, head: nn::Linear, mut vs: VarStore) -> trainbook::Result<()> {
+    /// let mut opt = Optimizer::adam(&vs, 1e-3);
+    /// let step = TwoInputs { body: &body, head: &head };
+    /// Trainer::new(dist).epochs(2).fit_step(&mut vs, &step, &mut opt, &mut train, &mut val)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn fit_step<A: Dataset + 'static, B: Dataset + 'static>(
+        &self,
+        vs: &mut VarStore,
+        step: &dyn TrainStep,
+        opt: &mut Optimizer,
+        train: &mut DataLoader<A>,
+        val: &mut DataLoader<B>,
+    ) -> Result<FitReport> {
+        // A dev run's settings and its scratch folder (removed when dropped).
+        let dev = self.cfg.fast_dev_run.map(|n| run_control::dev_run(&self.cfg, n)).transpose()?;
+        // overfit_batches: the first batches in order, the loaders' shuffle off for the run.
+        let overfit = run_control::overfit(&self.cfg);
+        let on = (self.dist.device(), self.cfg.pin_memory);
+        let lent = run_control::Lent::take((train, val), on, overfit.is_some());
+        let cfg = dev.as_ref().map(|(cfg, _)| cfg).or(overfit.as_ref()).unwrap_or(&self.cfg);
+        let report = run(self.dist, cfg, Model { vs, step, opt }, train, val);
+        lent.give_back((train, val));
+        report
+    }
+}

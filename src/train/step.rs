@@ -1,0 +1,145 @@
+//! Your own training step ([`TrainStep`]): what one batch's forward pass and loss are, for
+//! training and for evaluation, while the loop around it (`train_epoch`, `evaluate`, `fit`)
+//! keeps doing the rest: devices, mixed precision, DDP, gradient accumulation, loss scaling,
+//! clipping, the optimizer step, EMA, exact metrics, logs, checkpoints, resume and pre-emption.
+//! The model-and-loss step every `fit` call used so far is one implementation, [`ModelStep`].
+use tch::nn::ModuleT;
+use tch::Tensor;
+
+use super::loss::{check_batch, Loss, Task};
+use crate::Result;
+
+/// One batch as a step receives it, on the run's device.
+#[derive(Debug)]
+pub struct StepBatch<'a> {
+    /// `[B, C, H, W]` float32 images (channels-last when the run asks for it).
+    pub images: &'a Tensor,
+    /// What the metrics compare the step's output with:
+    /// [`Batch::target`](crate::data::Batch::target) (class indices `[B]`, or float targets).
+    pub target: &'a Tensor,
+    /// The batch's other inputs ([`Dataset::extra_inputs`](crate::data::Dataset::extra_inputs)),
+    /// `[B, ...]` each.
+    pub extra_inputs: &'a [Tensor],
+    /// The task whose metrics the epoch reports (the step's own, else the data's).
+    pub task: Task,
+}
+
+/// What a step hands back.
+#[derive(Debug)]
+pub struct StepOutput {
+    /// In training, the batch's mean loss, what backward runs on (a scalar); in evaluation the
+    /// loss of each sample (`[B]`), so that the epoch's loss is an exact sum over the real
+    /// samples (the padding repeats of a `DistributedSampler` left out).
+    pub loss: Tensor,
+    /// The model's output for each sample (`[B, ...]`), which the task's metrics (accuracy,
+    /// MAE, F1, the run's own metrics) compare with [`StepBatch::target`].
+    pub output: Tensor,
+}
+
+/// A training step of one's own: the forward pass and the loss of one batch, in training
+/// (gradients on, the model in training mode) and in evaluation (called under `no_grad`, the
+/// model in evaluation mode). The loop runs backward on the training loss, scaled for
+/// accumulation and float16 as usual, inside the run's autocast; everything else stays as
+/// `fit` does it. Give one to [`Trainer::fit_step`](crate::fit::Trainer::fit_step),
+/// [`train_epoch_step`](crate::train::train_epoch_step) or
+/// [`evaluate_step`](crate::train::evaluate_step).
+///
+/// A model of two inputs, an image and a vector of measurements that the data set gives as
+/// [`extra_inputs`](crate::data::Dataset::extra_inputs):
+///
+/// ```
+/// use tch::nn::{self, Module, ModuleT};
+/// use tch::{Device, Kind, Tensor};
+/// use trainbook::train::{StepBatch, StepOutput, Task, TrainStep};
+/// struct ImageAndMeasurements {
+///     image: nn::Sequential,
+///     head: nn::Linear,
+/// }
+/// impl ImageAndMeasurements {
+///     fn output(&self, batch: &StepBatch<'_>) -> Tensor {
+///         let features = self.image.forward(batch.images);
+///         self.head.forward(&Tensor::cat(&[features, batch.extra_inputs[0].shallow_clone()], 1))
+///     }
+/// }
+/// impl TrainStep for ImageAndMeasurements {
+///     fn train_step(&self, batch: &StepBatch<'_>) -> trainbook::Result<StepOutput> {
+///         let output = self.output(batch);
+///         Ok(StepOutput { loss: output.cross_entropy_for_logits(batch.target), output })
+///     }
+///     fn eval_step(&self, batch: &StepBatch<'_>) -> trainbook::Result<StepOutput> {
+///         let output = self.output(batch);
+///         let loss = output.log_softmax(1, Kind::Float).nll_loss_nd::<Tensor>(
+///             batch.target, None, tch::Reduction::None, -100,
+///         );
+///         Ok(StepOutput { loss, output })
+///     }
+/// }
+/// let vs = nn::VarStore::new(Device::Cpu);
+/// let image = nn::seq().add_fn(|x| x.flatten(1, -1)).add(nn::linear(vs.root(), 12, 4, Default::default()));
+/// let step = ImageAndMeasurements { image, head: nn::linear(vs.root(), 4 + 2, 3, Default::default()) };
+/// let (images, target) = (Tensor::rand([5, 3, 2, 2], (Kind::Float, Device::Cpu)), Tensor::from_slice(&[0i64, 1, 2, 1, 0]));
+/// let measurements = [Tensor::rand([5, 2], (Kind::Float, Device::Cpu))];
+/// let batch = StepBatch { images: &images, target: &target, extra_inputs: &measurements, task: Task::Classification };
+/// let out = step.eval_step(&batch)?;
+/// assert_eq!((out.loss.size(), out.output.size()), (vec![5], vec![5, 3]));
+/// # Ok::<(), trainbook::Error>(())
+/// ```
+pub trait TrainStep {
+    /// The task whose metrics the epochs report; `None` (the default): the one the data
+    /// implies ([`Task::of_targets`]).
+    fn task(&self) -> Option<Task> {
+        None
+    }
+    /// The forward pass and the batch's mean loss, for training.
+    fn train_step(&self, batch: &StepBatch<'_>) -> Result<StepOutput>;
+    /// The forward pass and the loss of each sample, for evaluation.
+    fn eval_step(&self, batch: &StepBatch<'_>) -> Result<StepOutput>;
+}
+
+/// The step of a model of one input and a [`Loss`]: `model.forward_t(images)`, the shapes
+/// checked against the target (an error naming both, not a panic inside the loss), then the
+/// loss's batch mean (training) or per-sample losses (evaluation). What `fit` runs when given
+/// a model.
+///
+/// ```
+/// use tch::nn::{self, ModuleT};
+/// use tch::{Device, Kind, Tensor};
+/// use trainbook::train::{CrossEntropyLoss, ModelStep, StepBatch, Task, TrainStep};
+/// let vs = nn::VarStore::new(Device::Cpu);
+/// let net = nn::seq_t().add_fn(|x| x.flatten(1, -1)).add(nn::linear(vs.root(), 12, 3, Default::default()));
+/// let loss = CrossEntropyLoss::default();
+/// let step = ModelStep { model: &net, loss: &loss };
+/// let (images, target) = (Tensor::rand([4, 3, 2, 2], (Kind::Float, Device::Cpu)), Tensor::from_slice(&[0i64, 1, 2, 1]));
+/// let batch = StepBatch { images: &images, target: &target, extra_inputs: &[], task: Task::Classification };
+/// let out = step.train_step(&batch)?;
+/// assert!(out.loss.equal(&net.forward_t(&images, true).cross_entropy_for_logits(&target)));
+/// # Ok::<(), trainbook::Error>(())
+/// ```
+pub struct ModelStep<'a> {
+    /// The model, called on the batch's images.
+    pub model: &'a dyn ModuleT,
+    /// The loss between its output and the batch's target.
+    pub loss: &'a dyn Loss,
+}
+
+impl std::fmt::Debug for ModelStep<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelStep").field("task", &self.loss.task()).finish_non_exhaustive()
+    }
+}
+
+impl TrainStep for ModelStep<'_> {
+    fn task(&self) -> Option<Task> {
+        self.loss.task()
+    }
+    fn train_step(&self, batch: &StepBatch<'_>) -> Result<StepOutput> {
+        let output = self.model.forward_t(batch.images, true);
+        check_batch(batch.task, None, &output, batch.target)?;
+        Ok(StepOutput { loss: self.loss.mean(&output, batch.target), output })
+    }
+    fn eval_step(&self, batch: &StepBatch<'_>) -> Result<StepOutput> {
+        let output = self.model.forward_t(batch.images, false);
+        check_batch(batch.task, None, &output, batch.target)?;
+        Ok(StepOutput { loss: self.loss.per_sample(&output, batch.target), output })
+    }
+}
