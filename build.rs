@@ -23,6 +23,8 @@ fn main() {
     println!("cargo:rerun-if-changed=csrc/cuda_graph_shim.h");
     println!("cargo:rerun-if-changed=csrc/profiler_shim.cpp");
     println!("cargo:rerun-if-changed=csrc/profiler_shim.h");
+    println!("cargo:rerun-if-changed=csrc/script_shim.cpp");
+    println!("cargo:rerun-if-changed=csrc/script_shim.h");
     for var in ["LIBTORCH_USE_PYTORCH", "LIBTORCH_CXX11_ABI", "GLOO_INCLUDE_DIR"] {
         println!("cargo:rerun-if-env-changed={var}");
     }
@@ -73,7 +75,8 @@ fn main() {
         .file("csrc/sync_bn_shim.cpp")
         .file("csrc/torch_file_shim.cpp")
         .file("csrc/cuda_graph_shim.cpp")
-        .file("csrc/profiler_shim.cpp");
+        .file("csrc/profiler_shim.cpp")
+        .file("csrc/script_shim.cpp");
 
     let cuda = env::var_os("CARGO_FEATURE_CUDA").is_some();
     if cuda {

@@ -1,7 +1,7 @@
 //! Models with PyTorch/torchvision parameter names: the course's MNIST CNN and torchvision's
 //! ResNet family (ResNet18/34/50/101/152) with a replaceable classification head, plus
 //! weights that interchange with PyTorch (safetensors here; `torch.save` files in
-//! [`crate::torch_file`]).
+//! [`crate::torch_file`]), and models defined in PyTorch as TorchScript (`script.rs`).
 mod batch_norm;
 mod layers;
 mod memory_format;
@@ -9,6 +9,7 @@ mod mnist_net;
 mod pretrained;
 mod resnet;
 mod resnet_blocks;
+mod script;
 mod summary;
 mod weights;
 
@@ -21,6 +22,7 @@ pub use resnet::{
     freeze_backbone, resnet, resnet18, resnet18_classifier, resnet34, resnet34_classifier,
     resnet50, resnet50_classifier, Head, HeadKind, ResNet, RESNET_DEPTHS,
 };
+pub use script::ScriptModule;
 pub use summary::{summary, ModelSummary, ModuleRow};
 pub use weights::{
     from_safetensors_bytes, load_safetensors, load_state_dict, load_weights, named_parameters,

@@ -137,6 +137,13 @@ pub fn to_safetensors_bytes(
 /// Writes named tensors to a safetensors file, streaming each tensor's memory to disk (no
 /// intermediate buffer of the whole file).
 pub fn save_tensors_file(tensors: &[(String, Tensor)], path: &Path) -> Result<()> {
+    let mut names = std::collections::BTreeSet::new();
+    if let Some((twice, _)) = tensors.iter().find(|(n, _)| !names.insert(n.as_str())) {
+        return Err(Error::InvalidArgument(format!(
+            "{}: two tensors are named {twice}",
+            path.display()
+        )));
+    }
     with_views(tensors, |views| {
         safetensors::serialize_to_file(views, None, path).map_err(|e| match e {
             safetensors::SafeTensorError::IoError(io) => Error::io(path, io),
@@ -157,13 +164,17 @@ pub fn from_safetensors_bytes(bytes: &[u8], origin: &Path) -> Result<Vec<(String
 }
 
 /// The model's state dict: every variable (parameters and BatchNorm running statistics) with
-/// PyTorch's names, plus the `num_batches_tracked` counters PyTorch's BatchNorm expects.
+/// PyTorch's names, plus the `num_batches_tracked` counters PyTorch's BatchNorm expects where
+/// the model has none of its own (trainbook's BatchNorm; a TorchScript module has them).
 pub fn state_dict(vs: &VarStore) -> Vec<(String, Tensor)> {
     let vars: BTreeMap<String, Tensor> = vs.variables().into_iter().collect();
     let mut out: Vec<(String, Tensor)> =
         vars.iter().map(|(n, t)| (n.clone(), t.shallow_clone())).collect();
     for name in vars.keys().filter_map(|n| n.strip_suffix(".running_mean")) {
-        out.push((format!("{name}.num_batches_tracked"), Tensor::from(0i64)));
+        let counter = format!("{name}.num_batches_tracked");
+        if !vars.contains_key(&counter) {
+            out.push((counter, Tensor::from(0i64)));
+        }
     }
     out.sort_by(|a, b| a.0.cmp(&b.0));
     out
@@ -179,7 +190,8 @@ pub fn save_safetensors(vs: &VarStore, path: &Path) -> Result<()> {
 }
 
 /// Copies named tensors into the model's variables, converting the dtype as PyTorch's
-/// `load_state_dict` does (`copy_`). `num_batches_tracked` is ignored. A shape mismatch, or an
+/// `load_state_dict` does (`copy_`). `num_batches_tracked` is ignored where the model has no
+/// such variable (trainbook's BatchNorm has none). A shape mismatch, or an
 /// integer tensor for a floating-point variable (or the reverse), is always an error listing
 /// every such name; with `strict`, so are missing and unexpected names.
 pub fn load_state_dict(
@@ -192,7 +204,7 @@ pub fn load_state_dict(
     let mut mismatched = Vec::new();
     let mut seen = std::collections::BTreeSet::new();
     for (name, t) in tensors {
-        if name.ends_with("num_batches_tracked") {
+        if name.ends_with("num_batches_tracked") && !vars.contains_key(name) {
             continue;
         }
         match vars.get(name) {

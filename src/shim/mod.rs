@@ -4,7 +4,7 @@
 //! was compiled against, whether NCCL is built in, the versions report, the thread's current
 //! CUDA device). The raw `extern "C"` declarations are here too, one file per csrc header:
 //! `c10d.rs` (c10d_shim.h: store, process groups, the Reducer, generators' state),
-//! `cuda_graph.rs` (cuda_graph_shim.h), `device.rs` (device_shim.h), `optim_amp.rs` (optim_amp_shim.h), `profiler.rs` (profiler_shim.h), `sync_bn.rs`
+//! `cuda_graph.rs` (cuda_graph_shim.h), `device.rs` (device_shim.h), `optim_amp.rs` (optim_amp_shim.h), `profiler.rs` (profiler_shim.h), `script.rs` (script_shim.h), `sync_bn.rs`
 //! (sync_bn_shim.h) and `torch_file.rs` (torch_file_shim.h); the safe wrappers stay where they are used, and all of them read errors
 //! through this file.
 pub(crate) mod c10d;
@@ -12,6 +12,7 @@ pub(crate) mod cuda_graph;
 pub(crate) mod device;
 pub(crate) mod optim_amp;
 pub(crate) mod profiler;
+pub(crate) mod script;
 pub(crate) mod sync_bn;
 pub(crate) mod torch_file;
 

@@ -118,8 +118,10 @@ impl ModelEma {
         let mut out: Vec<(String, Tensor)> =
             self.shadow.iter().map(|(n, t)| (n.clone(), t.shallow_clone())).collect();
         for (name, _) in self.shadow.iter().filter(|(n, _)| n.ends_with(".running_mean")) {
-            let base = name.trim_end_matches(".running_mean");
-            out.push((format!("{base}.num_batches_tracked"), Tensor::from(0i64)));
+            let counter = format!("{}.num_batches_tracked", name.trim_end_matches(".running_mean"));
+            if !self.shadow.iter().any(|(n, _)| *n == counter) {
+                out.push((counter, Tensor::from(0i64)));
+            }
         }
         out.sort_by(|a, b| a.0.cmp(&b.0));
         out

@@ -1,7 +1,7 @@
 //! Parity with PyTorch and torchvision (the venv's installation as the oracle, through the
 //! scripts in tests/oracle/): JPEG decoding against Pillow, the transforms and random crops,
 //! the distributed sampler's indices, the models (ResNet family, initialisation, channels_last,
-//! optimizers), `torch.save` files both ways, torch.hub's cache, and a smoke test of the libtorch stack itself.
+//! optimizers), `torch.save` files both ways, TorchScript modules both ways, torch.hub's cache, and a smoke test of the libtorch stack itself.
 //!
 //! One module per former test binary (`tests/parity/<module>.rs`); a test's full name is
 //! `<module>::<test>`. Every test first takes its module's turn (`common::module_turn`), so that
@@ -24,4 +24,5 @@ mod tch_smoke;
 mod torch_files;
 mod torch_hub;
 mod torch_optim_state;
+mod torchscript;
 mod transforms_parity;

@@ -1,0 +1,67 @@
+"""Oracle for tests/parity/torchscript.rs: a model defined in PyTorch, saved as TorchScript,
+trained by PyTorch.
+
+  torchscript.py make DIR
+      A small CNN (conv 3->8, BatchNorm, ReLU, max-pool, a second conv 8->8 with its BatchNorm,
+      a linear head to 3 classes) initialised after torch.manual_seed(0), scripted with
+      torch.jit.script and saved as DIR/model.pt; 40 random 3x8x8 images and their labels
+      (seed 1). Then the saved module, loaded with torch.jit.load, is trained as trainbook's
+      fit trains it: 2 epochs of 5 unshuffled batches of 8, SGD(lr=0.05, momentum=0.9,
+      foreach=True: trainbook's default kernels), cross-entropy, and after each epoch a
+      validation pass (evaluation mode, no gradients, 2 batches of 20). Writes DIR/make.safetensors: "images", "labels", and "trained.NAME" for
+      every parameter and buffer of the trained module.
+"""
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from safetensors.torch import save_file
+
+torch.set_num_threads(1)
+
+
+class SmallNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.conv2 = nn.Conv2d(8, 8, 3, padding=1)
+        self.bn2 = nn.BatchNorm2d(8)
+        self.head = nn.Linear(8 * 4 * 4, 3)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.bn1(self.conv1(x))), 2)
+        x = F.relu(self.bn2(self.conv2(x)))
+        return self.head(torch.flatten(x, 1))
+
+
+def make(out):
+    torch.manual_seed(0)
+    torch.jit.script(SmallNet()).save(f"{out}/model.pt")
+    g = torch.Generator().manual_seed(1)
+    images = torch.randn(40, 3, 8, 8, generator=g)
+    labels = torch.randint(0, 3, (40,), generator=g)
+    model = torch.jit.load(f"{out}/model.pt")
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, foreach=True)
+    for _epoch in range(2):
+        model.train()
+        for b in range(5):
+            x, y = images[8 * b : 8 * b + 8], labels[8 * b : 8 * b + 8]
+            loss = F.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        # fit's validation after each epoch (evaluation mode, no gradients, batches of 20):
+        # it runs the module's forward in another mode, which the graph executor sees.
+        model.eval()
+        with torch.no_grad():
+            for b in range(2):
+                model(images[20 * b : 20 * b + 20])
+    state = {f"trained.{k}": v.detach().contiguous() for k, v in model.named_parameters()}
+    state.update({f"trained.{k}": v.contiguous() for k, v in model.named_buffers()})
+    save_file({"images": images, "labels": labels, **state}, f"{out}/make.safetensors")
+
+
+if __name__ == "__main__":
+    {"make": make}[sys.argv[1]](sys.argv[2])

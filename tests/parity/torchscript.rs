@@ -1,0 +1,110 @@
+//! Models defined in PyTorch and trained by trainbook, and trainbook models run by PyTorch,
+//! through TorchScript (tests/oracle/torchscript.py is PyTorch's side):
+//! - a small CNN with BatchNorm, scripted and saved by PyTorch, loaded with `ScriptModule::load`
+//!   and trained by `fit` for 2 epochs (SGD with momentum) ends with the parameters and
+//!   BatchNorm buffers that PyTorch's own training of the saved module reaches, bit for bit;
+//! - the same run stopped after its first epoch and resumed by a second `fit` (a fresh load of
+//!   the module, the checkpoint restored into its tensors) ends on the same values, and
+//!   `ScriptModule::save` writes them so that a new load holds them;
+//! - a file that is not a TorchScript module, a forward with the wrong input, and a second load
+//!   into the same names are errors naming what failed.
+use crate::common;
+
+use tch::nn::VarStore;
+use tch::{Device, Kind, Tensor};
+use trainbook::data::{DataLoader, TensorDataset};
+use trainbook::dist::Dist;
+use trainbook::fit::Trainer;
+use trainbook::models::ScriptModule;
+use trainbook::train::Optimizer;
+
+/// The store's variables (parameters and buffers) by name, sorted.
+fn variables(vs: &VarStore) -> Vec<(String, Tensor)> {
+    let mut v: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
+    v.sort_by(|a, b| a.0.cmp(&b.0));
+    v
+}
+
+/// Trains the scripted module of `dir` with `fit` into `out` for `epochs` (resuming from `out`
+/// if it has a checkpoint) and returns its variables.
+fn fit_script(dir: &std::path::Path, out: &std::path::Path, epochs: u64) -> Vec<(String, Tensor)> {
+    let data = Tensor::read_safetensors(dir.join("make.safetensors")).unwrap();
+    let (images, labels) = (common::get(&data, "images"), common::get(&data, "labels"));
+    let classes = vec!["a".to_string(), "b".to_string(), "c".to_string()];
+    let ds = std::sync::Arc::new(TensorDataset::new(images, labels, classes).unwrap());
+    let mut train = DataLoader::from_arc(ds.clone(), 8);
+    let mut val = DataLoader::from_arc(ds, 20);
+    let mut vs = VarStore::new(Device::Cpu);
+    let net = ScriptModule::load(dir.join("model.pt"), &vs.root()).unwrap();
+    let mut opt = Optimizer::sgd(&vs, 0.05, 0.9);
+    let dist = Dist::single(Device::Cpu);
+    let trainer = Trainer::new(&dist).epochs(epochs).out(out).progress(false);
+    trainer.fit(&mut vs, &net, &mut opt, &mut train, &mut val).unwrap();
+    variables(&vs)
+}
+
+#[test]
+fn a_pytorch_model_trains_in_fit_as_pytorch_trains_it_and_resumes_exactly() {
+    let _turn = common::module_turn(module_path!());
+    let work = common::WorkDir::new("torchscript");
+    let theirs =
+        common::with_prefix(&common::oracle_tensors("torchscript.py", "make", &work), "trained.");
+    // One thread, as PyTorch's side: the kernels split their work the same way (OpenMP's
+    // thread count is this test thread's own).
+    let threads = tch::get_num_threads();
+    tch::set_num_threads(1);
+    let ours = fit_script(&work, &work.join("whole"), 2);
+    let names: Vec<&str> = ours.iter().map(|(n, _)| n.as_str()).collect();
+    assert!(names.contains(&"bn1.running_mean") && names.contains(&"conv1.weight"), "{names:?}");
+    assert_eq!(ours.len(), theirs.len(), "{names:?}");
+    for (name, t) in &ours {
+        assert!(t.equal(common::get(&theirs, name)), "{name}: trainbook's fit vs PyTorch");
+    }
+
+    // One epoch, then a second fit that resumes into a freshly loaded module.
+    let resumed_out = work.join("resumed");
+    fit_script(&work, &resumed_out, 1);
+    let resumed = fit_script(&work, &resumed_out, 2);
+    for ((name, a), (_, b)) in ours.iter().zip(&resumed) {
+        assert!(a.equal(b), "{name}: resumed vs uninterrupted");
+    }
+
+    // Saved with the trained values, loaded again.
+    let vs = VarStore::new(Device::Cpu);
+    let net = ScriptModule::load(work.join("model.pt"), &vs.root()).unwrap();
+    tch::no_grad(|| {
+        for (name, t) in variables(&vs) {
+            t.shallow_clone().copy_(common::get(&ours, &name));
+        }
+    });
+    net.save(work.join("trained.pt")).unwrap();
+    let again = VarStore::new(Device::Cpu);
+    let _loaded = ScriptModule::load(work.join("trained.pt"), &again.root()).unwrap();
+    for (name, t) in variables(&again) {
+        assert!(t.equal(common::get(&ours, &name)), "{name}: saved and loaded again");
+    }
+    // A second load into a store that has its names already is an error naming one.
+    let err = ScriptModule::load(work.join("model.pt"), &vs.root()).unwrap_err().to_string();
+    assert!(err.contains("already has a variable"), "{err}");
+    tch::set_num_threads(threads);
+}
+
+#[test]
+fn what_is_not_a_module_and_a_wrong_input_are_errors_naming_them() {
+    let _turn = common::module_turn(module_path!());
+    let work = common::WorkDir::new("torchscript_errors");
+    let bogus = work.join("not_a_module.pt");
+    std::fs::write(&bogus, b"not a zip file").unwrap();
+    let vs = VarStore::new(Device::Cpu);
+    let err = ScriptModule::load(&bogus, &vs.root()).unwrap_err().to_string();
+    assert!(err.contains("torch.jit.load") && err.contains("not_a_module.pt"), "{err}");
+
+    // The PyTorch-made module given a picture with another number of channels.
+    let work_make = common::WorkDir::new("torchscript_errors_make");
+    let _ = common::oracle_tensors("torchscript.py", "make", &work_make);
+    let other = VarStore::new(Device::Cpu);
+    let traced = ScriptModule::load(work_make.join("model.pt"), &other.root()).unwrap();
+    let wrong = Tensor::zeros([1, 1, 8, 8], (Kind::Float, Device::Cpu));
+    let err = traced.forward_all(&[&wrong], false).unwrap_err().to_string();
+    assert!(err.contains("TorchScript forward"), "{err}");
+}
