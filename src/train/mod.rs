@@ -47,7 +47,7 @@ pub use loss::{
     BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, Loss, MSELoss, SharedLoss,
     SmoothL1Loss, Task,
 };
-pub use lr_find::{lr_find, valley, LrFind, LrFindOptions};
+pub use lr_find::{lr_find, lr_find_step, valley, LrFind, LrFindOptions};
 pub(crate) use metrics::check_names;
 pub use metrics::{
     builtin_metric, Average, ConfusionMatrix, Metric, MetricName, MetricValue, Mode, Monitor,

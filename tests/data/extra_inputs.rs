@@ -2,7 +2,8 @@
 //! new first dimension in the batch's sample order, draws them from the sample's own random
 //! stream after its image (so any number of loader threads gives the same batches), refuses
 //! samples whose inputs differ in count, shape or kind with an error naming the sample, and a
-//! step of one's own reads them in `train_epoch_step`, `evaluate_step` and `Trainer::test_step`,
+//! step of one's own reads them in `train_epoch_step`, `evaluate_step`, `Trainer::test_step` and
+//! `Trainer::predict_step` (and its test-time augmentation) and `Trainer::lr_find_step`,
 //! where a CUDA graph leaves such batches eager and says why.
 use crate::common;
 
@@ -155,7 +156,7 @@ fn a_step_of_ones_own_trains_on_the_extra_inputs_and_a_graph_leaves_it_eager() {
     // Evaluation: the exact mean of the per-sample losses the step gives, over all 10 samples.
     let v =
         evaluate_step(&step, &mut loader, &EpochOptions::new(Device::Cpu).progress(false)).unwrap();
-    let mut sum = 0.0;
+    let (mut sum, mut outputs, mut flipped) = (0.0, Vec::new(), Vec::new());
     for b in loader.iter() {
         let b = b.unwrap();
         let inputs = [b.extra_inputs[0].shallow_clone()];
@@ -166,6 +167,10 @@ fn a_step_of_ones_own_trains_on_the_extra_inputs_and_a_graph_leaves_it_eager() {
             task: trainbook::train::Task::Classification,
         };
         let out = tch::no_grad(|| step.eval_step(&batch).unwrap());
+        let flip = b.images.flip([-1]);
+        let view = StepBatch { images: &flip, ..batch };
+        flipped.push(tch::no_grad(|| step.eval_step(&view).unwrap()).output);
+        outputs.push(out.output.shallow_clone());
         let losses = CrossEntropyLoss::default().per_sample(&out.output, &b.labels);
         sum += losses.sum(Kind::Double).double_value(&[]);
     }
@@ -176,4 +181,19 @@ fn a_step_of_ones_own_trains_on_the_extra_inputs_and_a_graph_leaves_it_eager() {
     let mut vs = vs;
     let t = trainer.test_step(&mut vs, &step, &mut loader).unwrap();
     assert_eq!((t.samples, t.loss), (10, v.loss));
+    // Prediction: the step's outputs in the data set's order, and with a flipped view the
+    // mean of the two softmaxes.
+    let (outputs, flipped) = (Tensor::cat(&outputs, 0), Tensor::cat(&flipped, 0));
+    let predicted = trainer.predict_step(&mut vs, &step, &mut loader).unwrap();
+    assert!(predicted.equal(&outputs));
+    let views = [trainbook::fit::TtaView::HorizontalFlip];
+    let tta = trainer.predict_step_tta(&mut vs, &step, &mut loader, &views).unwrap();
+    let p = |t: &Tensor| t.softmax(1, Kind::Float);
+    assert!(tta.equal(&((p(&outputs) + p(&flipped)) / 2.0)));
+    // The range test through the step: a curve, and the weights put back.
+    let weights = step.head.ws.copy();
+    let find = trainbook::train::LrFindOptions::default();
+    let curve = trainer.lr_find_step(&mut vs, &step, &mut opt, &mut loader, find).unwrap();
+    assert!(curve.lrs.len() > 3 && curve.lrs.len() == curve.losses.len(), "{curve:?}");
+    assert!(step.head.ws.equal(&weights));
 }

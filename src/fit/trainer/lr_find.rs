@@ -1,9 +1,10 @@
-//! The learning-rate range test with the run's settings: [`Trainer::lr_find`].
+//! The learning-rate range test with the run's settings: [`Trainer::lr_find`], and
+//! [`Trainer::lr_find_step`] for a step of one's own.
 use tch::nn::{ModuleT, VarStore};
 
 use super::Trainer;
 use crate::data::{DataLoader, Dataset};
-use crate::train::{lr_find, LrFind, LrFindOptions, Optimizer};
+use crate::train::{lr_find_step, LrFind, LrFindOptions, ModelStep, Optimizer, TrainStep};
 use crate::Result;
 
 impl Trainer<'_> {
@@ -38,9 +39,20 @@ impl Trainer<'_> {
         loader: &mut DataLoader<D>,
         find: LrFindOptions,
     ) -> Result<LrFind> {
-        let loss = &self.cfg.loss;
+        self.lr_find_step(vs, &ModelStep { model: net, loss: &self.cfg.loss }, opt, loader, find)
+    }
+
+    /// [`lr_find`](Self::lr_find) for a step of one's own.
+    pub fn lr_find_step<D: Dataset + 'static>(
+        &self,
+        vs: &mut VarStore,
+        step: &dyn TrainStep,
+        opt: &mut Optimizer,
+        loader: &mut DataLoader<D>,
+        find: LrFindOptions,
+    ) -> Result<LrFind> {
         self.staged(vs, loader, |vs, loader, opts| {
-            lr_find((vs, net), loader, opt, loss, opts, find)
+            lr_find_step((vs, step), loader, opt, opts, find)
         })
     }
 }

@@ -1,15 +1,17 @@
 //! Prediction over a whole loader: [`Trainer::predict`] (the model's outputs for every sample,
 //! every rank's share gathered and put in the data set's order, padding repeats left out;
 //! Lightning's `trainer.predict`) and [`Trainer::predict_tta`] (test-time augmentation: the
-//! softmax probabilities averaged over the batch as it is and its augmented views).
+//! softmax probabilities averaged over the batch as it is and its augmented views), and both
+//! for a step of one's own ([`Trainer::predict_step`], [`Trainer::predict_step_tta`]: the
+//! outputs of its `eval_step`; Lightning's `predict_step`).
 use std::sync::Arc;
 
 use tch::nn::{ModuleT, VarStore};
 use tch::{Device, Kind, Tensor};
 
 use super::Trainer;
-use crate::data::{DataLoader, Dataset};
-use crate::train::EpochOptions;
+use crate::data::{Batch, DataLoader, Dataset};
+use crate::train::{task_of, EpochOptions, StepBatch, TrainStep};
 use crate::{Error, Result};
 
 /// A view of a batch for test-time augmentation: a function of the batch's images
@@ -56,7 +58,7 @@ impl Trainer<'_> {
         net: &dyn ModuleT,
         loader: &mut DataLoader<D>,
     ) -> Result<Tensor> {
-        self.predicted(vs, net, loader, None)
+        self.predicted(vs, &model_outputs(net), loader, None)
     }
 
     /// Test-time augmentation: for every sample, the softmax probabilities (over dimension 1)
@@ -70,18 +72,44 @@ impl Trainer<'_> {
         loader: &mut DataLoader<D>,
         views: &[TtaView],
     ) -> Result<Tensor> {
-        self.predicted(vs, net, loader, Some(views))
+        self.predicted(vs, &model_outputs(net), loader, Some(views))
+    }
+
+    /// [`predict`](Self::predict) for a step of one's own: the outputs of its
+    /// [`eval_step`](TrainStep::eval_step) (which gets the batch's target and extra inputs as
+    /// in validation), for every sample in the data set's order.
+    pub fn predict_step<D: Dataset + 'static>(
+        &self,
+        vs: &mut VarStore,
+        step: &dyn TrainStep,
+        loader: &mut DataLoader<D>,
+    ) -> Result<Tensor> {
+        let outputs = step_outputs(step, loader.dataset());
+        self.predicted(vs, &outputs, loader, None)
+    }
+
+    /// [`predict_tta`](Self::predict_tta) for a step of one's own: each view changes the
+    /// batch's images; the extra inputs stay as they are.
+    pub fn predict_step_tta<D: Dataset + 'static>(
+        &self,
+        vs: &mut VarStore,
+        step: &dyn TrainStep,
+        loader: &mut DataLoader<D>,
+        views: &[TtaView],
+    ) -> Result<Tensor> {
+        let outputs = step_outputs(step, loader.dataset());
+        self.predicted(vs, &outputs, loader, Some(views))
     }
 
     fn predicted<D: Dataset + 'static>(
         &self,
         vs: &mut VarStore,
-        net: &dyn ModuleT,
+        outputs: &Outputs<'_>,
         loader: &mut DataLoader<D>,
         views: Option<&[TtaView]>,
     ) -> Result<Tensor> {
         let shares =
-            self.staged(vs, loader, |_, loader, opts| predict_share(net, loader, &opts, views));
+            self.staged(vs, loader, |_, loader, opts| predict_share(outputs, loader, &opts, views));
         let (indices, outputs) = shares?;
         let n = loader.dataset().len();
         let shape = outputs.size();
@@ -106,10 +134,36 @@ impl Trainer<'_> {
     }
 }
 
+/// A batch's outputs for the given images (the batch's own, or a view of them), the batch and
+/// the stage's options.
+type Outputs<'a> = dyn Fn(&Tensor, &Batch, &EpochOptions) -> Result<Tensor> + 'a;
+
+/// The model's outputs in evaluation mode.
+fn model_outputs(
+    net: &dyn ModuleT,
+) -> impl Fn(&Tensor, &Batch, &EpochOptions) -> Result<Tensor> + '_ {
+    move |x, _, _| Ok(net.forward_t(x, false))
+}
+
+/// The step's evaluation outputs, with the batch's target and extra inputs on the device.
+fn step_outputs<'a>(
+    step: &'a dyn TrainStep,
+    dataset: &dyn Dataset,
+) -> impl Fn(&Tensor, &Batch, &EpochOptions) -> Result<Tensor> + 'a {
+    let task = task_of(step.task(), dataset);
+    move |x, batch, opts| {
+        let target = batch.target().to_device(opts.device);
+        let extras: Vec<Tensor> =
+            batch.extra_inputs.iter().map(|t| t.to_device(opts.device)).collect();
+        let inputs = StepBatch { images: x, target: &target, extra_inputs: &extras, task };
+        Ok(step.eval_step(&inputs)?.output)
+    }
+}
+
 /// This rank's predictions: the dataset indices (int64) and the outputs (or the averaged
 /// probabilities with `views`) of its real samples, on the CPU.
 fn predict_share<D: Dataset + 'static>(
-    net: &dyn ModuleT,
+    outputs_of: &Outputs<'_>,
     loader: &mut DataLoader<D>,
     opts: &EpochOptions,
     views: Option<&[TtaView]>,
@@ -123,21 +177,25 @@ fn predict_share<D: Dataset + 'static>(
         let keep = Tensor::from_slice(&keep).to_device(opts.device);
         let x = opts.batch_images(&batch.images);
         let out = opts.precision.run(opts.device, || {
-            tch::no_grad(|| {
-                let forward = |x: &Tensor| net.forward_t(x, false).index_select(0, &keep);
+            tch::no_grad(|| -> Result<Tensor> {
+                let forward = |x: &Tensor| -> Result<Tensor> {
+                    Ok(outputs_of(x, &batch, opts)?.index_select(0, &keep))
+                };
                 match views {
                     None => forward(&x),
                     Some(views) => {
-                        let p = |x: &Tensor| forward(x).softmax(1, Kind::Float);
-                        let mut sum = p(&x);
+                        let p = |x: &Tensor| -> Result<Tensor> {
+                            Ok(forward(x)?.softmax(1, Kind::Float))
+                        };
+                        let mut sum = p(&x)?;
                         for v in views {
-                            sum += p(&v.apply(&x));
+                            sum += p(&v.apply(&x))?;
                         }
-                        sum / (views.len() + 1) as f64
+                        Ok(sum / (views.len() + 1) as f64)
                     }
                 }
             })
-        })?;
+        })??;
         outputs.push(out.to_device(Device::Cpu));
     }
     let outputs = if outputs.is_empty() {

@@ -14,7 +14,7 @@
 mod range_test;
 mod valley;
 
-pub use range_test::lr_find;
+pub use range_test::{lr_find, lr_find_step};
 pub use valley::valley;
 
 use tch::{Kind, Tensor};

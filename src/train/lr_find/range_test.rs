@@ -9,8 +9,8 @@ use super::{valley, LrFind, LrFindOptions, Smoother};
 use crate::data::{DataLoader, Dataset};
 use crate::rng::{cpu_rng_state, set_cpu_rng_state};
 use crate::train::{
-    train_epoch_with, EpochOptions, Loss, Optimizer, StepInfo, StepListener, StepLogging,
-    StepRecord, Strategy,
+    train_epoch_step, EpochOptions, Loss, ModelStep, Optimizer, StepInfo, StepListener,
+    StepLogging, StepRecord, Strategy, TrainStep,
 };
 use crate::{Error, Result};
 
@@ -72,6 +72,19 @@ pub fn lr_find<D: Dataset + 'static>(
     opts: EpochOptions,
     find: LrFindOptions,
 ) -> Result<LrFind> {
+    let step = ModelStep { model, loss: loss_fn };
+    lr_find_step((vs, &step), loader, optimizer, opts, find)
+}
+
+/// [`lr_find`] for a step of one's own ([`TrainStep`]): its training forward pass and loss on
+/// every step of the test, everything else as for a model and a loss.
+pub fn lr_find_step<D: Dataset + 'static>(
+    (vs, step): (&VarStore, &dyn TrainStep),
+    loader: &mut DataLoader<D>,
+    optimizer: &mut Optimizer,
+    opts: EpochOptions,
+    find: LrFindOptions,
+) -> Result<LrFind> {
     find.validate()?;
     let weights: Vec<(Tensor, Tensor)> =
         vs.variables().into_values().map(|v| (v.shallow_clone(), v.copy())).collect();
@@ -94,7 +107,7 @@ pub fn lr_find<D: Dataset + 'static>(
     for epoch in 0.. {
         loader.set_epoch(epoch);
         let before = test.steps;
-        match train_epoch_with(model, loader, optimizer, loss_fn, &opts, &mut test) {
+        match train_epoch_step(step, loader, optimizer, &opts, &mut test) {
             Err(Error::Interrupted(_)) if test.done => break,
             Err(e) => outcome = Err(e),
             Ok(_) if test.steps == before => {
