@@ -205,6 +205,16 @@ pub fn kill_rank_after_first_checkpoint(
     }
 }
 
+/// Copies the files of folder `from` (not its subfolders) into `to`, made if missing: a
+/// checkpoint copied for another run to resume from.
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+    }
+}
+
 /// Runs `tests/oracle/SCRIPT CMD DIR` with the venv's Python (PyTorch's side of a test) and
 /// reads the `DIR/CMD.safetensors` it writes.
 pub fn oracle_tensors(script: &str, cmd: &str, dir: &Path) -> Vec<(String, Tensor)> {

@@ -177,14 +177,6 @@ fn assert_groups_saved(dir: &Path) {
     );
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-    }
-}
-
 #[test]
 fn checkpoints_fall_on_window_ends_and_resume_is_exact() {
     let _turn = common::module_turn(module_path!());
@@ -218,7 +210,10 @@ fn checkpoints_fall_on_window_ends_and_resume_is_exact() {
     // restarts from that checkpoint, with a model initialised differently on purpose.
     let (name, ..) = found.iter().find(|c| c.3 == 2).unwrap();
     assert_groups_saved(&whole.join("checkpoints").join(name));
-    copy_dir(&whole.join("checkpoints").join(name), &resumed.join("checkpoints").join(name));
+    common::copy_dir(
+        &whole.join("checkpoints").join(name),
+        &resumed.join("checkpoints").join(name),
+    );
     // The interrupted run's step log went on past its checkpoint (here: with wrong losses, so
     // that a row left in place would show).
     let whole_steps = std::fs::read_to_string(whole.join("steps.csv")).unwrap();
@@ -343,7 +338,10 @@ fn a_float16_run_resumes_exactly_with_its_loss_scale() {
     println!("loss scale after each step: {scales:?}");
     let (name, ..) = found.iter().find(|c| c.3 == 2).unwrap();
     assert_groups_saved(&whole.join("checkpoints").join(name));
-    copy_dir(&whole.join("checkpoints").join(name), &resumed.join("checkpoints").join(name));
+    common::copy_dir(
+        &whole.join("checkpoints").join(name),
+        &resumed.join("checkpoints").join(name),
+    );
     run_in(&dist, &resumed, 8, true, Precision::F16);
     let (a, b) = (
         common::sorted_tensors(&whole.join("model.safetensors")),

@@ -13,12 +13,7 @@ use crate::common::gpu::gpu;
 
 /// Copies run `from`'s checkpoint `step` into run `to`'s checkpoints, for `to` to resume from.
 pub(crate) fn copy_step_checkpoint(from: &Path, to: &Path, step: &str) {
-    let dest = to.join("checkpoints").join(step);
-    std::fs::create_dir_all(&dest).unwrap();
-    for e in std::fs::read_dir(from.join("checkpoints").join(step)).unwrap() {
-        let e = e.unwrap();
-        std::fs::copy(e.path(), dest.join(e.file_name())).unwrap();
-    }
+    common::copy_dir(&from.join("checkpoints").join(step), &to.join("checkpoints").join(step));
 }
 
 /// MNIST's CNN trained by `fit` for 2 epochs on `samples` random digits in batches of 8 (Adam,

@@ -417,14 +417,6 @@ fn warmup_then_cosine() -> Box<dyn LrSchedule> {
     ))
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-    }
-}
-
 fn manifest(dir: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap()
 }
@@ -457,7 +449,7 @@ fn a_run_resumed_mid_epoch_follows_the_same_rates_and_weights() {
             Some(want_steps),
             "{saved}"
         );
-        copy_dir(&whole.join(step8), &resumed.join(step8));
+        common::copy_dir(&whole.join(step8), &resumed.join(step8));
         // A model initialised differently on purpose: everything comes from the checkpoint.
         let (b, lr_b) = fit(&resumed, Some(s.clone()), every_step.clone(), 8, true).unwrap();
         assert_eq!(b.resumed_from.as_ref().map(|r| (r.1, r.2)), Some((1, 2)));
