@@ -1,5 +1,5 @@
 //! Models with PyTorch/torchvision parameter names: the course's MNIST CNN and torchvision's
-//! ResNet family (ResNet18/34/50/101/152) with a replaceable classification head, plus
+//! ResNet family (ResNet18/34/50/101/152, ResNeXt, Wide ResNet) with a replaceable classification head, plus
 //! weights that interchange with PyTorch (safetensors here; `torch.save` files in
 //! [`crate::torch_file`]), and models defined in PyTorch as TorchScript (`script.rs`).
 mod batch_norm;
@@ -20,7 +20,8 @@ pub use mnist_net::MnistNet;
 pub use pretrained::{load_pretrained, load_weights_arg, Weights, PRETRAINED};
 pub use resnet::{
     freeze_backbone, resnet, resnet18, resnet18_classifier, resnet34, resnet34_classifier,
-    resnet50, resnet50_classifier, Head, HeadKind, ResNet, RESNET_DEPTHS,
+    resnet50, resnet50_classifier, resnet_by_name, Head, HeadKind, ResNet, RESNET_DEPTHS,
+    RESNET_NAMES,
 };
 pub use script::ScriptModule;
 pub use summary::{summary, ModelSummary, ModuleRow};

@@ -13,10 +13,11 @@ use crate::{Error, Result};
 /// A torchvision weights name (`<Model>_Weights.<NAME>`), without the model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Weights {
-    /// `IMAGENET1K_V1`: the original ImageNet training of each ResNet.
+    /// `IMAGENET1K_V1`: the original ImageNet training of each network.
     ImageNet1kV1,
-    /// `IMAGENET1K_V2`: torchvision's newer recipe (ResNet50, 101 and 152 only); their
-    /// evaluation transform resizes to 232 before the 224 centre crop.
+    /// `IMAGENET1K_V2`: torchvision's newer recipe (ResNet50, 101 and 152, ResNeXt50 32x4d and
+    /// 101 32x8d, the Wide ResNets); their evaluation transform resizes to 232 before the 224
+    /// centre crop.
     ImageNet1kV2,
     /// `DEFAULT`: the best weights torchvision has for the model (V2 where it exists, else V1).
     Default,
@@ -24,7 +25,7 @@ pub enum Weights {
 
 /// Every pretrained file known here: model, weights, URL (torchvision 0.28's, with the
 /// SHA-256 prefix in the file name).
-pub const PRETRAINED: [(&str, Weights, &str); 8] = [
+pub const PRETRAINED: [(&str, Weights, &str); 17] = [
     (
         "resnet18",
         Weights::ImageNet1kV1,
@@ -64,6 +65,51 @@ pub const PRETRAINED: [(&str, Weights, &str); 8] = [
         "resnet152",
         Weights::ImageNet1kV2,
         "https://download.pytorch.org/models/resnet152-f82ba261.pth",
+    ),
+    (
+        "resnext50_32x4d",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/resnext50_32x4d-7cdf4587.pth",
+    ),
+    (
+        "resnext50_32x4d",
+        Weights::ImageNet1kV2,
+        "https://download.pytorch.org/models/resnext50_32x4d-1a0047aa.pth",
+    ),
+    (
+        "resnext101_32x8d",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/resnext101_32x8d-8ba56ff5.pth",
+    ),
+    (
+        "resnext101_32x8d",
+        Weights::ImageNet1kV2,
+        "https://download.pytorch.org/models/resnext101_32x8d-110c445d.pth",
+    ),
+    (
+        "resnext101_64x4d",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/resnext101_64x4d-173b62eb.pth",
+    ),
+    (
+        "wide_resnet50_2",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/wide_resnet50_2-95faca4d.pth",
+    ),
+    (
+        "wide_resnet50_2",
+        Weights::ImageNet1kV2,
+        "https://download.pytorch.org/models/wide_resnet50_2-9ba9bcbe.pth",
+    ),
+    (
+        "wide_resnet101_2",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/wide_resnet101_2-32ee1156.pth",
+    ),
+    (
+        "wide_resnet101_2",
+        Weights::ImageNet1kV2,
+        "https://download.pytorch.org/models/wide_resnet101_2-d733dc28.pth",
     ),
 ];
 

@@ -6,7 +6,7 @@
 //! `Linear(2048, 512)`. The blocks are in `resnet_blocks`.
 use super::batch_norm::{BatchNorm2d, SyncSlot};
 use super::layers::linear;
-use super::resnet_blocks::{bn, conv, Block, BlockKind};
+use super::resnet_blocks::{bn, conv, Block, BlockKind, Grouping};
 use crate::{Error, Result};
 use tch::nn::{self, ModuleT};
 use tch::Tensor;
@@ -124,8 +124,79 @@ pub fn resnet(path: &nn::Path, depth: usize, classes: i64, head: HeadKind) -> Re
     Ok(build(path, depth, classes, head))
 }
 
+/// torchvision's names of the residual networks trainbook builds: the ResNets, the ResNeXts
+/// (grouped bottlenecks: `resnext50_32x4d` has 32 groups of width 4) and the Wide ResNets
+/// (bottlenecks twice as wide).
+pub const RESNET_NAMES: [&str; 10] = [
+    "resnet18",
+    "resnet34",
+    "resnet50",
+    "resnet101",
+    "resnet152",
+    "resnext50_32x4d",
+    "resnext101_32x8d",
+    "resnext101_64x4d",
+    "wide_resnet50_2",
+    "wide_resnet101_2",
+];
+
+/// The depth and bottleneck grouping of a name of [`RESNET_NAMES`] (torchvision's
+/// `_resnet(Bottleneck, layers, ...)` arguments).
+fn variant(name: &str) -> Option<(usize, Grouping)> {
+    let grouped = |depth, groups, width_per_group| (depth, Grouping { groups, width_per_group });
+    Some(match name {
+        "resnext50_32x4d" => grouped(50, 32, 4),
+        "resnext101_32x8d" => grouped(101, 32, 8),
+        "resnext101_64x4d" => grouped(101, 64, 4),
+        "wide_resnet50_2" => grouped(50, 1, 128),
+        "wide_resnet101_2" => grouped(101, 1, 128),
+        _ => {
+            let depth: usize = name.strip_prefix("resnet")?.parse().ok()?;
+            architecture(depth)?;
+            (depth, Grouping::PLAIN)
+        }
+    })
+}
+
+/// The network torchvision builds as `torchvision.models.get_model(name, num_classes=classes)`
+/// for a name of [`RESNET_NAMES`] (`"resnext50_32x4d"`, `"wide_resnet50_2"`, ...), with the
+/// given head, its names and parameter order torchvision's. Errors: [`Error::InvalidArgument`]
+/// naming `name` when it is not one of them.
+///
+/// ```
+/// # fn main() -> trainbook::Result<()> {
+/// use tch::nn::{ModuleT, VarStore};
+/// use tch::{Device, Kind, Tensor};
+/// use trainbook::models::{resnet_by_name, HeadKind};
+/// let vs = VarStore::new(Device::Cpu);
+/// let model = resnet_by_name(&vs.root(), "resnext50_32x4d", 10, HeadKind::Linear)?;
+/// assert_eq!(vs.variables()["layer1.0.conv2.weight"].size(), [128, 4, 3, 3]); // 32 groups of 4
+/// let images = Tensor::zeros([1, 3, 64, 64], (Kind::Float, Device::Cpu));
+/// assert_eq!(model.forward_t(&images, false).size(), [1, 10]);
+/// assert!(resnet_by_name(&vs.root(), "resnext18", 10, HeadKind::Linear).is_err());
+/// # Ok(()) }
+/// ```
+pub fn resnet_by_name(path: &nn::Path, name: &str, classes: i64, head: HeadKind) -> Result<ResNet> {
+    let (depth, grouping) = variant(name).ok_or_else(|| {
+        Error::InvalidArgument(format!(
+            "model {name:?}: the residual networks are {RESNET_NAMES:?}"
+        ))
+    })?;
+    Ok(build_grouped(path, (depth, grouping), classes, head))
+}
+
 /// [`resnet`] for a depth of [`RESNET_DEPTHS`].
 fn build(path: &nn::Path, depth: usize, classes: i64, head: HeadKind) -> ResNet {
+    build_grouped(path, (depth, Grouping::PLAIN), classes, head)
+}
+
+/// [`build`] with the bottlenecks' `grouping`.
+fn build_grouped(
+    path: &nn::Path,
+    (depth, grouping): (usize, Grouping),
+    classes: i64,
+    head: HeadKind,
+) -> ResNet {
     let (block, blocks) = architecture(depth).expect("one of RESNET_DEPTHS");
     // The stem first: parameters are created in torchvision's order (DDP's buckets follow it).
     let sync = SyncSlot::default();
@@ -138,7 +209,7 @@ fn build(path: &nn::Path, depth: usize, classes: i64, head: HeadKind) -> ResNet 
         let mut layer = Vec::new();
         for b in 0..n {
             let stride = if i > 0 && b == 0 { 2 } else { 1 };
-            layer.push(Block::new(block, &(&p / b), (c_in, planes, stride), &sync));
+            layer.push(Block::new((block, grouping), &(&p / b), (c_in, planes, stride), &sync));
             c_in = planes * block.expansion();
         }
         layers.push(layer);

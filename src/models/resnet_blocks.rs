@@ -2,6 +2,8 @@
 //! `BasicBlock` of ResNet18/34 (two 3x3 convolutions) and the `Bottleneck` of ResNet50/101/152
 //! (1x1, 3x3, 1x1 with 4x the channels out; the stride on the 3x3 convolution, i.e. "ResNet
 //! v1.5"), each with a `downsample` (1x1 convolution and BatchNorm) when its shape changes.
+//! A bottleneck's 3x3 convolution may be grouped and its width scaled (torchvision's `groups`
+//! and `width_per_group`: ResNeXt and Wide ResNet).
 use tch::nn::init::{FanInOut, NonLinearity, NormalOrUniform};
 use tch::nn::{self, ConvConfig, Init, ModuleT};
 use tch::Tensor;
@@ -17,6 +19,17 @@ pub(super) fn conv(
     stride: i64,
     padding: i64,
 ) -> nn::Conv2D {
+    grouped_conv(p, (c_in, c_out, 1), k, stride, padding)
+}
+
+/// [`conv`] in `groups` groups.
+fn grouped_conv(
+    p: nn::Path,
+    (c_in, c_out, groups): (i64, i64, i64),
+    k: i64,
+    stride: i64,
+    padding: i64,
+) -> nn::Conv2D {
     let ws_init = Init::Kaiming {
         dist: NormalOrUniform::Normal,
         fan: FanInOut::FanOut,
@@ -27,7 +40,7 @@ pub(super) fn conv(
         c_in,
         c_out,
         k,
-        ConvConfig { stride, padding, bias: false, ws_init, ..Default::default() },
+        ConvConfig { stride, padding, groups, bias: false, ws_init, ..Default::default() },
     )
 }
 
@@ -64,6 +77,19 @@ pub(super) struct Block {
     downsample: Option<(nn::Conv2D, BatchNorm2d)>,
 }
 
+/// A bottleneck's 3x3 convolution: its groups and the width of each group at `planes` 64
+/// (torchvision's `groups` and `width_per_group`; a ResNet's are 1 and 64).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Grouping {
+    pub(super) groups: i64,
+    pub(super) width_per_group: i64,
+}
+
+impl Grouping {
+    /// A plain ResNet's: one group, width 64.
+    pub(super) const PLAIN: Grouping = Grouping { groups: 1, width_per_group: 64 };
+}
+
 /// Which residual block a ResNet stacks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum BlockKind {
@@ -84,16 +110,19 @@ impl BlockKind {
 }
 
 impl Block {
-    /// A block of `kind` under `p` taking `c_in` channels, of width `planes` (`planes *
-    /// expansion` channels out), with `stride` on its 3x3 convolution; its BatchNorm layers
-    /// synchronise through `sync`.
+    /// A block of `kind` under `p` taking `c_in` channels, of `planes` (`planes * expansion`
+    /// channels out), with `stride` on its 3x3 convolution; a bottleneck's inner width is
+    /// torchvision's `int(planes * width_per_group / 64) * groups`, its 3x3 convolution in
+    /// `groups` groups; its BatchNorm layers synchronise through `sync`.
     pub(super) fn new(
-        kind: BlockKind,
+        (kind, grouping): (BlockKind, Grouping),
         p: &nn::Path,
         (c_in, planes, stride): (i64, i64, i64),
         sync: &SyncSlot,
     ) -> Self {
         let c_out = planes * kind.expansion();
+        let Grouping { groups, width_per_group } = grouping;
+        let width = planes * width_per_group / 64 * groups;
         // Created in torchvision's order (conv1, bn1, conv2, bn2[, conv3, bn3], downsample) so
         // that the parameter order, which DDP's buckets follow, is torch's.
         let (k1, s1, s2) = match kind {
@@ -101,11 +130,11 @@ impl Block {
             BlockKind::Bottleneck => (1, 1, stride),
         };
         let (conv1, bn1) =
-            (conv(p / "conv1", c_in, planes, k1, s1, k1 / 2), bn(p / "bn1", planes, sync));
-        let (conv2, bn2) =
-            (conv(p / "conv2", planes, planes, 3, s2, 1), bn(p / "bn2", planes, sync));
+            (conv(p / "conv1", c_in, width, k1, s1, k1 / 2), bn(p / "bn1", width, sync));
+        let conv2 = grouped_conv(p / "conv2", (width, width, groups), 3, s2, 1);
+        let bn2 = bn(p / "bn2", width, sync);
         let conv3 = (kind == BlockKind::Bottleneck)
-            .then(|| (conv(p / "conv3", planes, c_out, 1, 1, 0), bn(p / "bn3", c_out, sync)));
+            .then(|| (conv(p / "conv3", width, c_out, 1, 1, 0), bn(p / "bn3", c_out, sync)));
         let downsample = downsample(p, (c_in, c_out, stride), sync);
         Block { conv1, bn1, conv2, bn2, conv3, downsample }
     }

@@ -1,10 +1,11 @@
 //! The ResNet family against torchvision (the venv's torch/torchvision as oracle):
-//! - every depth (18, 34, 50, 101, 152) has torchvision's state_dict names and shapes, and its
-//!   parameters in torchvision's `named_parameters()` order (the order DDP's buckets follow);
-//! - ResNet18 (torchvision's `fc`), ResNet34 (the course's model: the MLP head) and ResNet50
-//!   (bottlenecks, the MLP head) with torchvision's random weights, loaded strictly by name,
-//!   give torchvision's eval-mode and train-mode logits, parameter gradients and updated
-//!   BatchNorm statistics bit for bit;
+//! - every network of `RESNET_NAMES` (the depths 18, 34, 50, 101, 152, the ResNeXts and Wide
+//!   ResNets) has torchvision's state_dict names and shapes, and its parameters in
+//!   torchvision's `named_parameters()` order (the order DDP's buckets follow);
+//! - ResNet18 (torchvision's `fc`), ResNet34 (the course's model: the MLP head), ResNet50
+//!   (bottlenecks, the MLP head), ResNeXt50 32x4d (grouped bottlenecks) and Wide ResNet50-2
+//!   with torchvision's random weights, loaded strictly by name, give torchvision's eval-mode
+//!   and train-mode logits, parameter gradients and updated BatchNorm statistics bit for bit;
 //! - `freeze_backbone` trains only `fc.*` at either depth and with either head.
 //!
 //! tests/parity/models_parity.rs also loads ResNet34 from torchvision (with the default thread
@@ -17,16 +18,17 @@ use std::process::Command;
 use tch::nn::{ModuleT, VarStore};
 use tch::{Device, Kind, Tensor};
 use trainbook::models::{
-    freeze_backbone, load_safetensors, resnet, state_dict, HeadKind, RESNET_DEPTHS,
+    freeze_backbone, load_safetensors, resnet, resnet_by_name, state_dict, HeadKind, RESNET_NAMES,
 };
 use trainbook::train::{named_parameters, CrossEntropyLoss, Optimizer};
 
 /// The oracle, run as `python -c ORACLE CMD ...`:
 ///
-/// - `names`: for every depth, torchvision's state_dict (name, shape) and named_parameters()
-///   order, as JSON (models built on the meta device: nothing is allocated or initialised);
-/// - `pass DEPTH CLASSES HEAD DIR`: `resnet{DEPTH}(num_classes=CLASSES)`, with the course head
-///   when HEAD is `mlp`, from seed DEPTH with random BatchNorm affine parameters and statistics
+/// - `names NAME...`: for every network, torchvision's state_dict (name, shape) and
+///   named_parameters() order, as JSON (models built on the meta device: nothing is allocated
+///   or initialised);
+/// - `pass NAME CLASSES HEAD DIR`: `get_model(NAME, num_classes=CLASSES)`, with the course head
+///   when HEAD is `mlp`, from seed 0 with random BatchNorm affine parameters and statistics
 ///   (so that eval mode is no identity), writes DIR/weights.safetensors (the state_dict) and
 ///   DIR/io.safetensors: input `x`, eval logits, then in train mode the logits, the gradients
 ///   `grad.*` of `(logits * w).sum()` and the running statistics `after.*` the pass updated.
@@ -38,8 +40,8 @@ from safetensors.torch import save_file
 torch.set_num_threads(1)
 
 
-def build(depth, classes, head):
-    m = getattr(torchvision.models, f"resnet{depth}")(num_classes=classes)
+def build(name, classes, head):
+    m = torchvision.models.get_model(name, num_classes=classes)
     if head == "mlp":
         m.fc = torch.nn.Sequential(torch.nn.Linear(m.fc.in_features, 512), torch.nn.ReLU(),
                                    torch.nn.Linear(512, classes))
@@ -48,16 +50,16 @@ def build(depth, classes, head):
 
 if sys.argv[1] == "names":
     out = {}
-    for depth in map(int, sys.argv[2:]):
+    for name in sys.argv[2:]:
         with torch.device("meta"):
-            m = build(depth, 1000, "linear")
-        out[depth] = {"state": [[k, list(v.shape)] for k, v in m.state_dict().items()],
+            m = build(name, 1000, "linear")
+        out[name] = {"state": [[k, list(v.shape)] for k, v in m.state_dict().items()],
                       "params": [n for n, _ in m.named_parameters()]}
     print(json.dumps(out))
 elif sys.argv[1] == "pass":
-    depth, classes, head, d = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
-    torch.manual_seed(depth)
-    m = build(depth, classes, head)
+    name, classes, head, d = sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
+    torch.manual_seed(0)
+    m = build(name, classes, head)
     for mod in m.modules():
         if isinstance(mod, torch.nn.BatchNorm2d):
             mod.running_mean.uniform_(-0.2, 0.2)
@@ -93,41 +95,40 @@ fn one_thread() {
 }
 
 #[test]
-fn every_depth_has_torchvisions_names_shapes_and_parameter_order() {
+fn every_network_has_torchvisions_names_shapes_and_parameter_order() {
     let _turn = common::module_turn(module_path!());
     one_thread();
-    let args: Vec<String> = RESNET_DEPTHS.iter().map(|d| d.to_string()).collect();
     let mut cmd = vec!["names"];
-    cmd.extend(args.iter().map(String::as_str));
+    cmd.extend(RESNET_NAMES);
     let want: serde_json::Value = serde_json::from_str(&oracle(&cmd)).unwrap();
-    for depth in RESNET_DEPTHS {
+    for depth in RESNET_NAMES {
         let vs = VarStore::new(Device::Cpu);
-        let _net = resnet(&vs.root(), depth, 1000, HeadKind::Linear).unwrap();
+        let _net = resnet_by_name(&vs.root(), depth, 1000, HeadKind::Linear).unwrap();
         let mut state: Vec<(String, Vec<i64>)> =
             state_dict(&vs).into_iter().map(|(n, t)| (n, t.size())).collect();
         let mut torch_state: Vec<(String, Vec<i64>)> =
             serde_json::from_value(want[depth.to_string()]["state"].clone()).unwrap();
         state.sort();
         torch_state.sort();
-        assert_eq!(state, torch_state, "resnet{depth}: state_dict names and shapes");
+        assert_eq!(state, torch_state, "{depth}: state_dict names and shapes");
         let order: Vec<String> = named_parameters(&vs).into_iter().map(|(n, _)| n).collect();
         let torch_order: Vec<String> =
             serde_json::from_value(want[depth.to_string()]["params"].clone()).unwrap();
-        assert_eq!(order, torch_order, "resnet{depth}: parameter order");
-        println!("resnet{depth}: {} state_dict entries as torchvision's", state.len());
+        assert_eq!(order, torch_order, "{depth}: parameter order");
+        println!("{depth}: {} state_dict entries as torchvision's", state.len());
     }
 }
 
-/// Loads torchvision's random ResNet of `depth` into trainbook's and compares one eval-mode
-/// and one train-mode pass, bit for bit.
-fn same_passes_as_torchvision(depth: usize, head: HeadKind) {
+/// Loads torchvision's random network `depth` (a name of `RESNET_NAMES`) into trainbook's and
+/// compares one eval-mode and one train-mode pass, bit for bit.
+fn same_passes_as_torchvision(depth: &str, head: HeadKind) {
     one_thread();
     let classes = 5;
-    let dir = common::WorkDir::new(&format!("resnet{depth}"));
+    let dir = common::WorkDir::new(depth);
     let head_arg = if head == HeadKind::Mlp { "mlp" } else { "linear" };
-    oracle(&["pass", &depth.to_string(), &classes.to_string(), head_arg, dir.to_str().unwrap()]);
+    oracle(&["pass", depth, &classes.to_string(), head_arg, dir.to_str().unwrap()]);
     let mut vs = VarStore::new(Device::Cpu);
-    let net = resnet(&vs.root(), depth, classes, head).unwrap();
+    let net = resnet_by_name(&vs.root(), depth, classes, head).unwrap();
     // Strict: every name of torchvision's state_dict is trainbook's and vice versa.
     let report = load_safetensors(&mut vs, &dir.join("weights.safetensors"), true).unwrap();
     assert_eq!(report.loaded.len(), vs.variables().len());
@@ -144,10 +145,10 @@ fn same_passes_as_torchvision(depth: usize, head: HeadKind) {
     // `(logits * w).sum()` hands both backward passes exactly `w` as the logits' gradient.
     let mut worst = 0.0f64;
     let mut check = |what: &str, got: &Tensor, want: &Tensor| {
-        assert_eq!(got.size(), want.size(), "resnet{depth} {what}: shape");
+        assert_eq!(got.size(), want.size(), "{depth} {what}: shape");
         let diff = (got - want).abs().max().double_value(&[]);
         worst = worst.max(diff);
-        assert!(got.equal(want), "resnet{depth} {what}: max |diff| {diff:e} from torchvision");
+        assert!(got.equal(want), "{depth} {what}: max |diff| {diff:e} from torchvision");
     };
     let y_eval = tch::no_grad(|| net.forward_t(x, false));
     check("eval logits", &y_eval, &io["y_eval"]);
@@ -167,7 +168,7 @@ fn same_passes_as_torchvision(depth: usize, head: HeadKind) {
     }
     assert_eq!(stats, io.keys().filter(|k| k.starts_with("after.")).count());
     println!(
-        "resnet{depth} ({head:?} head) vs torchvision: eval and train logits, {} gradients and \
+        "{depth} ({head:?} head) vs torchvision: eval and train logits, {} gradients and \
          {stats} running statistics equal (max |diff| {worst:e})",
         params.len()
     );
@@ -176,19 +177,31 @@ fn same_passes_as_torchvision(depth: usize, head: HeadKind) {
 #[test]
 fn resnet18_matches_torchvision_in_eval_and_train_mode() {
     let _turn = common::module_turn(module_path!());
-    same_passes_as_torchvision(18, HeadKind::Linear);
+    same_passes_as_torchvision("resnet18", HeadKind::Linear);
 }
 
 #[test]
 fn resnet34_matches_torchvision_in_eval_and_train_mode() {
     let _turn = common::module_turn(module_path!());
-    same_passes_as_torchvision(34, HeadKind::Mlp);
+    same_passes_as_torchvision("resnet34", HeadKind::Mlp);
 }
 
 #[test]
 fn resnet50_matches_torchvision_in_eval_and_train_mode() {
     let _turn = common::module_turn(module_path!());
-    same_passes_as_torchvision(50, HeadKind::Mlp);
+    same_passes_as_torchvision("resnet50", HeadKind::Mlp);
+}
+
+#[test]
+fn resnext50_32x4d_matches_torchvision_in_eval_and_train_mode() {
+    let _turn = common::module_turn(module_path!());
+    same_passes_as_torchvision("resnext50_32x4d", HeadKind::Linear);
+}
+
+#[test]
+fn wide_resnet50_2_matches_torchvision_in_eval_and_train_mode() {
+    let _turn = common::module_turn(module_path!());
+    same_passes_as_torchvision("wide_resnet50_2", HeadKind::Linear);
 }
 
 #[test]

@@ -165,10 +165,15 @@ const BACKED: [(&str, &str, &[&str], &[&str]); 11] = [
         &[],
     ),
     (
-        "ResNet18, ResNet34 (the course's model, with its head) and ResNet50 loaded with \
-         torchvision's random weights give its eval- and train-mode logits and gradients bit for bit",
+        "ResNet18, ResNet34 (the course's model, with its head), ResNet50, ResNeXt50 32x4d and \
+         Wide ResNet50-2 loaded with torchvision's random weights give its eval- and train-mode \
+         logits and gradients bit for bit",
         "tests/parity/resnet_family.rs",
-        &["same_passes_as_torchvision(34, HeadKind::Mlp)", "assert!(got.equal(want)"],
+        &[
+            "same_passes_as_torchvision(\"resnet34\", HeadKind::Mlp)",
+            "same_passes_as_torchvision(\"wide_resnet50_2\", HeadKind::Linear)",
+            "assert!(got.equal(want)",
+        ],
         &[],
     ),
     (
