@@ -36,13 +36,16 @@ impl SyncSlot {
     }
 }
 
-/// `torch.nn.BatchNorm2d(c)` with torch's momentum 0.1 and eps 1e-5, initialised as torch's
-/// (weight 1, bias 0; tch's `batch_norm2d` draws the weight uniform in [0, 1) instead); a
-/// `SyncBatchNorm` while its [`SyncSlot`] holds a group.
+/// `torch.nn.BatchNorm2d(c)` with torch's momentum 0.1 and eps 1e-5 (or others:
+/// [`with`](Self::with)), initialised as torch's (weight 1, bias 0; tch's `batch_norm2d` draws
+/// the weight uniform in [0, 1) instead); a `SyncBatchNorm` while its [`SyncSlot`] holds a
+/// group.
 #[derive(Debug)]
 pub struct BatchNorm2d {
     bn: nn::BatchNorm,
     sync: SyncSlot,
+    eps: f64,
+    momentum: f64,
 }
 
 /// torch's BatchNorm defaults (tch's `BatchNormConfig::default()` has the same).
@@ -52,14 +55,19 @@ const EPS: f64 = 1e-5;
 impl BatchNorm2d {
     /// The layer under `p` with `c` channels, synchronising through `sync`.
     pub fn new(p: nn::Path, c: i64, sync: &SyncSlot) -> BatchNorm2d {
+        BatchNorm2d::with(p, c, sync, (EPS, MOMENTUM))
+    }
+
+    /// `torch.nn.BatchNorm2d(c, eps=eps, momentum=momentum)` (MobileNetV3's: 0.001, 0.01).
+    pub fn with(p: nn::Path, c: i64, sync: &SyncSlot, (eps, momentum): (f64, f64)) -> BatchNorm2d {
         let config = nn::BatchNormConfig {
-            momentum: MOMENTUM,
-            eps: EPS,
+            momentum,
+            eps,
             ws_init: nn::Init::Const(1.0),
             bs_init: nn::Init::Const(0.0),
             ..Default::default()
         };
-        BatchNorm2d { bn: nn::batch_norm2d(p, c, config), sync: sync.clone() }
+        BatchNorm2d { bn: nn::batch_norm2d(p, c, config), sync: sync.clone(), eps, momentum }
     }
 }
 
@@ -75,8 +83,8 @@ impl ModuleT for BatchNorm2d {
                 let params = NormParams {
                     affine: self.bn.ws.as_ref().zip(self.bn.bs.as_ref()),
                     running: Some((&self.bn.running_mean, &self.bn.running_var)),
-                    momentum: MOMENTUM,
-                    eps: EPS,
+                    momentum: self.momentum,
+                    eps: self.eps,
                 };
                 group.batch_norm(xs, &params).unwrap_or_else(|e| panic!("{e}"))
             }

@@ -1,11 +1,13 @@
 //! Models with PyTorch/torchvision parameter names: the course's MNIST CNN and torchvision's
-//! ResNet family (ResNet18/34/50/101/152, ResNeXt, Wide ResNet) with a replaceable classification head, plus
+//! ResNet family (ResNet18/34/50/101/152, ResNeXt, Wide ResNet) with a replaceable classification head,
+//! MobileNetV3 (Large, Small), plus
 //! weights that interchange with PyTorch (safetensors here; `torch.save` files in
 //! [`crate::torch_file`]), and models defined in PyTorch as TorchScript (`script.rs`).
 mod batch_norm;
 mod layers;
 mod memory_format;
 mod mnist_net;
+mod mobilenet_v3;
 mod pretrained;
 mod resnet;
 mod resnet_blocks;
@@ -17,6 +19,7 @@ pub use batch_norm::{BatchNorm2d, SyncSlot};
 pub use layers::{conv2d, linear};
 pub use memory_format::{channels_last, is_channels_last, to_channels_last};
 pub use mnist_net::MnistNet;
+pub use mobilenet_v3::{mobilenet_v3, MobileNetV3};
 pub use pretrained::{load_pretrained, load_weights_arg, Weights, PRETRAINED};
 pub use resnet::{
     freeze_backbone, resnet, resnet18, resnet18_classifier, resnet34, resnet34_classifier,

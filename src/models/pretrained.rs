@@ -16,8 +16,8 @@ pub enum Weights {
     /// `IMAGENET1K_V1`: the original ImageNet training of each network.
     ImageNet1kV1,
     /// `IMAGENET1K_V2`: torchvision's newer recipe (ResNet50, 101 and 152, ResNeXt50 32x4d and
-    /// 101 32x8d, the Wide ResNets); their evaluation transform resizes to 232 before the 224
-    /// centre crop.
+    /// 101 32x8d, the Wide ResNets, MobileNetV3-Large); their evaluation transform resizes to
+    /// 232 before the 224 centre crop.
     ImageNet1kV2,
     /// `DEFAULT`: the best weights torchvision has for the model (V2 where it exists, else V1).
     Default,
@@ -25,7 +25,7 @@ pub enum Weights {
 
 /// Every pretrained file known here: model, weights, URL (torchvision 0.28's, with the
 /// SHA-256 prefix in the file name).
-pub const PRETRAINED: [(&str, Weights, &str); 17] = [
+pub const PRETRAINED: [(&str, Weights, &str); 20] = [
     (
         "resnet18",
         Weights::ImageNet1kV1,
@@ -110,6 +110,21 @@ pub const PRETRAINED: [(&str, Weights, &str); 17] = [
         "wide_resnet101_2",
         Weights::ImageNet1kV2,
         "https://download.pytorch.org/models/wide_resnet101_2-d733dc28.pth",
+    ),
+    (
+        "mobilenet_v3_large",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/mobilenet_v3_large-8738ca79.pth",
+    ),
+    (
+        "mobilenet_v3_large",
+        Weights::ImageNet1kV2,
+        "https://download.pytorch.org/models/mobilenet_v3_large-5c1a4163.pth",
+    ),
+    (
+        "mobilenet_v3_small",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/mobilenet_v3_small-047dcff4.pth",
     ),
 ];
 

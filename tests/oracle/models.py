@@ -42,17 +42,23 @@ class Net(torch.nn.Module):
         return self.fc2(torch.relu(self.fc1(x)))
 
 
-if __name__ == "__main__":  # importable: amp.py and clip.py take Net and course_resnet
+def random_batchnorm(m):
+    """Random affine parameters and statistics for every BatchNorm of `m` (drawn in module
+    order), so that evaluation mode is no identity."""
+    for mod in m.modules():
+        if isinstance(mod, torch.nn.BatchNorm2d):
+            mod.running_mean.uniform_(-0.2, 0.2)
+            mod.running_var.uniform_(0.5, 1.5)
+            mod.weight.data.uniform_(0.5, 1.5)
+            mod.bias.data.uniform_(-0.2, 0.2)
+
+
+if __name__ == "__main__":  # importable: amp.py and clip.py take Net and course_resnet, mobilenet.py random_batchnorm
     cmd = sys.argv[1]
     if cmd == "resnet":
         d = sys.argv[2]
         m = course_resnet()
-        for mod in m.modules():
-            if isinstance(mod, torch.nn.BatchNorm2d):
-                mod.running_mean.uniform_(-0.2, 0.2)
-                mod.running_var.uniform_(0.5, 1.5)
-                mod.weight.data.uniform_(0.5, 1.5)
-                mod.bias.data.uniform_(-0.2, 0.2)
+        random_batchnorm(m)
         m.eval()
         x = torch.randn(2, 3, 96, 80)
         with torch.no_grad():

@@ -14,6 +14,7 @@ mod color_jitter_parity;
 mod jpeg_parity;
 mod memory_format;
 mod mix_parity;
+mod mobilenet;
 mod model_summary;
 mod models_init;
 mod models_parity;

@@ -13,6 +13,7 @@
 use crate::common;
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::process::Command;
 
 use tch::nn::{ModuleT, VarStore};
@@ -36,6 +37,7 @@ const ORACLE: &str = r#"
 import json, sys
 import torch, torchvision
 from safetensors.torch import save_file
+from models import random_batchnorm  # tests/oracle/models.py, on PYTHONPATH
 
 torch.set_num_threads(1)
 
@@ -60,12 +62,7 @@ elif sys.argv[1] == "pass":
     name, classes, head, d = sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
     torch.manual_seed(0)
     m = build(name, classes, head)
-    for mod in m.modules():
-        if isinstance(mod, torch.nn.BatchNorm2d):
-            mod.running_mean.uniform_(-0.2, 0.2)
-            mod.running_var.uniform_(0.5, 1.5)
-            mod.weight.data.uniform_(0.5, 1.5)
-            mod.bias.data.uniform_(-0.2, 0.2)
+    random_batchnorm(m)
     save_file({k: v.contiguous() for k, v in m.state_dict().items()}, f"{d}/weights.safetensors")
     x, w = torch.randn(2, 3, 64, 64), torch.randn(2, classes)
     m.eval()
@@ -82,8 +79,13 @@ elif sys.argv[1] == "pass":
 
 fn oracle(args: &[&str]) -> String {
     // `output()` reads stdout as it comes (the names' JSON is larger than a pipe's buffer).
-    let out =
-        Command::new(common::venv_bin("python")).arg("-c").arg(ORACLE).args(args).output().unwrap();
+    let out = Command::new(common::venv_bin("python"))
+        .arg("-c")
+        .arg(ORACLE)
+        .args(args)
+        .env("PYTHONPATH", Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oracle"))
+        .output()
+        .unwrap();
     assert!(out.status.success(), "oracle {args:?}: {}", common::text(&out));
     String::from_utf8(out.stdout).unwrap()
 }

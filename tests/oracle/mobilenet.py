@@ -1,0 +1,65 @@
+"""Oracle for tests/parity/mobilenet.rs: torchvision's MobileNetV3.
+
+  mobilenet.py names NAME...        JSON: for every network, its state_dict (name, shape) and
+                                    named_parameters() order (built on the meta device)
+  mobilenet.py pass NAME DIR        get_model(NAME, num_classes=5) from seed 0, its BatchNorm
+                                    layers given random affine parameters and statistics (so
+                                    that evaluation mode is no identity); writes
+                                    DIR/weights.safetensors (the state_dict) and
+                                    DIR/io.safetensors: input x [2, 3, 64, 64], the eval-mode
+                                    logits, then after torch.manual_seed(1) (the dropout's draws)
+                                    the train-mode logits, the gradients grad.* of
+                                    (logits * w).sum() and the running statistics after.* the
+                                    pass updated. One thread.
+"""
+import json
+import sys
+
+import os
+
+import torch
+import torchvision
+from safetensors.torch import save_file
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from models import random_batchnorm  # noqa: E402
+
+torch.set_num_threads(1)
+
+
+def names(models):
+    out = {}
+    for name in models:
+        with torch.device("meta"):
+            m = torchvision.models.get_model(name, num_classes=1000)
+        out[name] = {
+            "state": [[k, list(v.shape)] for k, v in m.state_dict().items()],
+            "params": [n for n, _ in m.named_parameters()],
+        }
+    print(json.dumps(out))
+
+
+def one_pass(name, d):
+    torch.manual_seed(0)
+    m = torchvision.models.get_model(name, num_classes=5)
+    random_batchnorm(m)
+    save_file({k: v.contiguous() for k, v in m.state_dict().items()}, f"{d}/weights.safetensors")
+    x, w = torch.randn(2, 3, 64, 64), torch.randn(2, 5)
+    m.eval()
+    with torch.no_grad():
+        y_eval = m(x)
+    m.train()
+    torch.manual_seed(1)
+    y_train = m(x)
+    (y_train * w).sum().backward()
+    io = {"x": x, "w": w, "y_eval": y_eval, "y_train": y_train.detach()}
+    io.update({f"grad.{n}": p.grad for n, p in m.named_parameters()})
+    io.update({f"after.{n}": b for n, b in m.named_buffers() if "running" in n})
+    save_file({k: v.contiguous() for k, v in io.items()}, f"{d}/io.safetensors")
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "names":
+        names(sys.argv[2:])
+    else:
+        one_pass(sys.argv[2], sys.argv[3])

@@ -1,0 +1,96 @@
+//! MobileNetV3 against torchvision (tests/oracle/mobilenet.py): Large and Small have
+//! torchvision's state_dict names and shapes and its parameter order, and with torchvision's
+//! random weights (loaded strictly by name) give its eval-mode and train-mode logits (the same
+//! dropout draws from the same seed), parameter gradients and updated BatchNorm statistics bit
+//! for bit, both sides on one thread.
+use crate::common;
+
+use std::collections::BTreeMap;
+use std::process::Command;
+
+use tch::nn::{ModuleT, VarStore};
+use tch::{Device, Kind, Tensor};
+use trainbook::models::{load_safetensors, mobilenet_v3, state_dict};
+use trainbook::train::named_parameters;
+
+const NAMES: [&str; 2] = ["mobilenet_v3_large", "mobilenet_v3_small"];
+
+fn oracle(args: &[&str]) -> String {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oracle/mobilenet.py");
+    let out = Command::new(common::venv_bin("python")).arg(script).args(args).output().unwrap();
+    assert!(out.status.success(), "mobilenet.py {args:?}: {}", common::text(&out));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn mobilenet_v3_has_torchvisions_names_shapes_and_parameter_order() {
+    let _turn = common::module_turn(module_path!());
+    let want: serde_json::Value =
+        serde_json::from_str(&oracle(&[&["names"][..], &NAMES[..]].concat())).unwrap();
+    for name in NAMES {
+        let vs = VarStore::new(Device::Cpu);
+        let _net = mobilenet_v3(&vs.root(), name, 1000).unwrap();
+        let mut state: Vec<(String, Vec<i64>)> =
+            state_dict(&vs).into_iter().map(|(n, t)| (n, t.size())).collect();
+        let mut torch_state: Vec<(String, Vec<i64>)> =
+            serde_json::from_value(want[name]["state"].clone()).unwrap();
+        state.sort();
+        torch_state.sort();
+        assert_eq!(state, torch_state, "{name}: state_dict names and shapes");
+        let order: Vec<String> = named_parameters(&vs).into_iter().map(|(n, _)| n).collect();
+        let torch_order: Vec<String> =
+            serde_json::from_value(want[name]["params"].clone()).unwrap();
+        assert_eq!(order, torch_order, "{name}: parameter order");
+    }
+    let vs = VarStore::new(Device::Cpu);
+    assert!(mobilenet_v3(&vs.root(), "mobilenet_v2", 10).is_err());
+}
+
+/// torchvision's random `name` loaded into trainbook's: one eval-mode and one train-mode pass.
+fn same_passes_as_torchvision(name: &str) {
+    let threads = tch::get_num_threads();
+    tch::set_num_threads(1);
+    let dir = common::WorkDir::new(name);
+    oracle(&["pass", name, dir.to_str().unwrap()]);
+    let mut vs = VarStore::new(Device::Cpu);
+    let net = mobilenet_v3(&vs.root(), name, 5).unwrap();
+    let report = load_safetensors(&mut vs, &dir.join("weights.safetensors"), true).unwrap();
+    assert_eq!(report.loaded.len(), vs.variables().len());
+    let io: BTreeMap<String, Tensor> =
+        common::sorted_tensors(&dir.join("io.safetensors")).into_iter().collect();
+    let x = &io["x"];
+    let check = |what: &str, got: &Tensor, want: &Tensor| {
+        assert_eq!(got.size(), want.size(), "{name} {what}: shape");
+        let diff = (got - want).abs().max().double_value(&[]);
+        assert!(got.equal(want), "{name} {what}: max |diff| {diff:e} from torchvision");
+    };
+    check("eval logits", &tch::no_grad(|| net.forward_t(x, false)), &io["y_eval"]);
+    tch::manual_seed(1);
+    let y_train = net.forward_t(x, true);
+    check("train logits", &y_train.detach(), &io["y_train"]);
+    (&y_train * &io["w"]).sum(Kind::Float).backward();
+    for (n, p) in &named_parameters(&vs) {
+        check(&format!("gradient of {n}"), &p.grad(), &io[&format!("grad.{n}")]);
+    }
+    let mut stats = 0;
+    for (n, t) in vs.variables() {
+        if n.contains("running") {
+            check(&format!("{n} after the train pass"), &t, &io[&format!("after.{n}")]);
+            stats += 1;
+        }
+    }
+    assert_eq!(stats, io.keys().filter(|k| k.starts_with("after.")).count());
+    tch::set_num_threads(threads);
+}
+
+#[test]
+fn mobilenet_v3_large_matches_torchvision_in_eval_and_train_mode() {
+    let _turn = common::module_turn(module_path!());
+    same_passes_as_torchvision("mobilenet_v3_large");
+}
+
+#[test]
+fn mobilenet_v3_small_matches_torchvision_in_eval_and_train_mode() {
+    let _turn = common::module_turn(module_path!());
+    same_passes_as_torchvision("mobilenet_v3_small");
+}
