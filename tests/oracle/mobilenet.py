@@ -19,10 +19,9 @@ import os
 
 import torch
 import torchvision
-from safetensors.torch import save_file
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from models import random_batchnorm  # noqa: E402
+from models import eval_and_train_pass  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -41,21 +40,7 @@ def names(models):
 
 def one_pass(name, d):
     torch.manual_seed(0)
-    m = torchvision.models.get_model(name, num_classes=5)
-    random_batchnorm(m)
-    save_file({k: v.contiguous() for k, v in m.state_dict().items()}, f"{d}/weights.safetensors")
-    x, w = torch.randn(2, 3, 64, 64), torch.randn(2, 5)
-    m.eval()
-    with torch.no_grad():
-        y_eval = m(x)
-    m.train()
-    torch.manual_seed(1)
-    y_train = m(x)
-    (y_train * w).sum().backward()
-    io = {"x": x, "w": w, "y_eval": y_eval, "y_train": y_train.detach()}
-    io.update({f"grad.{n}": p.grad for n, p in m.named_parameters()})
-    io.update({f"after.{n}": b for n, b in m.named_buffers() if "running" in n})
-    save_file({k: v.contiguous() for k, v in io.items()}, f"{d}/io.safetensors")
+    eval_and_train_pass(torchvision.models.get_model(name, num_classes=5), 5, d)
 
 
 if __name__ == "__main__":

@@ -53,7 +53,29 @@ def random_batchnorm(m):
             mod.bias.data.uniform_(-0.2, 0.2)
 
 
-if __name__ == "__main__":  # importable: amp.py and clip.py take Net and course_resnet, mobilenet.py random_batchnorm
+def eval_and_train_pass(m, classes, d):
+    """`m` (random BatchNorm given) saved as DIR/weights.safetensors, and DIR/io.safetensors:
+    input x [2, 3, 64, 64], the eval-mode logits, then after torch.manual_seed(1) (dropout's
+    draws, if any) the train-mode logits, the gradients grad.* of (logits * w).sum() and the
+    running statistics after.* the pass updated."""
+    random_batchnorm(m)
+    save_file({k: v.contiguous() for k, v in m.state_dict().items()}, f"{d}/weights.safetensors")
+    x, w = torch.randn(2, 3, 64, 64), torch.randn(2, classes)
+    m.eval()
+    with torch.no_grad():
+        y_eval = m(x)
+    m.train()
+    torch.manual_seed(1)
+    y_train = m(x)
+    (y_train * w).sum().backward()
+    io = {"x": x, "w": w, "y_eval": y_eval, "y_train": y_train.detach()}
+    io.update({f"grad.{n}": p.grad for n, p in m.named_parameters()})
+    io.update({f"after.{n}": b for n, b in m.named_buffers() if "running" in n})
+    save_file({k: v.contiguous() for k, v in io.items()}, f"{d}/io.safetensors")
+
+
+if __name__ == "__main__":  # importable: amp.py and clip.py take Net and course_resnet, mobilenet.py and
+    # tests/parity/resnet_family.rs eval_and_train_pass
     cmd = sys.argv[1]
     if cmd == "resnet":
         d = sys.argv[2]

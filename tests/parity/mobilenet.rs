@@ -15,6 +15,10 @@ use trainbook::train::named_parameters;
 
 const NAMES: [&str; 2] = ["mobilenet_v3_large", "mobilenet_v3_small"];
 
+/// The tests take turns: a pass seeds libtorch's global generator for its dropout draws, and
+/// building a model draws from it.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn oracle(args: &[&str]) -> String {
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oracle/mobilenet.py");
     let out = Command::new(common::venv_bin("python")).arg(script).args(args).output().unwrap();
@@ -25,6 +29,8 @@ fn oracle(args: &[&str]) -> String {
 #[test]
 fn mobilenet_v3_has_torchvisions_names_shapes_and_parameter_order() {
     let _turn = common::module_turn(module_path!());
+    // Building draws from the global generator too.
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let want: serde_json::Value =
         serde_json::from_str(&oracle(&[&["names"][..], &NAMES[..]].concat())).unwrap();
     for name in NAMES {
@@ -48,6 +54,7 @@ fn mobilenet_v3_has_torchvisions_names_shapes_and_parameter_order() {
 
 /// torchvision's random `name` loaded into trainbook's: one eval-mode and one train-mode pass.
 fn same_passes_as_torchvision(name: &str) {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let threads = tch::get_num_threads();
     tch::set_num_threads(1);
     let dir = common::WorkDir::new(name);

@@ -29,15 +29,15 @@ use trainbook::train::{named_parameters, CrossEntropyLoss, Optimizer};
 ///   named_parameters() order, as JSON (models built on the meta device: nothing is allocated
 ///   or initialised);
 /// - `pass NAME CLASSES HEAD DIR`: `get_model(NAME, num_classes=CLASSES)`, with the course head
-///   when HEAD is `mlp`, from seed 0 with random BatchNorm affine parameters and statistics
-///   (so that eval mode is no identity), writes DIR/weights.safetensors (the state_dict) and
-///   DIR/io.safetensors: input `x`, eval logits, then in train mode the logits, the gradients
-///   `grad.*` of `(logits * w).sum()` and the running statistics `after.*` the pass updated.
+///   when HEAD is `mlp`, from seed 0, through tests/oracle/models.py's `eval_and_train_pass`:
+///   random BatchNorm affine parameters and statistics (so that eval mode is no identity),
+///   DIR/weights.safetensors (the state_dict) and DIR/io.safetensors: input `x`, eval logits,
+///   then in train mode the logits, the gradients `grad.*` of `(logits * w).sum()` and the
+///   running statistics `after.*` the pass updated.
 const ORACLE: &str = r#"
 import json, sys
 import torch, torchvision
-from safetensors.torch import save_file
-from models import random_batchnorm  # tests/oracle/models.py, on PYTHONPATH
+from models import eval_and_train_pass  # tests/oracle/models.py, on PYTHONPATH
 
 torch.set_num_threads(1)
 
@@ -62,19 +62,7 @@ elif sys.argv[1] == "pass":
     name, classes, head, d = sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
     torch.manual_seed(0)
     m = build(name, classes, head)
-    random_batchnorm(m)
-    save_file({k: v.contiguous() for k, v in m.state_dict().items()}, f"{d}/weights.safetensors")
-    x, w = torch.randn(2, 3, 64, 64), torch.randn(2, classes)
-    m.eval()
-    with torch.no_grad():
-        y_eval = m(x)
-    m.train()
-    y_train = m(x)
-    (y_train * w).sum().backward()
-    io = {"x": x, "w": w, "y_eval": y_eval, "y_train": y_train.detach()}
-    io.update({f"grad.{n}": p.grad for n, p in m.named_parameters()})
-    io.update({f"after.{n}": b for n, b in m.named_buffers() if "running" in n})
-    save_file({k: v.contiguous() for k, v in io.items()}, f"{d}/io.safetensors")
+    eval_and_train_pass(m, classes, d)
 "#;
 
 fn oracle(args: &[&str]) -> String {
