@@ -1,9 +1,10 @@
 //! Models with PyTorch/torchvision parameter names: the course's MNIST CNN and torchvision's
 //! ResNet family (ResNet18/34/50/101/152, ResNeXt, Wide ResNet) with a replaceable classification head,
-//! MobileNetV3 (Large, Small), plus
+//! MobileNetV3 (Large, Small), ConvNeXt (Tiny to Large), plus
 //! weights that interchange with PyTorch (safetensors here; `torch.save` files in
 //! [`crate::torch_file`]), and models defined in PyTorch as TorchScript (`script.rs`).
 mod batch_norm;
+mod convnext;
 mod layers;
 mod memory_format;
 mod mnist_net;
@@ -16,6 +17,7 @@ mod summary;
 mod weights;
 
 pub use batch_norm::{BatchNorm2d, SyncSlot};
+pub use convnext::{convnext, ConvNeXt};
 pub use layers::{conv2d, linear};
 pub use memory_format::{channels_last, is_channels_last, to_channels_last};
 pub use mnist_net::MnistNet;

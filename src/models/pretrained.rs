@@ -25,7 +25,7 @@ pub enum Weights {
 
 /// Every pretrained file known here: model, weights, URL (torchvision 0.28's, with the
 /// SHA-256 prefix in the file name).
-pub const PRETRAINED: [(&str, Weights, &str); 20] = [
+pub const PRETRAINED: [(&str, Weights, &str); 24] = [
     (
         "resnet18",
         Weights::ImageNet1kV1,
@@ -125,6 +125,26 @@ pub const PRETRAINED: [(&str, Weights, &str); 20] = [
         "mobilenet_v3_small",
         Weights::ImageNet1kV1,
         "https://download.pytorch.org/models/mobilenet_v3_small-047dcff4.pth",
+    ),
+    (
+        "convnext_tiny",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/convnext_tiny-983f1562.pth",
+    ),
+    (
+        "convnext_small",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/convnext_small-0c510722.pth",
+    ),
+    (
+        "convnext_base",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/convnext_base-6075fbad.pth",
+    ),
+    (
+        "convnext_large",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/convnext_large-ea097f82.pth",
     ),
 ];
 

@@ -74,7 +74,7 @@ def eval_and_train_pass(m, classes, d):
     save_file({k: v.contiguous() for k, v in io.items()}, f"{d}/io.safetensors")
 
 
-if __name__ == "__main__":  # importable: amp.py and clip.py take Net and course_resnet, mobilenet.py and
+if __name__ == "__main__":  # importable: amp.py and clip.py take Net and course_resnet, vision_models.py and
     # tests/parity/resnet_family.rs eval_and_train_pass
     cmd = sys.argv[1]
     if cmd == "resnet":

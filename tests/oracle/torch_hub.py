@@ -5,7 +5,7 @@
                              three variables)
   torch_hub.py hashes NAME.. JSON list of the hash prefix torch.hub reads from each file name
                              (None where it finds none)
-  torch_hub.py urls          JSON: [model, weights name, url] of every ResNet, ResNeXt, Wide ResNet and MobileNetV3 weights enum
+  torch_hub.py urls          JSON: [model, weights name, url] of every ResNet, ResNeXt, Wide ResNet, MobileNetV3 and ConvNeXt weights enum
   torch_hub.py sha256 FILE   the file's SHA-256, hex
 """
 import hashlib
@@ -40,7 +40,8 @@ def urls():
     out = []
     names = [f"resnet{depth}" for depth in (18, 34, 50, 101, 152)] + [
         "resnext50_32x4d", "resnext101_32x8d", "resnext101_64x4d", "wide_resnet50_2",
-        "wide_resnet101_2", "mobilenet_v3_large", "mobilenet_v3_small"]
+        "wide_resnet101_2", "mobilenet_v3_large", "mobilenet_v3_small",
+        "convnext_tiny", "convnext_small", "convnext_base", "convnext_large"]
     for name in names:
         for w in models.get_model_weights(name):
             out.append([name, w.name, w.url])

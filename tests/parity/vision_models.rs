@@ -1,8 +1,9 @@
-//! MobileNetV3 against torchvision (tests/oracle/mobilenet.py): Large and Small have
-//! torchvision's state_dict names and shapes and its parameter order, and with torchvision's
-//! random weights (loaded strictly by name) give its eval-mode and train-mode logits (the same
-//! dropout draws from the same seed), parameter gradients and updated BatchNorm statistics bit
-//! for bit, both sides on one thread.
+//! MobileNetV3 and ConvNeXt against torchvision (tests/oracle/vision_models.py): MobileNetV3
+//! Large and Small and ConvNeXt Tiny, Small, Base and Large have torchvision's state_dict names
+//! and shapes and its parameter order, and MobileNetV3 Large and Small and ConvNeXt-Tiny with
+//! torchvision's random weights (loaded strictly by name) give its eval-mode and train-mode
+//! logits (the same dropout and stochastic-depth draws from the same seed), parameter
+//! gradients and updated BatchNorm statistics bit for bit, both sides on one thread.
 use crate::common;
 
 use std::collections::BTreeMap;
@@ -10,24 +11,41 @@ use std::process::Command;
 
 use tch::nn::{ModuleT, VarStore};
 use tch::{Device, Kind, Tensor};
-use trainbook::models::{load_safetensors, mobilenet_v3, state_dict};
+use trainbook::models::{convnext, load_safetensors, mobilenet_v3, state_dict};
 use trainbook::train::named_parameters;
 
-const NAMES: [&str; 2] = ["mobilenet_v3_large", "mobilenet_v3_small"];
+const NAMES: [&str; 6] = [
+    "mobilenet_v3_large",
+    "mobilenet_v3_small",
+    "convnext_tiny",
+    "convnext_small",
+    "convnext_base",
+    "convnext_large",
+];
+
+/// trainbook's network of torchvision's `name`, with `classes` outputs.
+fn build(vs: &VarStore, name: &str, classes: i64) -> Box<dyn ModuleT> {
+    if name.starts_with("convnext") {
+        Box::new(convnext(&vs.root(), name, classes).unwrap())
+    } else {
+        Box::new(mobilenet_v3(&vs.root(), name, classes).unwrap())
+    }
+}
 
 /// The tests take turns: a pass seeds libtorch's global generator for its dropout draws, and
 /// building a model draws from it.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn oracle(args: &[&str]) -> String {
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oracle/mobilenet.py");
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oracle/vision_models.py");
     let out = Command::new(common::venv_bin("python")).arg(script).args(args).output().unwrap();
-    assert!(out.status.success(), "mobilenet.py {args:?}: {}", common::text(&out));
+    assert!(out.status.success(), "vision_models.py {args:?}: {}", common::text(&out));
     String::from_utf8(out.stdout).unwrap()
 }
 
 #[test]
-fn mobilenet_v3_has_torchvisions_names_shapes_and_parameter_order() {
+fn every_network_has_torchvisions_names_shapes_and_parameter_order() {
     let _turn = common::module_turn(module_path!());
     // Building draws from the global generator too.
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -35,7 +53,7 @@ fn mobilenet_v3_has_torchvisions_names_shapes_and_parameter_order() {
         serde_json::from_str(&oracle(&[&["names"][..], &NAMES[..]].concat())).unwrap();
     for name in NAMES {
         let vs = VarStore::new(Device::Cpu);
-        let _net = mobilenet_v3(&vs.root(), name, 1000).unwrap();
+        let _net = build(&vs, name, 1000);
         let mut state: Vec<(String, Vec<i64>)> =
             state_dict(&vs).into_iter().map(|(n, t)| (n, t.size())).collect();
         let mut torch_state: Vec<(String, Vec<i64>)> =
@@ -50,6 +68,7 @@ fn mobilenet_v3_has_torchvisions_names_shapes_and_parameter_order() {
     }
     let vs = VarStore::new(Device::Cpu);
     assert!(mobilenet_v3(&vs.root(), "mobilenet_v2", 10).is_err());
+    assert!(convnext(&vs.root(), "convnext_huge", 10).is_err());
 }
 
 /// torchvision's random `name` loaded into trainbook's: one eval-mode and one train-mode pass.
@@ -60,7 +79,7 @@ fn same_passes_as_torchvision(name: &str) {
     let dir = common::WorkDir::new(name);
     oracle(&["pass", name, dir.to_str().unwrap()]);
     let mut vs = VarStore::new(Device::Cpu);
-    let net = mobilenet_v3(&vs.root(), name, 5).unwrap();
+    let net = build(&vs, name, 5);
     let report = load_safetensors(&mut vs, &dir.join("weights.safetensors"), true).unwrap();
     assert_eq!(report.loaded.len(), vs.variables().len());
     let io: BTreeMap<String, Tensor> =
@@ -100,4 +119,10 @@ fn mobilenet_v3_large_matches_torchvision_in_eval_and_train_mode() {
 fn mobilenet_v3_small_matches_torchvision_in_eval_and_train_mode() {
     let _turn = common::module_turn(module_path!());
     same_passes_as_torchvision("mobilenet_v3_small");
+}
+
+#[test]
+fn convnext_tiny_matches_torchvision_in_eval_and_train_mode() {
+    let _turn = common::module_turn(module_path!());
+    same_passes_as_torchvision("convnext_tiny");
 }

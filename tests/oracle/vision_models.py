@@ -1,13 +1,15 @@
-"""Oracle for tests/parity/mobilenet.rs: torchvision's MobileNetV3.
+"""Oracle for tests/parity/vision_models.rs: torchvision's MobileNetV3 and ConvNeXt (any
+get_model name).
 
-  mobilenet.py names NAME...        JSON: for every network, its state_dict (name, shape) and
+  vision_models.py names NAME...    JSON: for every network, its state_dict (name, shape) and
                                     named_parameters() order (built on the meta device)
-  mobilenet.py pass NAME DIR        get_model(NAME, num_classes=5) from seed 0, its BatchNorm
+  vision_models.py pass NAME DIR    get_model(NAME, num_classes=5) from seed 0, its BatchNorm
                                     layers given random affine parameters and statistics (so
                                     that evaluation mode is no identity); writes
                                     DIR/weights.safetensors (the state_dict) and
                                     DIR/io.safetensors: input x [2, 3, 64, 64], the eval-mode
-                                    logits, then after torch.manual_seed(1) (the dropout's draws)
+                                    logits, then after torch.manual_seed(1) (dropout's and
+                                    stochastic depth's draws)
                                     the train-mode logits, the gradients grad.* of
                                     (logits * w).sum() and the running statistics after.* the
                                     pass updated. One thread.
