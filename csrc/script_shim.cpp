@@ -1,6 +1,7 @@
 // script_shim.cpp: TorchScript modules (see script_shim.h).
 #include "script_shim.h"
 
+#include <torch/csrc/jit/frontend/tracer.h>
 #include <torch/script.h>
 
 #include "shim_internal.hpp"
@@ -64,6 +65,62 @@ char* tb_script_forward(tb_script* m, const tb_tensor* const* inputs, size_t n, 
 char* tb_script_save(const tb_script* m, const char* path) {
   if (m == nullptr || path == nullptr) return tb::null_arg("module/path");
   return tb::guarded([&] { m->module.save(std::string(path)); });
+}
+
+char* tb_script_trace_save(const char* const* names, const tb_tensor* const* tensors,
+                           const int* is_param, size_t n_named, const tb_tensor* example,
+                           void* ctx, void* (*forward)(void* ctx, const void* input),
+                           const char* path) {
+  if ((n_named > 0 && (names == nullptr || tensors == nullptr || is_param == nullptr)) ||
+      example == nullptr || forward == nullptr || path == nullptr) {
+    return tb::null_arg("names/tensors/example/forward/path");
+  }
+  return tb::guarded([&] {
+    torch::jit::Module root("__torch__.trainbook.Model");
+    for (size_t i = 0; i < n_named; ++i) {
+      // The dotted name's parents become submodules, made on first use.
+      std::string name(names[i]);
+      std::vector<torch::jit::Module> chain{root};
+      size_t start = 0;
+      for (size_t dot = name.find('.'); dot != std::string::npos; dot = name.find('.', start)) {
+        std::string part = name.substr(start, dot - start);
+        torch::jit::Module parent = chain.back();
+        if (!parent.hasattr(part)) {
+          torch::jit::Module sub("__torch__.trainbook.Model_" + std::to_string(i) + "_" +
+                                 std::to_string(chain.size()));
+          parent.register_module(part, sub);
+        }
+        chain.push_back(parent.attr(part).toModule());
+        start = dot + 1;
+      }
+      const at::Tensor& t = tb::tensor_ref(tensors[i]);
+      std::string leaf = name.substr(start);
+      if (is_param[i] != 0) {
+        chain.back().register_parameter(leaf, t, /*is_buffer=*/false);
+      } else {
+        chain.back().register_buffer(leaf, t);
+      }
+    }
+    root.eval();
+    torch::jit::Stack inputs{c10::IValue(tb::tensor_ref(example))};
+    std::string failure;
+    auto traced_fn = [&](torch::jit::Stack in) -> torch::jit::Stack {
+      const at::Tensor x = in.at(0).toTensor();
+      void* out = forward(ctx, &x);
+      if (out == nullptr) throw std::runtime_error("the model's forward failed while tracing");
+      at::Tensor y = *static_cast<at::Tensor*>(out);
+      delete static_cast<at::Tensor*>(out);
+      return {c10::IValue(y)};
+    };
+    auto lookup = [](const at::Tensor&) { return std::string(); };
+    auto traced = torch::jit::tracer::trace(std::move(inputs), traced_fn, lookup,
+                                            /*strict=*/true, /*force_outplace=*/false, &root);
+    auto graph = traced.first->graph;
+    auto fn = root._ivalue()->compilation_unit()->create_function(
+        c10::QualifiedName(*root.type()->name(), "forward"), graph);
+    root.type()->addMethod(fn);
+    root.save(std::string(path));
+  });
 }
 
 }  // extern "C"

@@ -33,6 +33,17 @@ char* tb_script_forward(tb_script* m, const tb_tensor* const* inputs, size_t n, 
 // torch.jit.save(module, path).
 char* tb_script_save(const tb_script* m, const char* path);
 
+// torch.jit.trace of a model defined outside TorchScript: a module holding `n_named` named
+// tensors (`names[i]` dotted, as "layer1.0.conv1.weight"; `is_param[i]` says parameter or
+// buffer), its forward traced on `example` while `forward(ctx, input)` computes the model's
+// output from those very tensors (returned as a new at::Tensor*, or NULL on failure); the
+// module is saved to `path` (torch.jit.save). Uses of the named tensors become the module's
+// attributes, not constants.
+char* tb_script_trace_save(const char* const* names, const tb_tensor* const* tensors,
+                           const int* is_param, size_t n_named, const tb_tensor* example,
+                           void* ctx, void* (*forward)(void* ctx, const void* input),
+                           const char* path);
+
 #ifdef __cplusplus
 }
 #endif

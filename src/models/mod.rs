@@ -28,7 +28,7 @@ pub use resnet::{
     resnet50, resnet50_classifier, resnet_by_name, Head, HeadKind, ResNet, RESNET_DEPTHS,
     RESNET_NAMES,
 };
-pub use script::ScriptModule;
+pub use script::{export_traced, ScriptModule};
 pub use summary::{summary, ModelSummary, ModuleRow};
 pub use weights::{
     from_safetensors_bytes, load_safetensors, load_state_dict, load_weights, named_parameters,

@@ -1,7 +1,8 @@
 //! Models defined in PyTorch: [`ScriptModule`] loads a module saved with `torch.jit.save`
 //! (after `torch.jit.script` or `torch.jit.trace`) through libtorch's own loader, and puts its
 //! parameters and buffers into a `VarStore` under their PyTorch names, so that `fit` trains it
-//! as a trainbook model (optimizer, DDP, EMA, checkpoints, resume).
+//! as a trainbook model (optimizer, DDP, EMA, checkpoints, resume); [`export_traced`] writes a
+//! trainbook model as a traced TorchScript module that PyTorch loads with `torch.jit.load`.
 use std::cell::Cell;
 use std::ffi::{c_void, CStr, CString};
 use std::os::raw::c_char;
@@ -13,7 +14,7 @@ use tch::{Device, Tensor};
 
 use crate::shim::script::{
     tb_script_forward, tb_script_free, tb_script_load, tb_script_named_tensors, tb_script_save,
-    tb_script_train, TbScript,
+    tb_script_trace_save, tb_script_train, TbScript,
 };
 use crate::shim::{check_kernel, tensor_ptrs};
 use crate::{Error, Result};
@@ -172,4 +173,74 @@ impl ModuleT for ScriptModule {
     fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
         self.forward_all(&[xs], train).unwrap_or_else(|e| panic!("{e}"))
     }
+}
+
+/// Writes `model` (its variables in `vs`) as a TorchScript module traced on `example`
+/// (`torch.jit.trace` of its evaluation-mode forward), which PyTorch loads with
+/// `torch.jit.load(path)` and runs without trainbook: the store's variables become the
+/// module's parameters (the trainable ones) and buffers under their names, the traced graph
+/// reads them as attributes; a traced module repeats the operations of this one pass (no
+/// data-dependent branches). Errors: what the tracer reports, or a file that cannot be written.
+///
+/// ```no_run
+/// use tch::nn::VarStore;
+/// use tch::{Device, Kind, Tensor};
+/// use trainbook::models::{export_traced, MnistNet};
+/// # fn main() -> trainbook::Result<()> {
+/// let vs = VarStore::new(Device::Cpu);
+/// let net = MnistNet::new(&vs.root());
+/// let example = Tensor::zeros([1, 1, 28, 28], (Kind::Float, Device::Cpu));
+/// export_traced(&vs, &net, &example, "mnist.pt")?; // in Python: torch.jit.load("mnist.pt")
+/// # Ok(()) }
+/// ```
+pub fn export_traced(
+    vs: &nn::VarStore,
+    model: &dyn ModuleT,
+    example: &Tensor,
+    path: impl AsRef<Path>,
+) -> Result<()> {
+    unsafe extern "C" fn forward(ctx: *mut c_void, input: *const c_void) -> *mut c_void {
+        // SAFETY: `ctx` is the model reference below; `input` a live at::Tensor* the shim
+        // owns (cloned as a new handle here, not taken).
+        let model = &*(ctx as *const &dyn ModuleT);
+        let x = Tensor::clone_from_ptr(input as *mut torch_sys::C_tensor);
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            tch::no_grad(|| model.forward_t(&x, false))
+        }));
+        match run {
+            Ok(mut y) => {
+                let ptr = y.as_mut_ptr() as *mut c_void;
+                std::mem::forget(y); // the shim deletes the at::Tensor* it gets
+                ptr
+            }
+            Err(_) => std::ptr::null_mut(),
+        }
+    }
+    let path = path.as_ref();
+    let mut named: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
+    named.sort_by(|a, b| a.0.cmp(&b.0));
+    let names: Vec<CString> = named
+        .iter()
+        .map(|(n, _)| CString::new(n.as_str()))
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|_| Error::InvalidArgument("a variable name with a NUL byte".into()))?;
+    let name_ptrs: Vec<*const c_char> = names.iter().map(|n| n.as_ptr()).collect();
+    let tensors: Vec<&Tensor> = named.iter().map(|(_, t)| t).collect();
+    let tensor_ptrs = tensor_ptrs(&tensors);
+    let is_param: Vec<i32> = named.iter().map(|(_, t)| t.requires_grad() as i32).collect();
+    let c = c_path(path)?;
+    let ctx = &model as *const &dyn ModuleT as *mut c_void;
+    // SAFETY: every pointer lives until the call returns; the callback matches its type.
+    check_kernel(&format!("torch.jit.trace to {}", path.display()), unsafe {
+        tb_script_trace_save(
+            name_ptrs.as_ptr(),
+            tensor_ptrs.as_ptr(),
+            is_param.as_ptr(),
+            named.len(),
+            example.as_ptr() as *const c_void,
+            ctx,
+            forward,
+            c.as_ptr(),
+        )
+    })
 }

@@ -34,4 +34,19 @@ extern "C" {
         out: *mut *mut c_void,
     ) -> *mut c_char;
     pub(crate) fn tb_script_save(m: *const TbScript, path: *const c_char) -> *mut c_char;
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn tb_script_trace_save(
+        names: *const *const c_char,
+        tensors: *const *const c_void,
+        is_param: *const c_int,
+        n_named: usize,
+        example: *const c_void,
+        ctx: *mut c_void,
+        forward: TracedForward,
+        path: *const c_char,
+    ) -> *mut c_char;
 }
+
+/// What `tb_script_trace_save` calls to compute the model's output: (context, input
+/// at::Tensor*) to a new at::Tensor* (NULL on failure).
+pub(crate) type TracedForward = unsafe extern "C" fn(*mut c_void, *const c_void) -> *mut c_void;

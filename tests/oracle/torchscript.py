@@ -1,5 +1,5 @@
 """Oracle for tests/parity/torchscript.rs: a model defined in PyTorch, saved as TorchScript,
-trained by PyTorch.
+trained by PyTorch; and a trainbook model exported as TorchScript, run by PyTorch.
 
   torchscript.py make DIR
       A small CNN (conv 3->8, BatchNorm, ReLU, max-pool, a second conv 8->8 with its BatchNorm,
@@ -10,13 +10,17 @@ trained by PyTorch.
       foreach=True: trainbook's default kernels), cross-entropy, and after each epoch a
       validation pass (evaluation mode, no gradients, 2 batches of 20). Writes DIR/make.safetensors: "images", "labels", and "trained.NAME" for
       every parameter and buffer of the trained module.
+  torchscript.py export DIR
+      Loads DIR/traced.pt (written by trainbook) with torch.jit.load and runs it on "input" of
+      DIR/export_input.safetensors; writes DIR/export.safetensors {"output": ...} and prints
+      the names of the module's parameters and buffers, one a line.
 """
 import sys
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from safetensors.torch import save_file
+from safetensors.torch import load_file, save_file
 
 torch.set_num_threads(1)
 
@@ -63,5 +67,15 @@ def make(out):
     save_file({"images": images, "labels": labels, **state}, f"{out}/make.safetensors")
 
 
+def export(out):
+    model = torch.jit.load(f"{out}/traced.pt")
+    x = load_file(f"{out}/export_input.safetensors")["input"]
+    with torch.no_grad():
+        y = model(x)
+    save_file({"output": y.contiguous()}, f"{out}/export.safetensors")
+    for name, _ in list(model.named_parameters()) + list(model.named_buffers()):
+        print(name)
+
+
 if __name__ == "__main__":
-    {"make": make}[sys.argv[1]](sys.argv[2])
+    {"make": make, "export": export}[sys.argv[1]](sys.argv[2])

@@ -6,16 +6,21 @@
 //! - the same run stopped after its first epoch and resumed by a second `fit` (a fresh load of
 //!   the module, the checkpoint restored into its tensors) ends on the same values, and
 //!   `ScriptModule::save` writes them so that a new load holds them;
+//! - a trainbook ResNet18 exported with `export_traced` gives, in PyTorch's `torch.jit.load`,
+//!   the outputs trainbook computes, bit for bit, and holds its weights and BatchNorm
+//!   statistics as named parameters and buffers;
 //! - a file that is not a TorchScript module, a forward with the wrong input, and a second load
 //!   into the same names are errors naming what failed.
 use crate::common;
 
-use tch::nn::VarStore;
+use std::process::Command;
+
+use tch::nn::{ModuleT, VarStore};
 use tch::{Device, Kind, Tensor};
 use trainbook::data::{DataLoader, TensorDataset};
 use trainbook::dist::Dist;
 use trainbook::fit::Trainer;
-use trainbook::models::ScriptModule;
+use trainbook::models::{export_traced, resnet18, HeadKind, ScriptModule};
 use trainbook::train::Optimizer;
 
 /// The store's variables (parameters and buffers) by name, sorted.
@@ -87,6 +92,41 @@ fn a_pytorch_model_trains_in_fit_as_pytorch_trains_it_and_resumes_exactly() {
     let err = ScriptModule::load(work.join("model.pt"), &vs.root()).unwrap_err().to_string();
     assert!(err.contains("already has a variable"), "{err}");
     tch::set_num_threads(threads);
+}
+
+#[test]
+fn a_trainbook_model_exported_as_torchscript_runs_in_pytorch_to_the_same_outputs() {
+    let _turn = common::module_turn(module_path!());
+    let work = common::WorkDir::new("torchscript_export");
+    tch::set_num_threads(1); // as PyTorch's side (this test's thread only: OpenMP's setting)
+    let vs = VarStore::new(Device::Cpu);
+    let net = resnet18(&vs.root(), 10, HeadKind::Linear);
+    // Random running statistics, so that the evaluation-mode pass depends on the buffers.
+    tch::no_grad(|| {
+        for (name, t) in vs.variables() {
+            if name.ends_with("running_var") {
+                let _ = t.shallow_clone().uniform_(0.5, 1.5);
+            }
+        }
+    });
+    let x = Tensor::randn([2, 3, 64, 64], (Kind::Float, Device::Cpu));
+    export_traced(&vs, &net, &x, work.join("traced.pt")).unwrap();
+    Tensor::write_safetensors(&[("input", &x)], work.join("export_input.safetensors")).unwrap();
+    let out = Command::new(common::venv_bin("python"))
+        .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oracle/torchscript.py"))
+        .args(["export", work.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", common::text(&out));
+    let theirs = Tensor::read_safetensors(work.join("export.safetensors")).unwrap();
+    let ours = tch::no_grad(|| net.forward_t(&x, false));
+    assert!(ours.equal(common::get(&theirs, "output")), "PyTorch's run of the exported model");
+    let mut names: Vec<String> =
+        String::from_utf8(out.stdout).unwrap().lines().map(String::from).collect();
+    let mut want: Vec<String> = vs.variables().into_keys().collect();
+    names.sort();
+    want.sort();
+    assert_eq!(names, want, "the exported module's parameters and buffers");
 }
 
 #[test]
