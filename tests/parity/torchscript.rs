@@ -6,6 +6,9 @@
 //! - the same run stopped after its first epoch and resumed by a second `fit` (a fresh load of
 //!   the module, the checkpoint restored into its tensors) ends on the same values, and
 //!   `ScriptModule::save` writes them so that a new load holds them;
+//! - the same module trained by `fit` on 2 Gloo ranks (DDP over its parameters; this binary
+//!   started twice) ends with the same parameters on both ranks, moved from the start: the
+//!   gradients of the module's tensors went through DDP's all-reduce;
 //! - a trainbook ResNet18 exported with `export_traced` gives, in PyTorch's `torch.jit.load`,
 //!   the outputs trainbook computes, bit for bit, and holds its weights and BatchNorm
 //!   statistics as named parameters and buffers;
@@ -33,17 +36,26 @@ fn variables(vs: &VarStore) -> Vec<(String, Tensor)> {
 /// Trains the scripted module of `dir` with `fit` into `out` for `epochs` (resuming from `out`
 /// if it has a checkpoint) and returns its variables.
 fn fit_script(dir: &std::path::Path, out: &std::path::Path, epochs: u64) -> Vec<(String, Tensor)> {
+    fit_script_on(&Dist::single(Device::Cpu), dir, out, epochs)
+}
+
+/// [`fit_script`] as a rank of `dist` (each rank's share of the batches).
+fn fit_script_on(
+    dist: &Dist,
+    dir: &std::path::Path,
+    out: &std::path::Path,
+    epochs: u64,
+) -> Vec<(String, Tensor)> {
     let data = Tensor::read_safetensors(dir.join("make.safetensors")).unwrap();
     let (images, labels) = (common::get(&data, "images"), common::get(&data, "labels"));
     let classes = vec!["a".to_string(), "b".to_string(), "c".to_string()];
     let ds = std::sync::Arc::new(TensorDataset::new(images, labels, classes).unwrap());
-    let mut train = DataLoader::from_arc(ds.clone(), 8);
-    let mut val = DataLoader::from_arc(ds, 20);
+    let mut train = DataLoader::from_arc(ds.clone(), 8).distributed(dist);
+    let mut val = DataLoader::from_arc(ds, 20).distributed(dist);
     let mut vs = VarStore::new(Device::Cpu);
     let net = ScriptModule::load(dir.join("model.pt"), &vs.root()).unwrap();
     let mut opt = Optimizer::sgd(&vs, 0.05, 0.9);
-    let dist = Dist::single(Device::Cpu);
-    let trainer = Trainer::new(&dist).epochs(epochs).out(out).progress(false);
+    let trainer = Trainer::new(dist).epochs(epochs).out(out).progress(false);
     trainer.fit(&mut vs, &net, &mut opt, &mut train, &mut val).unwrap();
     variables(&vs)
 }
@@ -127,6 +139,45 @@ fn a_trainbook_model_exported_as_torchscript_runs_in_pytorch_to_the_same_outputs
     names.sort();
     want.sort();
     assert_eq!(names, want, "the exported module's parameters and buffers");
+}
+
+#[test]
+#[ignore = "a rank of the DDP test, started by it"]
+fn rank_worker() {
+    let _turn = common::module_turn(module_path!());
+    let work = std::path::PathBuf::from(std::env::var("TB_OUT").unwrap());
+    assert_eq!(std::env::var("TB_SCENARIO").as_deref(), Ok("ddp"));
+    let dist = Dist::init().unwrap();
+    let vars = fit_script_on(&dist, &work, &work.join("ddp"), 1);
+    let named: Vec<(&str, &Tensor)> = vars.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let file = work.join(format!("rank{}.safetensors", dist.rank()));
+    Tensor::write_safetensors(&named, file).unwrap();
+    dist.destroy().unwrap();
+}
+
+#[test]
+fn a_pytorch_model_trains_under_ddp_with_the_replicas_in_step() {
+    let _turn = common::module_turn(module_path!());
+    let work = common::WorkDir::new("torchscript_ddp");
+    let _ = common::oracle_tensors("torchscript.py", "make", &work);
+    common::ranks::run_ranks(module_path!(), "ddp", 2, &work);
+    let (a, b) = (
+        common::sorted_tensors(&work.join("rank0.safetensors")),
+        common::sorted_tensors(&work.join("rank1.safetensors")),
+    );
+    let start = VarStore::new(Device::Cpu);
+    let _net = ScriptModule::load(work.join("model.pt"), &start.root()).unwrap();
+    let params = start.trainable_variables().len();
+    let initial = start.variables();
+    let mut compared = 0;
+    for ((name, x), (_, y)) in a.iter().zip(&b) {
+        if initial[name].requires_grad() {
+            assert!(x.equal(y), "{name}: rank 0 vs rank 1");
+            assert!(!x.equal(&initial[name]), "{name} did not train");
+            compared += 1;
+        }
+    }
+    assert_eq!(compared, params);
 }
 
 #[test]
