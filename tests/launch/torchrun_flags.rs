@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use crate::common;
 
-const EXAMPLES: [&str; 5] = ["mnist", "designsafe", "tiny_imagenet", "dogs", "mnist_regression"];
+const EXAMPLES: [&str; 6] =
+    ["mnist", "designsafe", "tiny_imagenet", "dogs", "mnist_regression", "mnist_two_inputs"];
 
 /// The long flags an example's `--help` lists (`--help` and `--version` aside).
 fn flags_of(example: &str) -> Vec<String> {
