@@ -39,8 +39,8 @@ pub trait Dataset: Send + Sync {
     /// of the same count and shapes for every sample, which the loader stacks along a new first
     /// dimension into [`Batch::extra_inputs`](super::Batch::extra_inputs), as torch's
     /// `default_collate` stacks each element of a sample tuple. `rng` is the sample's
-    /// augmentation stream after [`get`](Self::get) drew from it (the same per sample on any
-    /// thread, worker count or number of ranks). A step of one's own
+    /// augmentation stream after [`get`](Self::get) drew from it (a stream of the seed, the
+    /// epoch and the sample alone, whichever thread loads it). A step of one's own
     /// ([`TrainStep`](crate::train::TrainStep)) reads them; the default: none.
     fn extra_inputs(&self, index: usize, rng: &mut AugRng) -> Result<Vec<Tensor>> {
         let _ = (index, rng);
