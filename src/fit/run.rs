@@ -39,8 +39,7 @@ use crate::train::{
 };
 use crate::{Error, Result};
 
-/// The model's variables, its training step (the forward pass and loss), and the optimizer
-/// over them.
+/// The model's variables, its training step (forward pass and loss) and the optimizer over them.
 pub(crate) struct Model<'a> {
     pub vs: &'a mut VarStore,
     pub step: &'a dyn TrainStep,
@@ -220,11 +219,8 @@ impl Run<'_> {
         {
             return None;
         }
-        self.dist.println(crate::fit::finish::nothing_to_train(
-            self.cfg,
-            first_epoch,
-            (stopped_early, at_max),
-        ));
+        let (cfg, stopped) = (self.cfg, (stopped_early, at_max));
+        self.dist.println(crate::fit::finish::nothing_to_train(cfg, first_epoch, stopped));
         let early_stopped = stopped_early.then(|| first_epoch.saturating_sub(1));
         let outcome = self.report(None, early_stopped);
         report::run_done(self.dist.rank(), &self.cfg.out, &outcome, &self.ckpt);

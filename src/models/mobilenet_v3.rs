@@ -8,6 +8,7 @@ use tch::Tensor;
 
 use super::batch_norm::{BatchNorm2d, SyncSlot};
 use super::layers::linear;
+use super::resnet_blocks::grouped_conv;
 use crate::{Error, Result};
 
 /// torchvision's `_make_divisible`: `v` rounded to a multiple of `divisor`, not below 90% of it.
@@ -64,17 +65,10 @@ const SMALL: ([BlockConf; 11], i64) = (
     1024,
 );
 
-/// A convolution without bias, torchvision's initialisation (Kaiming normal, fan-out).
+/// A convolution without bias, torchvision's initialisation (Kaiming normal, fan-out), padded
+/// to keep the size at stride 1.
 fn conv(p: nn::Path, (c_in, c_out, k, stride, groups): (i64, i64, i64, i64, i64)) -> nn::Conv2D {
-    let ws_init = nn::Init::Kaiming {
-        dist: nn::init::NormalOrUniform::Normal,
-        fan: nn::init::FanInOut::FanOut,
-        non_linearity: nn::init::NonLinearity::ReLU,
-    };
-    let padding = (k - 1) / 2;
-    let config =
-        nn::ConvConfig { stride, padding, groups, bias: false, ws_init, ..Default::default() };
-    nn::conv2d(p, c_in, c_out, k, config)
+    grouped_conv(p, (c_in, c_out, groups), k, stride, (k - 1) / 2)
 }
 
 /// A 1x1 convolution with bias (squeeze-and-excitation's), weight then bias as torch registers

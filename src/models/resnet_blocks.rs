@@ -22,8 +22,8 @@ pub(super) fn conv(
     grouped_conv(p, (c_in, c_out, 1), k, stride, padding)
 }
 
-/// [`conv`] in `groups` groups.
-fn grouped_conv(
+/// [`conv`] in `groups` groups (MobileNetV3's convolutions too: the same initialisation).
+pub(super) fn grouped_conv(
     p: nn::Path,
     (c_in, c_out, groups): (i64, i64, i64),
     k: i64,

@@ -28,15 +28,13 @@ use crate::{Error, Result};
 /// ```no_run
 /// use trainbook::models::ScriptModule;
 /// use trainbook::prelude::*;
-/// # fn main() -> trainbook::Result<()> {
+/// # fn run(dist: &Dist, train: &mut DataLoader<Mnist>, val: &mut DataLoader<Mnist>) -> trainbook::Result<()> {
 /// // In Python: torch.jit.script(model).save("model.pt")
 /// let mut vs = VarStore::new(Device::Cpu);
 /// let net = ScriptModule::load("model.pt", &vs.root())?;
 /// let logits = net.forward_t(&Tensor::zeros([2, 3, 32, 32], (Kind::Float, Device::Cpu)), false);
 /// let mut opt = Optimizer::sgd(&vs, 0.1, 0.9);
-/// # let dist = Dist::single(Device::Cpu);
-/// # let (mut train, mut val): (DataLoader<Mnist>, DataLoader<Mnist>) = unimplemented!();
-/// Trainer::new(&dist).fit(&mut vs, &net, &mut opt, &mut train, &mut val)?;
+/// Trainer::new(dist).fit(&mut vs, &net, &mut opt, train, val)?;
 /// # Ok(()) }
 /// ```
 pub struct ScriptModule {
