@@ -6,10 +6,10 @@
 //!   `--requeue`, `--no-step-log`, `--ema`, `--freeze-epochs`, `--sync-bn`, `--weight-trail`,
 //!   `--limit-train-batches`, `--limit-val-batches`, `--max-steps`, `--val-every-steps`,
 //!   `--detect-anomaly`, `--overfit-batches`, `--fast-dev-run`,
-//!   `--test-only`, `--lr-find`, with
+//!   `--test-only`, `--lr-find`, `--find-batch-size`, with
 //!   [`RunArgs::dist`] (join the launcher's process group), [`RunArgs::trainer`] (a [`Trainer`]
 //!   with those settings), [`RunArgs::metrics`] (`--metric`, with the model's class count), [`RunArgs::sync_batchnorm`] (the ResNet examples' `--sync-bn`) and
-//!   [`RunArgs::instead_of_training`] (`--test-only`, `--lr-find`).
+//!   [`RunArgs::instead_of_training`] (`--test-only`, `--lr-find`, `--find-batch-size`).
 //! - [`exit_status`]: one line on stderr after an error (the rank, what happened; a broken
 //!   connection to another rank said as such, with what the launcher does next), exit status 1.
 //! - [`exit_if_preempted`]: every example's exit status after a run stopped by SIGTERM or
@@ -175,6 +175,16 @@ pub struct RunArgs {
     /// optimizer are put back): prints the suggested rate and writes OUT/lr_find.png.
     #[arg(long)]
     pub lr_find: bool,
+    /// Find the largest batch size that fits instead of training (Lightning's batch-size
+    /// finder: 3 steps at batch 2, 4, 8, ... until one runs out of memory or above
+    /// --max-memory-gib, then the weights and the optimizer are put back): prints each trial
+    /// and the answer. On the CPU --max-memory-gib is required.
+    #[arg(long)]
+    pub find_batch_size: bool,
+    /// --find-batch-size's limit: a batch does not fit when the process's peak resident memory
+    /// (CPU) or the GPU's peak reserved memory is above this many GiB.
+    #[arg(long, value_name = "GIB")]
+    pub max_memory_gib: Option<f64>,
 }
 
 impl RunArgs {

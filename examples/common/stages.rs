@@ -71,8 +71,9 @@ impl RunArgs {
         Ok(trainer)
     }
 
-    /// `--test-only` or `--lr-find`, when one was asked for: runs it (the test on `eval`, the
-    /// range test on `train`; see [`test_only`](Self::test_only) and [`lr_find`](Self::lr_find))
+    /// `--test-only`, `--lr-find` or `--find-batch-size`, when one was asked for: runs it (the
+    /// test on `eval`, the others on `train`; see [`test_only`](Self::test_only),
+    /// [`lr_find`](Self::lr_find) and [`find_batch_size`](Self::find_batch_size))
     /// and says `true`, so that the example ends without training.
     pub fn instead_of_training<A, B>(
         &self,
@@ -88,6 +89,8 @@ impl RunArgs {
             self.test_only(dist, trainer, vs, net, eval, (out, weights_loaded))?;
         } else if self.lr_find {
             self.lr_find(dist, trainer, (vs, net, opt), train, out)?;
+        } else if self.find_batch_size {
+            self.find_batch_size(dist, trainer, (vs, net, opt), train)?;
         } else {
             return Ok(false);
         }
@@ -119,6 +122,35 @@ impl RunArgs {
             trainbook::figures::lr_find_plot(&found)?.save(&path)?;
             println!("wrote {}", path.display());
         }
+        Ok(())
+    }
+
+    /// `--find-batch-size`: the batch-size finder with `trainer`'s settings over `loader`'s
+    /// data, limited by `--max-memory-gib`; prints each trial and the largest batch that fitted.
+    pub fn find_batch_size<D: trainbook::data::Dataset + 'static>(
+        &self,
+        dist: &Dist,
+        trainer: &Trainer,
+        (vs, net, opt): (&mut tch::nn::VarStore, &dyn tch::nn::ModuleT, &mut Optimizer),
+        loader: &mut trainbook::data::DataLoader<D>,
+    ) -> anyhow::Result<()> {
+        let max_memory = match self.max_memory_gib {
+            Some(gib) if gib > 0.0 && gib.is_finite() => Some((gib * (1u64 << 30) as f64) as u64),
+            Some(gib) => anyhow::bail!("--max-memory-gib {gib}: give a positive number of GiB"),
+            None => None,
+        };
+        let find = trainbook::train::BatchSizeFindOptions { max_memory, ..Default::default() };
+        let found = trainer.find_batch_size(vs, net, opt, loader, find)?;
+        for t in &found.trials {
+            let peak =
+                t.peak_bytes.map_or("-".into(), |b| format!("{:.1} MiB", b as f64 / 1048576.0));
+            let verdict = match &t.reason {
+                None => "fits".to_string(),
+                Some(why) => format!("does not fit: {why}"),
+            };
+            dist.println(format!("batch {:>6}: peak {peak}, {verdict}", t.batch_size));
+        }
+        dist.println(format!("largest batch size that fits: {}", found.batch_size));
         Ok(())
     }
 }

@@ -186,7 +186,7 @@ fn rank_error(rank: usize, world: usize, source: Error) -> Error {
     }
 }
 
-fn panic_message(payload: Box<dyn Any + Send>) -> String {
+pub(crate) fn panic_message(payload: Box<dyn Any + Send>) -> String {
     payload
         .downcast_ref::<&str>()
         .map(|s| s.to_string())

@@ -1,10 +1,11 @@
 //! The training loop: the per-epoch train/evaluate helpers with their options, listener and
 //! summaries (the `epoch/` wing) and the [`Strategy`] they run under (`strategy/`), optimizers with checkpointable state (`optim/`), mixed precision (`amp/`), LR
-//! schedules, one's own training step (`step.rs`), autograd's anomaly detection (`anomaly.rs`), the learning-rate range test (`lr_find/`), losses for every task, exact metrics, predictions with their confidence, the metrics log, and a
+//! schedules, one's own training step (`step.rs`), autograd's anomaly detection (`anomaly.rs`), the learning-rate range test (`lr_find/`), the batch-size finder (`batch_size_find/`), losses for every task, exact metrics, predictions with their confidence, the metrics log, and a
 //! deterministic mode.
 mod amp;
 mod anomaly;
 mod backends;
+mod batch_size_find;
 mod clip;
 mod cuda_graph;
 mod determinism;
@@ -17,6 +18,7 @@ mod metrics;
 mod optim;
 mod predict;
 mod profile;
+mod restore_point;
 mod schedule;
 mod step;
 mod strategy;
@@ -28,6 +30,10 @@ pub(crate) use anomaly::{named as named_anomaly, AnomalyGuard};
 pub use backends::{
     cudnn_allow_tf32, float32_matmul_precision, set_cudnn_allow_tf32, set_cudnn_benchmark,
     set_float32_matmul_precision, set_tf32, Float32MatmulPrecision,
+};
+pub use batch_size_find::{
+    find_batch_size, find_batch_size_step, is_oom_error, BatchSizeFind, BatchSizeFindOptions,
+    BatchSizeTrial, ScaleMode,
 };
 pub use clip::{clip_grad_norm, clip_grad_value, total_norm, GradClip};
 pub use cuda_graph::{StepGraph, DEFAULT_WARMUP_STEPS};

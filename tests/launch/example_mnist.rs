@@ -1,6 +1,7 @@
 //! The MNIST example with its default arguments, in a fresh directory: builds the offline data
 //! set itself, trains, and reaches >= 97% test accuracy; writes the metrics log and the plots.
-//! `--test-only` then tests the run's last checkpoint and prints the last epoch's figures. Then
+//! `--test-only` then tests the run's last checkpoint and prints the last epoch's figures, and
+//! `--find-batch-size` finds the largest batch within a memory limit without training. Then
 //! the README's two-rank torchrun line in the same directory, as a reader would run it, and an
 //! elastic restart: an epoch on two torchrun ranks, continued by one process.
 use crate::common;
@@ -60,6 +61,33 @@ fn mnist_example_reaches_97_percent_with_defaults() {
     );
     assert!(tested.contains(&want), "{want:?} in:\n{tested}");
     assert!(!tested.contains("epoch 1/"), "--test-only trains nothing:\n{tested}");
+
+    // --find-batch-size doubles from 2 until a trial's peak is above --max-memory-gib, and
+    // answers the last batch that fitted (half the one that did not).
+    let (status, found) = common::run_streaming(
+        Command::new(&exe)
+            .args(["--find-batch-size", "--max-memory-gib", "1"])
+            .current_dir(&work)
+            .env("PATH", &path),
+        Duration::from_secs(600),
+        "examples/mnist --find-batch-size",
+    );
+    assert!(status.success(), "{found}");
+    let trials: Vec<(usize, bool)> = found
+        .lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix("batch")?;
+            let (size, verdict) = rest.split_once(':')?;
+            Some((size.trim().parse().ok()?, verdict.ends_with("fits")))
+        })
+        .collect();
+    let (last, fits) = *trials.last().expect("the trials' lines");
+    assert!(!fits && found.contains("above the limit 1073741824"), "{found}");
+    let doubling: Vec<usize> = (0..trials.len()).map(|i| 2 << i).collect();
+    assert_eq!(trials.iter().map(|t| t.0).collect::<Vec<_>>(), doubling, "{found}");
+    assert!(trials[..trials.len() - 1].iter().all(|t| t.1), "{found}");
+    let answer = format!("largest batch size that fits: {}", last / 2);
+    assert!(found.contains(&answer) && !found.contains("epoch 1/"), "{found}");
 
     // Then the README's next command, as a reader would type it after `make demo`: it must
     // train two ranks (into its own --out), not resume the finished run above.

@@ -13,6 +13,7 @@ mod common;
 mod amp;
 mod anomaly;
 mod backends;
+mod batch_size_find;
 mod class_metrics;
 mod cuda_graphs;
 mod ema;

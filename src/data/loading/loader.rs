@@ -313,6 +313,11 @@ impl<D: Dataset + 'static> DataLoader<D> {
     pub fn batch_size(&self) -> usize {
         self.batch_size
     }
+    /// Sets the samples per batch (at least 1) from the next iteration on (what a
+    /// [batch-size finder](crate::train::find_batch_size) tries, and what it found).
+    pub fn set_batch_size(&mut self, batch_size: usize) {
+        self.batch_size = batch_size.max(1);
+    }
     /// The sampler, when the loader is [`distributed`](Self::distributed) or has one.
     pub fn distributed_sampler(&self) -> Option<&DistributedSampler> {
         match &self.order {

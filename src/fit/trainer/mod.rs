@@ -368,6 +368,7 @@ fn batch_device(run: Device, pin_memory: bool, loader: Device) -> Device {
 }
 
 mod batch_mix;
+mod batch_size_find;
 mod gpu_speed;
 mod lr_find;
 pub use predict_stage::TtaView;

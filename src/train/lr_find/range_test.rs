@@ -3,11 +3,10 @@
 //! to decide whether to go on) and ends the epoch once the test is done; then everything it
 //! changed is put back.
 use tch::nn::{ModuleT, VarStore};
-use tch::Tensor;
 
 use super::{valley, LrFind, LrFindOptions, Smoother};
 use crate::data::{DataLoader, Dataset};
-use crate::rng::{cpu_rng_state, set_cpu_rng_state};
+use crate::train::restore_point::RestorePoint;
 use crate::train::{
     train_epoch_step, EpochOptions, Loss, ModelStep, Optimizer, StepInfo, StepListener,
     StepLogging, StepRecord, Strategy, TrainStep,
@@ -86,11 +85,7 @@ pub fn lr_find_step<D: Dataset + 'static>(
     find: LrFindOptions,
 ) -> Result<LrFind> {
     find.validate()?;
-    let weights: Vec<(Tensor, Tensor)> =
-        vs.variables().into_values().map(|v| (v.shallow_clone(), v.copy())).collect();
-    let (state, meta) = optimizer.state_dict();
-    let state: Vec<(String, Tensor)> = state.into_iter().map(|(n, t)| (n, t.copy())).collect();
-    let rng = cpu_rng_state()?;
+    let saved = RestorePoint::take(vs, optimizer)?;
     let opts = opts.progress(false).step_records(StepLogging { epoch: 0, steps_before: 0 });
     let strategy = opts.strategy;
     let mut test = RangeTest {
@@ -118,15 +113,7 @@ pub fn lr_find_step<D: Dataset + 'static>(
         break;
     }
     // Everything back as it was, whatever happened.
-    tch::no_grad(|| {
-        for (var, saved) in &weights {
-            let mut var = var.shallow_clone();
-            var.copy_(saved);
-        }
-    });
-    optimizer.zero_grad();
-    optimizer.load_state_dict_owned(state, &meta)?;
-    set_cpu_rng_state(&rng)?;
+    saved.restore(optimizer)?;
     outcome?;
     let mut curve = test.curve;
     let (lrs, losses) = curve.considered(find.num_it());
