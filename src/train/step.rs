@@ -94,6 +94,13 @@ pub trait TrainStep {
     fn train_step(&self, batch: &StepBatch<'_>) -> Result<StepOutput>;
     /// The forward pass and the loss of each sample, for evaluation.
     fn eval_step(&self, batch: &StepBatch<'_>) -> Result<StepOutput>;
+    /// Where the training loss is a weighted mean (the sum of `eval_step`'s per-sample losses
+    /// over the sum of these weights, as torch's cross-entropy with class weights computes
+    /// it): each sample's weight `[N]` (float64, on the target's device), so that an epoch's
+    /// loss is that weighted mean over all its samples. `None` (the default): a plain mean.
+    fn loss_weights(&self, _batch: &StepBatch<'_>) -> Option<Tensor> {
+        None
+    }
 }
 
 /// The step of a model of one input and a [`Loss`]: `model.forward_t(images)`, the shapes
@@ -141,5 +148,8 @@ impl TrainStep for ModelStep<'_> {
         let output = self.model.forward_t(batch.images, false);
         check_batch(batch.task, None, &output, batch.target)?;
         Ok(StepOutput { loss: self.loss.per_sample(&output, batch.target), output })
+    }
+    fn loss_weights(&self, batch: &StepBatch<'_>) -> Option<Tensor> {
+        self.loss.sample_weights(batch.target)
     }
 }

@@ -4,8 +4,10 @@
       Inputs drawn after torch.manual_seed(11) and every torch.nn loss trainbook mirrors, with
       reduction="mean" and with reduction="none" (then averaged per sample over the remaining
       dimensions): MSELoss, L1Loss, HuberLoss(delta=0.7), SmoothL1Loss(beta=0.6),
-      BCEWithLogitsLoss(pos_weight=...), CrossEntropyLoss(label_smoothing=0.1). Writes
-      OUT/losses.safetensors (inputs `in.*`, results `mean.*` and `per_sample.*`).
+      BCEWithLogitsLoss(pos_weight=...), CrossEntropyLoss(label_smoothing=0.1), and
+      CrossEntropyLoss with class weights, with an ignore_index (-1, two samples) and with both
+      and label smoothing. Writes OUT/losses.safetensors (inputs `in.*`, results `mean.*` and
+      `per_sample.*`, and `weights.*`: each sample's weight in the weighted means).
   losses.py metrics OUT
       37 samples of each task (drawn after torch.manual_seed(12)): multi-label logits and
       multi-hot targets (5 labels), regression outputs and targets (2 values each), class
@@ -41,7 +43,13 @@ def losses(out):
     ml_logits, ml_target = torch.randn(6, 4), torch.randint(0, 2, (6, 4)).float()
     pos_weight = torch.tensor([0.5, 1.0, 2.0, 3.0])
     ce_logits, ce_labels = torch.randn(6, 5), torch.randint(0, 5, (6,))
+    # Class weights, and the labels with samples 1 and 4 set to an ignored label (-1).
+    ce_weight = torch.tensor([0.5, 2.0, 1.0, 3.0, 1.5])
+    ce_ignored = ce_labels.clone()
+    ce_ignored[[1, 4]] = -1
     tensors = {
+        "in.ce_weight": ce_weight,
+        "in.ce_ignored": ce_ignored,
         "in.reg_out": reg_out,
         "in.reg_target": reg_target,
         "in.ml_logits": ml_logits,
@@ -65,7 +73,29 @@ def losses(out):
             ce_logits,
             ce_labels,
         ),
+        "ce_weight": (
+            lambda r: nn.CrossEntropyLoss(reduction=r, weight=ce_weight),
+            ce_logits,
+            ce_labels,
+        ),
+        "ce_weight_ignore": (
+            lambda r: nn.CrossEntropyLoss(
+                reduction=r, weight=ce_weight, ignore_index=-1, label_smoothing=0.1
+            ),
+            ce_logits,
+            ce_ignored,
+        ),
+        "ce_ignore": (
+            lambda r: nn.CrossEntropyLoss(reduction=r, ignore_index=-1),
+            ce_logits,
+            ce_ignored,
+        ),
     }
+    # What a weighted mean divides by: each sample's class weight, 0 where ignored.
+    kept = (ce_ignored != -1).double()
+    tensors["weights.ce_weight"] = ce_weight.double()[ce_labels]
+    tensors["weights.ce_weight_ignore"] = ce_weight.double()[ce_ignored.clamp(min=0)] * kept
+    tensors["weights.ce_ignore"] = kept
     for name, (make, a, b) in cases.items():
         tensors[f"mean.{name}"] = make("mean")(a, b)
         tensors[f"per_sample.{name}"] = per_sample(make("none")(a, b))

@@ -30,6 +30,8 @@ fn the_losses_equal_torchs_bit_for_bit() {
     let (ml_logits, ml_target) = (get("in.ml_logits"), get("in.ml_target"));
     let (ce_logits, ce_labels) = (get("in.ce_logits"), get("in.ce_labels"));
     let pos_weight = Vec::<f32>::try_from(get("in.pos_weight")).unwrap();
+    let class_weight = Vec::<f32>::try_from(get("in.ce_weight")).unwrap();
+    let ce_ignored = get("in.ce_ignored");
     let cases: Vec<(&str, Box<dyn Loss>, &Tensor, &Tensor)> = vec![
         ("mse", Box::new(MSELoss), &reg_out, &reg_target),
         ("l1", Box::new(L1Loss), &reg_out, &reg_target),
@@ -42,12 +44,33 @@ fn the_losses_equal_torchs_bit_for_bit() {
             &ml_target,
         ),
         ("ce", Box::new(CrossEntropyLoss::new().label_smoothing(0.1)), &ce_logits, &ce_labels),
+        (
+            "ce_weight",
+            Box::new(CrossEntropyLoss::new().weight(&class_weight)),
+            &ce_logits,
+            &ce_labels,
+        ),
+        (
+            "ce_weight_ignore",
+            Box::new(
+                CrossEntropyLoss::new().weight(&class_weight).ignore_index(-1).label_smoothing(0.1),
+            ),
+            &ce_logits,
+            &ce_ignored,
+        ),
+        ("ce_ignore", Box::new(CrossEntropyLoss::new().ignore_index(-1)), &ce_logits, &ce_ignored),
     ];
     for (name, loss, output, target) in cases {
         let mean = loss.mean(output, target);
         assert!(mean.equal(&get(&format!("mean.{name}"))), "{name}: the mean");
         let per_sample = loss.per_sample(output, target);
         assert!(per_sample.equal(&get(&format!("per_sample.{name}"))), "{name}: per sample");
+        // What a weighted mean divides by; the other losses weigh every sample 1.
+        match (loss.sample_weights(target), name.starts_with("ce_")) {
+            (Some(w), true) => assert!(w.equal(&get(&format!("weights.{name}"))), "{name}"),
+            (None, false) => {}
+            (w, _) => panic!("{name}: sample weights {w:?}"),
+        }
     }
     // A closure is a loss too (its task is the data's).
     let squared = |o: &Tensor, t: &Tensor| (o - t).square().mean_dim(1, false, Kind::Float);
@@ -182,4 +205,69 @@ fn outputs_that_do_not_fit_the_targets_are_an_error_naming_both() {
     let opts = EpochOptions::on(Device::Cpu).quiet().top_k(5);
     let err = evaluate(&Identity, &mut loader, &CrossEntropyLoss::new(), &opts).unwrap_err();
     assert!(err.to_string().contains("k = 5"), "{err}");
+}
+
+/// A model that hands each picture's values back, plus a bias of zeros to train (adding 0.0
+/// changes no value), so that a training epoch scores exactly the given logits.
+#[derive(Debug)]
+struct Shift {
+    bias: Tensor,
+}
+
+impl ModuleT for Shift {
+    fn forward_t(&self, xs: &Tensor, _train: bool) -> Tensor {
+        xs.flatten(1, -1) + &self.bias
+    }
+}
+
+#[test]
+fn a_weighted_cross_entropy_epoch_is_the_weighted_mean_over_its_samples() {
+    let _turn = common::module_turn(module_path!());
+    let work = common::WorkDir::new("weighted-ce");
+    let inputs = common::oracle_tensors("losses.py", "metrics", &work);
+    let get = |name: &str| common::get(&inputs, name).shallow_clone();
+    // 37 samples of 6 classes; three of them ignored.
+    let logits = get("ce_logits");
+    let labels = get("ce_labels").index_fill(0, &Tensor::from_slice(&[3i64, 17, 30]), -1);
+    let loss = CrossEntropyLoss::new().weight(&[0.5, 2.0, 1.0, 3.0, 1.5, 0.25]).ignore_index(-1);
+    let weights = loss.sample_weights(&labels).unwrap();
+    let total_weight = weights.sum(Kind::Double).double_value(&[]);
+
+    // Evaluation over 2 ranks: the per-sample losses (the kernel checked against torch above)
+    // summed in float64, over the sum of the weights. The weights are multiples of 1/4, so
+    // their sum is exact in any order; the 37 positive losses summed in another order than
+    // the whole set's differ by at most 37 roundings of 2^-53 of the total.
+    let per_sample = loss.per_sample(&logits, &labels).to_kind(Kind::Double);
+    let whole_set = per_sample.sum(Kind::Double).double_value(&[]) / total_weight;
+    let (_, m) = evaluated_on_two_ranks(scored(&logits, &labels), loss.clone(), None);
+    assert_eq!((m.loss_weight, m.count), (Some(total_weight), 37));
+    let bound = 37.0 * f64::powi(2.0, -53) * whole_set;
+    assert!((m.loss() - whole_set).abs() <= bound, "{} vs {whole_set}", m.loss());
+    // torch's own mean over the whole set (one float32 kernel call) agrees within float32's
+    // rounding of 37 additions and a division.
+    let torch_mean = loss.mean(&logits, &labels).double_value(&[]);
+    assert!((m.loss() - torch_mean).abs() <= 38.0 * f64::powi(2.0, -24) * torch_mean);
+
+    // Training: every batch's mean (torch's kernel) times the sum of its weights, summed in
+    // float64 and divided by all the weights, in the loop's order: equal.
+    let vs = VarStore::new(Device::Cpu);
+    let net = Shift { bias: vs.root().zeros("bias", &[6]) };
+    let mut opt = Optimizer::sgd(&vs, 0.0, 0.0);
+    let mut loader = DataLoader::new(scored(&logits, &labels), 8).num_workers(0);
+    let opts = EpochOptions::on(Device::Cpu).quiet();
+    let trained = train_epoch(&net, &mut loader, &mut opt, &loss, &opts).unwrap();
+    let (mut sum, mut weight) = (0.0f64, 0.0f64);
+    for start in (0..37).step_by(8) {
+        let len = 8.min(37 - start);
+        let (x, y) = (logits.narrow(0, start, len), labels.narrow(0, start, len));
+        let w = loss.sample_weights(&y).unwrap().sum(Kind::Double).double_value(&[]);
+        sum += loss.mean(&x, &y).double_value(&[]) * w;
+        weight += w;
+    }
+    assert_eq!(trained.metrics.loss_weight, Some(weight));
+    assert_eq!(trained.loss, sum / weight);
+    // Each batch's float32 mean sums at most 8 losses and divides once: within 8 roundings of
+    // 2^-24 of its value (its weights' sum is exact), so the epoch is too, plus float64's.
+    let bound = 9.0 * f64::powi(2.0, -24) * whole_set;
+    assert!((trained.loss - whole_set).abs() <= bound, "{} vs {whole_set}", trained.loss);
 }

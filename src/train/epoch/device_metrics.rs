@@ -40,6 +40,8 @@ pub(crate) fn count_host_read() {
 /// read with the sums (one read for both).
 pub struct DeviceMetrics {
     loss_sum: Tensor,
+    /// The sum of the samples' loss weights (float64), with a loss that weighs them.
+    loss_weight: Option<Tensor>,
     correct: Tensor,
     /// The task's sums beyond the correct count (float64), laid out as [`TaskSums::extra_of`].
     extra: Option<Tensor>,
@@ -66,6 +68,7 @@ impl DeviceMetrics {
             .map(|v| Tensor::from_slice(&v).to_kind(Kind::Double).to_device(device));
         DeviceMetrics {
             loss_sum: Tensor::from(start.loss_sum).to_device(device),
+            loss_weight: start.loss_weight.map(|w| Tensor::from(w).to_device(device)),
             correct: Tensor::from(start.correct as i64).to_device(device),
             extra,
             sums,
@@ -104,12 +107,30 @@ impl DeviceMetrics {
     /// target (logits and labels for classification): the loss sum grows by
     /// `mean * batch size` in float64, as the per-sample sum it stands for.
     pub fn add_mean_loss(&mut self, mean_loss: &Tensor, output: &Tensor, target: &Tensor) {
+        self.add_mean_loss_weighted(mean_loss, output, target, None);
+    }
+
+    /// [`add_mean_loss`](Self::add_mean_loss), and with the samples' loss `weights` (a weighted
+    /// mean: [`Loss::sample_weights`](crate::train::Loss::sample_weights)) the loss sum grows by
+    /// `mean * sum of the weights` instead, and the weights' sum by theirs.
+    pub fn add_mean_loss_weighted(
+        &mut self,
+        mean_loss: &Tensor,
+        output: &Tensor,
+        target: &Tensor,
+        weights: Option<&Tensor>,
+    ) {
         let n = target.size()[0];
         tch::no_grad(|| {
-            let sum = mean_loss.detach().to_kind(Kind::Double) * n as f64;
+            let mean = mean_loss.detach().to_kind(Kind::Double);
+            let weight = weights.map(|w| self.add_weight(w));
+            let sum = match &weight {
+                Some(w) => mean * w,
+                None => mean * n as f64,
+            };
             let _ = self.loss_sum.g_add_(&sum);
             if let Some(b) = &self.steps {
-                b.borrow_mut().add_to_window(&sum, n as u64);
+                b.borrow_mut().add_to_window(&sum, n as u64, weight.as_ref());
             }
         });
         self.add_outputs(output, target);
@@ -117,10 +138,35 @@ impl DeviceMetrics {
 
     /// Adds a batch given the per-sample loss sum (a float64 scalar tensor).
     pub fn add_loss_sum(&mut self, loss_sum: &Tensor, output: &Tensor, target: &Tensor) {
+        self.add_loss_sum_weighted(loss_sum, output, target, None);
+    }
+
+    /// [`add_loss_sum`](Self::add_loss_sum), and with a weighted loss the samples' `weights`
+    /// added to the weights' sum.
+    pub fn add_loss_sum_weighted(
+        &mut self,
+        loss_sum: &Tensor,
+        output: &Tensor,
+        target: &Tensor,
+        weights: Option<&Tensor>,
+    ) {
         tch::no_grad(|| {
             let _ = self.loss_sum.g_add_(&loss_sum.detach().to_kind(Kind::Double));
+            if let Some(w) = weights {
+                let _sum = self.add_weight(w);
+            }
         });
         self.add_outputs(output, target);
+    }
+
+    /// Adds the sum of `weights` to the weights' sum; that sum (a float64 device scalar).
+    fn add_weight(&mut self, weights: &Tensor) -> Tensor {
+        let sum = weights.sum(Kind::Double);
+        match &mut self.loss_weight {
+            Some(total) => drop(total.g_add_(&sum)),
+            total @ None => *total = Some(sum.copy()),
+        }
+        sum
     }
 
     fn add_outputs(&mut self, output: &Tensor, target: &Tensor) {
@@ -151,6 +197,8 @@ impl DeviceMetrics {
         // Every value as float64 in one tensor (the counts stay exact below 2^53).
         let scalar = |t: &Tensor| t.to_kind(Kind::Double).view([1]);
         let mut values = vec![scalar(&self.loss_sum), scalar(&self.correct)];
+        values.extend(self.loss_weight.as_ref().map(scalar));
+        let at = values.len();
         let extra_len = self.extra.as_ref().map_or(0, |e| e.numel());
         values.extend(self.extra.as_ref().map(|e| e.view([-1])));
         let mut buffer = self.steps.as_ref().map(|b| b.borrow_mut());
@@ -162,13 +210,14 @@ impl DeviceMetrics {
         let mut m = RunningMetrics {
             loss_sum: host.first().copied().unwrap_or(f64::NAN),
             correct: host.get(1).copied().unwrap_or(0.0) as u64,
+            loss_weight: self.loss_weight.as_ref().and(host.get(2).copied()),
             count: self.count,
             values: self.values,
             ..Default::default()
         };
-        let extra_end = 2 + extra_len;
+        let extra_end = at + extra_len;
         if extra_len > 0 {
-            self.sums.fill(&mut m, host.get(2..extra_end).unwrap_or_default());
+            self.sums.fill(&mut m, host.get(at..extra_end).unwrap_or_default());
         }
         if let Some(b) = &mut buffer {
             b.fill(host.get(extra_end..).unwrap_or_default());
@@ -181,8 +230,16 @@ impl DeviceMetrics {
 mod tests {
     use super::*;
 
+    /// The tests that read the device take turns: two of them count the reads.
+    static READS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    fn turn() -> std::sync::MutexGuard<'static, ()> {
+        READS.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     #[test]
     fn sums_match_the_host_metrics_and_reads_are_counted() {
+        let _turn = turn();
         let logits = Tensor::from_slice(&[1.0f32, 0.0, 0.0, 1.0, 2.0, 0.0]).view([3, 2]);
         let labels = Tensor::from_slice(&[0i64, 0, 0]);
         let mean = Tensor::from(0.7f32);
@@ -197,7 +254,33 @@ mod tests {
     }
 
     #[test]
+    fn weighted_sums_continue_a_resumed_epochs_weights() {
+        let _turn = turn();
+        let logits = Tensor::from_slice(&[1.0f32, 0.0, 0.0, 1.0]).view([2, 2]);
+        let labels = Tensor::from_slice(&[0i64, 1]);
+        let weights = Tensor::from_slice(&[0.5f64, 2.0]);
+        let start = RunningMetrics {
+            loss_sum: 1.25,
+            loss_weight: Some(3.0),
+            count: 5,
+            ..Default::default()
+        };
+        let mut dev = DeviceMetrics::new(Device::Cpu, start).with_step_records();
+        dev.add_mean_loss_weighted(&Tensor::from(0.75f32), &logits, &labels, Some(&weights));
+        dev.end_step(1, 0, 1, 0.1, None);
+        dev.add_loss_sum_weighted(&Tensor::from(1.0f64), &logits, &labels, Some(&weights));
+        let m = dev.read();
+        assert_eq!((m.loss_sum, m.loss_weight, m.count), (1.25 + 0.75 * 2.5 + 1.0, Some(8.0), 9));
+        assert_eq!(m.loss(), (1.25 + 0.75 * 2.5 + 1.0) / 8.0);
+        assert_eq!(dev.take_steps()[0].loss, 0.75, "the step's weighted mean");
+        // Without weights nothing of them is kept.
+        let plain = DeviceMetrics::new(Device::Cpu, RunningMetrics::default());
+        assert_eq!(plain.read().loss_weight, None);
+    }
+
+    #[test]
     fn step_records_come_back_with_the_sums_in_the_same_read() {
+        let _turn = turn();
         let logits = Tensor::from_slice(&[1.0f32, 0.0, 0.0, 1.0]).view([2, 2]);
         let labels = Tensor::from_slice(&[0i64, 0]);
         let start = RunningMetrics { loss_sum: 1.25, correct: 4, count: 5, ..Default::default() };

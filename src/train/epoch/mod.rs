@@ -188,7 +188,13 @@ pub fn train_epoch_step<D: Dataset + 'static>(
                 (logits, loss)
             }
         };
-        running.add_mean_loss(&loss, &logits, &y);
+        let weights = step.loss_weights(&StepBatch {
+            images: &x,
+            target: &y,
+            extra_inputs: &extra_inputs,
+            task,
+        });
+        running.add_mean_loss_weighted(&loss, &logits, &y, weights.as_ref());
         progress.advance(batch.len(), &mut || running.read().loss());
         if last_in_window {
             let optimizer_range = phase_range(phase::OPTIMIZER_STEP);
@@ -286,8 +292,9 @@ pub fn evaluate_step<D: Dataset + 'static>(
                 Ok((out.output.index_select(0, &keep), out.loss.index_select(0, &keep)))
             })
         })??;
+        let weights = step.loss_weights(&inputs).map(|w| w.index_select(0, &keep));
         let y = y.index_select(0, &keep);
-        running.add_loss_sum(&losses.sum(Kind::Double), &logits, &y);
+        running.add_loss_sum_weighted(&losses.sum(Kind::Double), &logits, &y, weights.as_ref());
         own.add(&logits, &y)?;
         if task == Task::Classification {
             // Predictions stay on the device until the epoch ends (one copy, not one per batch).

@@ -22,7 +22,7 @@ pub struct StepRecord {
     /// Batches of the epoch done after this step (skipped ones included).
     pub batches_done: usize,
     /// This rank's mean per-sample loss over the step's samples (all micro-batches of an
-    /// accumulation window). Not averaged over ranks, as Lightning logs a step's loss by default
+    /// accumulation window; with a weighted loss, the weighted mean). Not averaged over ranks, as Lightning logs a step's loss by default
     /// (`sync_dist=False`): the epoch's loss in `metrics.jsonl` is the one over all ranks.
     pub loss: f64,
     /// The learning rate the step used.
@@ -53,18 +53,32 @@ struct PendingStep {
 /// The steps of an epoch waiting for their values, and those already read.
 #[derive(Default)]
 pub(crate) struct StepBuffer {
-    /// The current accumulation window's loss sum (float64, on the device) and sample count.
-    window: Option<(Tensor, u64)>,
+    /// The current accumulation window's loss sum (float64, on the device), sample count and,
+    /// with a weighted loss, the sum of the samples' weights (float64, on the device).
+    window: Option<(Tensor, u64, Option<Tensor>)>,
     pending: Vec<PendingStep>,
     ready: Vec<StepRecord>,
 }
 
 impl StepBuffer {
-    /// Adds a micro-batch's loss sum (float64 device scalar) of `samples` samples to the window.
-    pub(crate) fn add_to_window(&mut self, loss_sum: &Tensor, samples: u64) {
+    /// Adds a micro-batch's loss sum (float64 device scalar) of `samples` samples to the window,
+    /// with the sum of their loss `weight`s for a weighted loss.
+    pub(crate) fn add_to_window(
+        &mut self,
+        loss_sum: &Tensor,
+        samples: u64,
+        weight: Option<&Tensor>,
+    ) {
+        let weight = weight.map(Tensor::shallow_clone);
         self.window = Some(match self.window.take() {
-            Some((sum, n)) => (sum + loss_sum, n + samples),
-            None => (loss_sum.shallow_clone(), samples),
+            Some((sum, n, w)) => {
+                let w = match (w, weight) {
+                    (Some(a), Some(b)) => Some(a + b),
+                    (a, b) => a.or(b),
+                };
+                (sum + loss_sum, n + samples, w)
+            }
+            None => (loss_sum.shallow_clone(), samples, weight),
         });
     }
 
@@ -77,7 +91,7 @@ impl StepBuffer {
         lr: f64,
         norm: Option<&Tensor>,
     ) {
-        let Some((sum, n)) = self.window.take() else { return };
+        let Some((sum, n, weight)) = self.window.take() else { return };
         let wall_time =
             SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
         let record = StepRecord {
@@ -90,7 +104,11 @@ impl StepBuffer {
             wall_time,
         };
         let norm = norm.map(|t| t.detach().to_kind(Kind::Double));
-        self.pending.push(PendingStep { record, loss: sum / n.max(1) as f64, norm });
+        let loss = match weight {
+            Some(w) => sum / w,
+            None => sum / n.max(1) as f64,
+        };
+        self.pending.push(PendingStep { record, loss, norm });
     }
 
     /// The pending values as float64 device scalars, in order (to read with the sums).
@@ -130,10 +148,10 @@ mod tests {
     #[test]
     fn a_window_is_one_step_with_the_mean_over_its_samples() {
         let mut b = StepBuffer::default();
-        b.add_to_window(&Tensor::from(6.0f64), 4); // 4 samples, mean 1.5
-        b.add_to_window(&Tensor::from(1.0f64), 2); // 2 samples, mean 0.5
+        b.add_to_window(&Tensor::from(6.0f64), 4, None); // 4 samples, mean 1.5
+        b.add_to_window(&Tensor::from(1.0f64), 2, None); // 2 samples, mean 0.5
         b.end_step(7, 1, 6, 0.1, Some(&Tensor::from(2.5f32)));
-        b.add_to_window(&Tensor::from(3.0f64), 3);
+        b.add_to_window(&Tensor::from(3.0f64), 3, None);
         b.end_step(8, 1, 7, 0.05, None);
         assert!(b.take_ready().is_empty(), "nothing is ready before a read");
         let values: Vec<f64> = b.device_values().iter().map(|t| t.double_value(&[])).collect();
@@ -144,5 +162,15 @@ mod tests {
         assert_eq!((ready[0].step, ready[0].batches_done, ready[0].loss), (7, 6, 7.0 / 6.0));
         assert_eq!((ready[0].grad_norm, ready[1].grad_norm, ready[1].lr), (Some(2.5), None, 0.05));
         assert!(b.take_ready().is_empty() && b.device_values().is_empty());
+    }
+
+    #[test]
+    fn a_weighted_window_divides_by_its_weights() {
+        let mut b = StepBuffer::default();
+        b.add_to_window(&Tensor::from(6.0f64), 4, Some(&Tensor::from(3.0f64)));
+        b.add_to_window(&Tensor::from(1.0f64), 2, Some(&Tensor::from(1.0f64)));
+        b.end_step(1, 0, 2, 0.1, None);
+        let values: Vec<f64> = b.device_values().iter().map(|t| t.double_value(&[])).collect();
+        assert_eq!(values, [7.0 / 4.0]);
     }
 }

@@ -76,6 +76,14 @@ pub trait Loss: Send + Sync {
     fn task(&self) -> Option<Task> {
         None
     }
+    /// For a loss whose batch mean weighs its samples (torch's `reduction="mean"` with a class
+    /// `weight` or an `ignore_index`: the sum of the per-sample losses divided by the sum of the
+    /// samples' weights), each sample's weight `[N]` in float64 on the target's device, so that
+    /// an epoch's loss is the same weighted mean over all its samples. `None` (the default):
+    /// every sample weighs 1.
+    fn sample_weights(&self, _target: &Tensor) -> Option<Tensor> {
+        None
+    }
 }
 
 impl<F> Loss for F
@@ -123,6 +131,9 @@ impl Loss for SharedLoss {
     }
     fn task(&self) -> Option<Task> {
         self.loss.task()
+    }
+    fn sample_weights(&self, target: &Tensor) -> Option<Tensor> {
+        self.loss.sample_weights(target)
     }
 }
 

@@ -65,6 +65,12 @@ pub fn builtin_metric(name: &str, classes: usize) -> crate::Result<SharedMetric>
 pub struct RunningMetrics {
     /// Sum of the per-sample losses.
     pub loss_sum: f64,
+    /// With a loss that weighs its samples (cross-entropy with class `weight` or an
+    /// `ignore_index`: [`Loss::sample_weights`](crate::train::Loss::sample_weights)): the sum of
+    /// the samples' weights, which the loss sum is divided by, as torch's `reduction="mean"`
+    /// divides a batch's; `None` for a loss whose samples all weigh 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss_weight: Option<f64>,
     /// Samples predicted right: the arg-max logit is the label (classification), or every
     /// label's prediction is right (multi-label: the exact-match count).
     pub correct: u64,
@@ -98,7 +104,7 @@ fn is_zero_f64(v: &f64) -> bool {
 }
 
 /// The sums before the per-label counts in [`RunningMetrics::to_sums`].
-const FIXED_SUMS: usize = 7;
+const FIXED_SUMS: usize = 9;
 
 /// `a / b`, NaN when `b` is 0.
 fn ratio(a: f64, b: u64) -> f64 {
@@ -122,6 +128,10 @@ impl RunningMetrics {
     /// Adds `other`'s sums to these (e.g. another rank's, or a resumed epoch's first part).
     pub fn merge(&mut self, other: &RunningMetrics) {
         self.loss_sum += other.loss_sum;
+        self.loss_weight = match (self.loss_weight, other.loss_weight) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
         self.correct += other.correct;
         self.count += other.count;
         self.top_k_correct += other.top_k_correct;
@@ -158,6 +168,10 @@ impl RunningMetrics {
             self.abs_error_sum,
             self.squared_error_sum,
             self.values as f64,
+            // The weights' sum, and 1 where there is one: a rank that added no batch yet (a
+            // resumed epoch's other ranks) has none, and the sum over ranks still has one.
+            self.loss_weight.unwrap_or(0.0),
+            f64::from(u8::from(self.loss_weight.is_some())),
         ];
         sums.extend(self.label_counts.iter().flatten().map(|&c| c as f64));
         sums
@@ -175,6 +189,7 @@ impl RunningMetrics {
             abs_error_sum: at(4),
             squared_error_sum: at(5),
             values: count(6),
+            loss_weight: (at(8) > 0.0).then(|| at(7)),
             label_counts: labels
                 .chunks_exact(3)
                 .map(|c| [c[0].round() as u64, c[1].round() as u64, c[2].round() as u64])
@@ -187,9 +202,15 @@ impl RunningMetrics {
     pub fn sum_over(self, dist: &crate::dist::Dist) -> crate::Result<RunningMetrics> {
         Ok(RunningMetrics::from_sums(&dist.sum_f64(&self.to_sums())?))
     }
-    /// Mean per-sample loss, `loss_sum / count`; NaN when no sample was added.
+    /// Mean per-sample loss, `loss_sum / count`, or with a loss that weighs its samples
+    /// `loss_sum / loss_weight` (torch's weighted mean); NaN when no sample (or no weight: every
+    /// sample ignored, as torch's mean then is) was added.
     pub fn loss(&self) -> f64 {
-        ratio(self.loss_sum, self.count)
+        match self.loss_weight {
+            Some(w) if w != 0.0 => self.loss_sum / w,
+            Some(_) => f64::NAN,
+            None => ratio(self.loss_sum, self.count),
+        }
     }
     /// Fraction of samples predicted right in [0, 1], `correct / count` (multi-label: the
     /// exact-match ratio, torchmetrics' `MultilabelExactMatch`); NaN when no sample was added.
@@ -283,6 +304,27 @@ mod tests {
         assert_eq!(all.f1_per_label(), [4.0 / 6.0, 0.0]);
         assert_eq!(all.f1_macro(), 2.0 / 6.0);
         assert_eq!(RunningMetrics::from_sums(&all.to_sums()), all);
+        assert_eq!(all.loss_weight, None);
+        // Weighted losses: the weights add up, the loss divides by them, and they survive the
+        // sums over ranks and a checkpoint's JSON.
+        let w = |loss_sum, weight| RunningMetrics {
+            loss_sum,
+            loss_weight: Some(weight),
+            count: 4,
+            ..Default::default()
+        };
+        let mut weighted = w(3.0, 1.5);
+        weighted.merge(&w(2.0, 2.5));
+        assert_eq!((weighted.loss_weight, weighted.loss()), (Some(4.0), 5.0 / 4.0));
+        assert_eq!(RunningMetrics::from_sums(&weighted.to_sums()), weighted);
+        // Summed over ranks where one has no weights yet (a resumed epoch's other rank).
+        let other = RunningMetrics { loss_sum: 1.0, count: 2, ..Default::default() };
+        let summed: Vec<f64> =
+            weighted.to_sums().iter().zip(other.to_sums()).map(|(a, b)| a + b).collect();
+        assert_eq!(RunningMetrics::from_sums(&summed).loss_weight, Some(4.0));
+        let json = serde_json::to_string(&weighted).unwrap();
+        assert_eq!(serde_json::from_str::<RunningMetrics>(&json).unwrap(), weighted);
+        assert!(w(0.0, 0.0).loss().is_nan(), "every sample ignored: NaN, as torch's mean");
         let none = RunningMetrics::default();
         assert!(none.mae().is_nan() && none.f1_macro().is_nan() && none.accuracy().is_nan());
         // An old checkpoint's metrics (three fields) still read.
