@@ -59,6 +59,11 @@ struct Args {
     /// Train only the head (fc.*), keeping the backbone fixed.
     #[arg(long)]
     freeze: bool,
+    /// Keep every decoded picture in memory after its first read: later epochs transform it
+    /// without reading and decoding the file again, and see the same bytes (torchvision's
+    /// --cache-dataset saves the scanned file list instead).
+    #[arg(long)]
+    cache_dataset: bool,
     #[arg(long, default_value = "runs/designsafe")]
     out: PathBuf,
     #[command(flatten)]
@@ -82,13 +87,16 @@ fn run() -> anyhow::Result<()> {
     }
     dist.barrier()?;
     let s = args.image_size;
-    let train = ImageFolder::new(args.data.join("Train"))?.with_transform(compose![
+    let folder = |dir: &str| -> trainbook::Result<ImageFolder> {
+        let folder = ImageFolder::new(args.data.join(dir))?;
+        Ok(if args.cache_dataset { folder.cache_decoded() } else { folder })
+    };
+    let train = folder("Train")?.with_transform(compose![
         AutoAugment::imagenet(),
         Resize::new((s, s)),
         ToTensor
     ]);
-    let val = ImageFolder::new(args.data.join("Validation"))?
-        .with_transform(compose![Resize::new((s, s)), ToTensor]);
+    let val = folder("Validation")?.with_transform(compose![Resize::new((s, s)), ToTensor]);
     dist.println(format!(
         "DesignSafe: {} train / {} validation images, classes {:?}, {}, device {:?}",
         train.len(),

@@ -97,6 +97,11 @@ struct Args {
     /// torchvision names); random init without it.
     #[arg(long)]
     weights: Option<PathBuf>,
+    /// Keep every decoded picture in memory after its first read: later epochs transform it
+    /// without reading and decoding the file again, and see the same bytes (torchvision's
+    /// --cache-dataset saves the scanned file list instead).
+    #[arg(long)]
+    cache_dataset: bool,
     #[arg(long, default_value = "runs/dogs")]
     out: PathBuf,
     #[command(flatten)]
@@ -120,7 +125,11 @@ fn run() -> anyhow::Result<()> {
         ensure_stanford_dogs(&args.data, args.small_data)?;
     }
     dist.barrier()?;
-    let folder = ImageFolder::new(args.data.join("Images"))?.with_transform(compose![
+    let mut folder = ImageFolder::new(args.data.join("Images"))?;
+    if args.cache_dataset {
+        folder = folder.cache_decoded();
+    }
+    let folder = folder.with_transform(compose![
         Resize::new(args.resize),
         CenterCrop::new(args.image_size),
         ToTensor

@@ -5,12 +5,33 @@
 //! forward passes normalise with the statistics of all ranks' batches
 //! ([`SyncGroup::batch_norm`](crate::dist::SyncGroup::batch_norm)). Evaluation always uses the
 //! running statistics, as torch's does.
+use std::cell::Cell;
 use std::sync::{Arc, RwLock};
 
 use tch::nn::{self, ModuleT};
 use tch::Tensor;
 
 use crate::dist::{NormParams, SyncGroup};
+
+thread_local! {
+    /// While [`update_bn`](crate::train::update_bn) runs a pass on this thread: the momentum
+    /// of every training-mode pass of the layers (torch's cumulative average, `momentum=None`:
+    /// `1 / k` at the k-th batch).
+    static FORCED_MOMENTUM: Cell<Option<f64>> = const { Cell::new(None) };
+}
+
+/// Runs `f` with every [`BatchNorm2d`]'s training passes on this thread using `momentum`
+/// (put back afterwards, also when `f` panics).
+pub(crate) fn with_momentum<R>(momentum: f64, f: impl FnOnce() -> R) -> R {
+    struct Reset(Option<f64>);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            FORCED_MOMENTUM.with(|m| m.set(self.0));
+        }
+    }
+    let _reset = Reset(FORCED_MOMENTUM.with(|m| m.replace(Some(momentum))));
+    f()
+}
 
 /// Where the BatchNorm layers of one model find the group they synchronise over (none: each
 /// rank's own batch, plain BatchNorm). Clones share the slot.
@@ -77,13 +98,26 @@ impl ModuleT for BatchNorm2d {
     /// timeout): the message names SyncBatchNorm and the cause, as tch's layers panic on
     /// libtorch's errors.
     fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
+        let forced = FORCED_MOMENTUM.with(Cell::get).filter(|_| train);
         match self.sync.group().filter(|_| train) {
-            None => self.bn.forward_t(xs, train),
+            None if forced.is_none() => self.bn.forward_t(xs, train),
+            // tch's layer with another momentum: the same call (cuDNN allowed, as its default).
+            None => Tensor::batch_norm(
+                xs,
+                self.bn.ws.as_ref(),
+                self.bn.bs.as_ref(),
+                Some(&self.bn.running_mean),
+                Some(&self.bn.running_var),
+                true,
+                forced.unwrap_or(self.momentum),
+                self.eps,
+                true,
+            ),
             Some(group) => {
                 let params = NormParams {
                     affine: self.bn.ws.as_ref().zip(self.bn.bs.as_ref()),
                     running: Some((&self.bn.running_mean, &self.bn.running_var)),
-                    momentum: self.momentum,
+                    momentum: forced.unwrap_or(self.momentum),
                     eps: self.eps,
                 };
                 group.batch_norm(xs, &params).unwrap_or_else(|e| panic!("{e}"))

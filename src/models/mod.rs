@@ -16,6 +16,7 @@ mod script;
 mod summary;
 mod weights;
 
+pub(crate) use batch_norm::with_momentum;
 pub use batch_norm::{BatchNorm2d, SyncSlot};
 pub use convnext::{convnext, ConvNeXt};
 pub use layers::{conv2d, linear};

@@ -1,6 +1,6 @@
 //! The training loop: the per-epoch train/evaluate helpers with their options, listener and
 //! summaries (the `epoch/` wing) and the [`Strategy`] they run under (`strategy/`), optimizers with checkpointable state (`optim/`), mixed precision (`amp/`), LR
-//! schedules, one's own training step (`step.rs`), autograd's anomaly detection (`anomaly.rs`), the learning-rate range test (`lr_find/`), the batch-size finder (`batch_size_find/`), losses for every task, exact metrics, predictions with their confidence, the metrics log, and a
+//! schedules, one's own training step (`step.rs`), autograd's anomaly detection (`anomaly.rs`), the learning-rate range test (`lr_find/`), the batch-size finder (`batch_size_find/`), stochastic weight averaging (`swa.rs`), losses for every task, exact metrics, predictions with their confidence, the metrics log, and a
 //! deterministic mode.
 mod amp;
 mod anomaly;
@@ -22,6 +22,7 @@ mod restore_point;
 mod schedule;
 mod step;
 mod strategy;
+mod swa;
 
 pub use crate::dist::CommHook;
 pub use amp::{GradScaler, GradScalerConfig, GradScalerState, Precision};
@@ -69,9 +70,10 @@ pub use profile::{
 pub use schedule::{
     Anneal, Cadence, ChainedScheduler, CosineAnnealingLR, CosineAnnealingWarmRestarts,
     ExponentialLR, LambdaLR, LinearLR, LrLambda, LrSchedule, MultiStepLR, MultiplicativeLR,
-    OneCycleLR, PolynomialLR, ReduceLROnPlateau, SequentialLR, StepLR, Validation,
+    OneCycleLR, PolynomialLR, ReduceLROnPlateau, SequentialLR, StepLR, Validation, SWALR,
 };
 pub use step::{ModelStep, StepBatch, StepOutput, TrainStep};
 pub use strategy::{Ddp, DdpOptions, SingleProcess, Strategy};
+pub use swa::{update_bn, SwaModel};
 
 pub use crate::models::named_parameters;

@@ -1,7 +1,8 @@
 //! The DesignSafe example on a small generated stand-in: it trains ResNet34 from random weights
 //! to clearly above chance, and under torchrun a worker killed after the first checkpoint
 //! resumes to exactly the weights of an uninterrupted run (every tensor of `model.safetensors`
-//! equal bit for bit), with `--sync-bn` (SyncBatchNorm's all-reduces between the processes).
+//! equal bit for bit), with `--sync-bn` (SyncBatchNorm's all-reduces between the processes) and
+//! the interrupted run's decoded pictures cached in memory (`--cache-dataset`).
 use crate::common;
 
 use std::path::{Path, PathBuf};
@@ -62,7 +63,7 @@ fn designsafe_trains_above_chance_and_survives_a_killed_worker() {
     assert!(image::open(out.join("confusion.png")).unwrap().width() >= 400);
 
     // Two ranks under torchrun: uninterrupted vs rank 1 killed after the first checkpoint.
-    let run = |dir: &Path, restarts: u32| {
+    let run = |dir: &Path, restarts: u32, cache: bool| {
         let mut cmd = Command::new(common::venv_bin("torchrun"));
         cmd.args([
             "--standalone",
@@ -95,18 +96,21 @@ fn designsafe_trains_above_chance_and_survives_a_killed_worker() {
         ])
         .arg(dir)
         .env("TRAINBOOK_DIST_TIMEOUT", "60");
+        if cache {
+            cmd.arg("--cache-dataset");
+        }
         cmd
     };
     let (a, b) = (work.join("uninterrupted"), work.join("interrupted"));
     let o = common::run_with_deadline(
-        &mut run(&a, 0),
+        &mut run(&a, 0, false),
         Duration::from_secs(1200),
         "uninterrupted torchrun",
     );
     assert!(o.status.success(), "{}", common::text(&o));
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("SyncBatchNorm over 2 ranks"), "{}", common::text(&o));
-    let mut child = run(&b, 1).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child = run(&b, 1, true).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     common::kill_rank_after_first_checkpoint(
         &mut child,
         &b.join("checkpoints"),
@@ -118,7 +122,9 @@ fn designsafe_trains_above_chance_and_survives_a_killed_worker() {
     assert!(String::from_utf8_lossy(&o.stdout).contains("resuming from"));
     // Both runs: the same binary, arguments, world size and thread counts (torchrun's
     // OMP_NUM_THREADS=1), so the same kernels in the same order, and the checkpoint restores
-    // the whole state: the weights are equal by construction, not merely close.
+    // the whole state: the weights are equal by construction, not merely close. The interrupted
+    // run also keeps its decoded pictures in memory (--cache-dataset): the transforms see the
+    // same bytes as a fresh decode, so nothing else may differ.
     common::assert_same_weights(
         &a.join("model.safetensors"),
         &b.join("model.safetensors"),

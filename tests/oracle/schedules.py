@@ -9,6 +9,7 @@ import warnings
 
 import torch
 from torch.optim import lr_scheduler as S
+from torch.optim.swa_utils import SWALR
 
 warnings.simplefilter("ignore")
 
@@ -40,6 +41,9 @@ def make(c, opt):
     if kind == "CosineAnnealingWarmRestarts":
         return S.CosineAnnealingWarmRestarts(opt, T_0=c["t_0"], T_mult=c["t_mult"],
                                              eta_min=c["eta_min"])
+    if kind == "SWALR":
+        return SWALR(opt, swa_lr=c["swa_lr"], anneal_epochs=c["anneal_epochs"],
+                     anneal_strategy=c["anneal"])
     if kind in ("LambdaLR", "MultiplicativeLR"):
         return getattr(S, kind)(opt, lr_lambda=function(c["fn"]))
     # The composites: their parts are built first on the same optimizer, as torch's users do.

@@ -24,5 +24,6 @@ mod param_groups;
 mod profiler;
 mod regression;
 mod schedules;
+mod swa;
 mod training_loop;
 mod two_inputs;

@@ -19,7 +19,7 @@ use trainbook::models::MnistNet;
 use trainbook::train::{
     Anneal, Cadence, ChainedScheduler, CosineAnnealingLR, CosineAnnealingWarmRestarts,
     ExponentialLR, LambdaLR, LinearLR, LrSchedule, Mode, MultiStepLR, MultiplicativeLR, OneCycleLR,
-    Optimizer, PolynomialLR, ReduceLROnPlateau, SequentialLR, StepLR, Validation,
+    Optimizer, PolynomialLR, ReduceLROnPlateau, SequentialLR, StepLR, Validation, SWALR,
 };
 use trainbook::Error;
 
@@ -90,6 +90,10 @@ fn factor_schedule(c: &Value, cadence: Cadence) -> Box<dyn LrSchedule> {
         ),
         "LambdaLR" => Box::new(LambdaLR::new(function(&c["fn"])).stepping(cadence)),
         "MultiplicativeLR" => Box::new(MultiplicativeLR::new(function(&c["fn"])).stepping(cadence)),
+        "SWALR" => {
+            let anneal = if c["anneal"] == "cos" { Anneal::Cos } else { Anneal::Linear };
+            Box::new(SWALR::new(f("swa_lr"), u("anneal_epochs"), anneal).stepping(cadence))
+        }
         other => panic!("unknown schedule {other}"),
     }
 }
@@ -219,6 +223,16 @@ fn configs() -> Vec<Value> {
     ] {
         c.push(json!({"kind": kind, "lr": 0.1, "fn": [f, a], "steps": steps}));
     }
+    for (lr, swa_lr, anneal_epochs, anneal, steps) in [
+        (0.1, 0.05, 10, "cos", 14),
+        (0.1, 0.05, 4, "linear", 7),
+        (0.02, 0.5, 3, "cos", 5),
+        (0.3, 0.01, 0, "cos", 3),
+        (0.05, 0.05, 5, "linear", 6),
+    ] {
+        c.push(json!({"kind": "SWALR", "lr": lr, "swa_lr": swa_lr, "anneal_epochs": anneal_epochs,
+                      "anneal": anneal, "steps": steps}));
+    }
     // Metrics with plateaus, improvements and ties (an LCG over a few levels).
     let mut x = 7u64;
     let metrics: Vec<f64> = (0..40)
@@ -265,7 +279,7 @@ fn every_schedule_gives_torch_s_learning_rates_bit_for_bit() {
     let want = torch_sequences(&configs);
     let kinds: std::collections::BTreeSet<&str> =
         configs.iter().map(|c| c["kind"].as_str().unwrap()).collect();
-    assert_eq!(kinds.len(), 13);
+    assert_eq!(kinds.len(), 14);
     for (c, want) in configs.iter().zip(&want) {
         let mut s = schedule(c);
         let mut lr = s.start(c["lr"].as_f64().unwrap()).unwrap();

@@ -3,7 +3,8 @@
 //! [`CosineAnnealingLR`] (per epoch by default), [`MultiStepLR`], [`ExponentialLR`],
 //! [`PolynomialLR`], [`CosineAnnealingWarmRestarts`], [`LambdaLR`] and [`MultiplicativeLR`]
 //! (per epoch by default), [`LinearLR`] (a warmup, per optimizer step by
-//! default) and [`OneCycleLR`] (per optimizer step), and two that combine others:
+//! default), [`OneCycleLR`] (per optimizer step) and [`SWALR`] (stochastic weight averaging's,
+//! per epoch), and two that combine others:
 //! [`SequentialLR`] (one after another) and [`ChainedScheduler`] (all at once). Each is a small serde struct whose state
 //! goes into checkpoints as JSON ([`LrSchedule::state`], [`LrSchedule::load_state`]).
 //!
@@ -18,6 +19,7 @@ mod factor;
 mod lambda;
 mod plateau;
 mod restarts;
+mod swa_lr;
 mod warmup;
 
 use serde::{Deserialize, Serialize};
@@ -28,6 +30,7 @@ pub use factor::{ExponentialLR, MultiStepLR, PolynomialLR};
 pub use lambda::{LambdaLR, LrLambda, MultiplicativeLR};
 pub use plateau::ReduceLROnPlateau;
 pub use restarts::CosineAnnealingWarmRestarts;
+pub use swa_lr::SWALR;
 pub use warmup::{Anneal, LinearLR, OneCycleLR};
 
 use crate::{Error, Result};
