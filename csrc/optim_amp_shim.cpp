@@ -152,6 +152,32 @@ char* tb_total_norm(const tb_tensor* const* tensors, size_t n, double ord, tb_te
   });
 }
 
+char* tb_add_out(tb_tensor* out, const tb_tensor* self, const tb_tensor* other, double alpha) {
+  if (!out || !self || !other) return null_arg("add tensors");
+  return guarded([&] {
+    at::Tensor& o = *static_cast<at::Tensor*>(out);
+    at::add_out(o, tensor_ref(self), tensor_ref(other), alpha);
+  });
+}
+
+char* tb_addcmul_out(tb_tensor* out, const tb_tensor* self, const tb_tensor* t1,
+                     const tb_tensor* t2, double value) {
+  if (!out || !self || !t1 || !t2) return null_arg("addcmul tensors");
+  return guarded([&] {
+    at::Tensor& o = *static_cast<at::Tensor*>(out);
+    at::addcmul_out(o, tensor_ref(self), tensor_ref(t1), tensor_ref(t2), value);
+  });
+}
+
+char* tb_addcdiv_out(tb_tensor* out, const tb_tensor* self, const tb_tensor* t1,
+                     const tb_tensor* t2, double value) {
+  if (!out || !self || !t1 || !t2) return null_arg("addcdiv tensors");
+  return guarded([&] {
+    at::Tensor& o = *static_cast<at::Tensor*>(out);
+    at::addcdiv_out(o, tensor_ref(self), tensor_ref(t1), tensor_ref(t2), value);
+  });
+}
+
 char* tb_autocast_enter(int device_type_code, int enabled, int dtype, int* prev_enabled,
                         int* prev_dtype) {
   if (!prev_enabled || !prev_dtype) return null_arg("output pointers");

@@ -57,6 +57,16 @@ char* tb_amp_unscale(const tb_tensor* const* grads, size_t n, const tb_tensor* f
 // `out` (a 0-dim tensor of that device and dtype).
 char* tb_total_norm(const tb_tensor* const* tensors, size_t n, double ord, tb_tensor* out);
 
+// torch's element-wise ops with their scalar arguments, which tch's wrappers leave out, into
+// `out` (which may be `self`: the in-place form, e.g. p.add_(b, alpha=-lr)):
+// out = self + alpha * other (at::add_out), self + value * t1 * t2 (at::addcmul_out),
+// self + value * t1 / t2 (at::addcdiv_out).
+char* tb_add_out(tb_tensor* out, const tb_tensor* self, const tb_tensor* other, double alpha);
+char* tb_addcmul_out(tb_tensor* out, const tb_tensor* self, const tb_tensor* t1,
+                     const tb_tensor* t2, double value);
+char* tb_addcdiv_out(tb_tensor* out, const tb_tensor* self, const tb_tensor* t1,
+                     const tb_tensor* t2, double value);
+
 char* tb_autocast_enter(int device_type, int enabled, int dtype, int* prev_enabled,
                         int* prev_dtype);
 char* tb_autocast_exit(int device_type, int prev_enabled, int prev_dtype);

@@ -50,6 +50,27 @@ extern "C" {
         inv_scale: *const c_void,
     ) -> *mut c_char;
 
+    pub(crate) fn tb_add_out(
+        out: *mut c_void,
+        self_: *const c_void,
+        other: *const c_void,
+        alpha: f64,
+    ) -> *mut c_char;
+    pub(crate) fn tb_addcmul_out(
+        out: *mut c_void,
+        self_: *const c_void,
+        t1: *const c_void,
+        t2: *const c_void,
+        value: f64,
+    ) -> *mut c_char;
+    pub(crate) fn tb_addcdiv_out(
+        out: *mut c_void,
+        self_: *const c_void,
+        t1: *const c_void,
+        t2: *const c_void,
+        value: f64,
+    ) -> *mut c_char;
+
     pub(crate) fn tb_autocast_enter(
         device_type: c_int,
         enabled: c_int,

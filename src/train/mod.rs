@@ -60,7 +60,10 @@ pub use metrics::{
     builtin_metric, Average, ConfusionMatrix, Metric, MetricName, MetricValue, Mode, Monitor,
     MulticlassAuroc, MulticlassScore, RunningMetrics, SharedMetric, AUROC_THRESHOLDS,
 };
-pub use optim::{Kernels, Optimizer, OptimizerKind, OptimizerMeta, ParamGroup};
+pub use optim::{
+    ops, Kernels, NAdam, Optimizer, OptimizerKind, OptimizerMeta, ParamGroup, RAdam, RMSprop,
+    RuleState, RuleStep, SharedRule, UpdateRule,
+};
 pub use predict::{predict, predictions, Prediction};
 pub(crate) use profile::phase_range;
 pub use profile::{

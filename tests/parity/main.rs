@@ -17,6 +17,7 @@ mod mix_parity;
 mod model_summary;
 mod models_init;
 mod models_parity;
+mod optimizer_rules;
 mod random_crop_parity;
 mod resnet_family;
 mod sampler_parity;

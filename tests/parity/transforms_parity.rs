@@ -123,6 +123,22 @@ fn transforms_match_torchvision() {
             compose![Resize::new(450).interpolation(Interpolation::Nearest), ToTensor],
             1e-6,
         ),
+        // --interpolation bicubic: PIL's bytes, shrinking, enlarging and both at once.
+        (
+            json!([["Resize", [31, 57], "bicubic"], ["ToTensor"]]),
+            compose![Resize::new((31, 57)).interpolation(Interpolation::Bicubic), ToTensor],
+            1e-6,
+        ),
+        (
+            json!([["Resize", 450, "bicubic"], ["ToTensor"]]),
+            compose![Resize::new(450).interpolation(Interpolation::Bicubic), ToTensor],
+            1e-6,
+        ),
+        (
+            json!([["Resize", [200, 90], "bicubic"], ["ToTensor"]]),
+            compose![Resize::new((200, 90)).interpolation(Interpolation::Bicubic), ToTensor],
+            1e-6,
+        ),
     ];
     let ops: Vec<(AugmentOp, &str, Vec<f32>)> = vec![
         (AugmentOp::ShearX, "ShearX", vec![0.3, -0.16666667, 0.033333335]),

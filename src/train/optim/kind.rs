@@ -39,6 +39,13 @@ pub enum OptimizerKind {
         /// Decoupled weight decay: each step multiplies the parameters by `1 - lr * weight_decay`.
         weight_decay: f64,
     },
+    /// An [`UpdateRule`](crate::train::UpdateRule): RMSprop, NAdam, RAdam or one of one's own
+    /// ([`Optimizer::with_rule`](super::Optimizer::with_rule); the rule itself is the
+    /// optimizer's, [`Optimizer::rule`](super::Optimizer::rule)).
+    Rule {
+        /// The rule's weight decay, which param groups may replace.
+        weight_decay: f64,
+    },
 }
 
 impl OptimizerKind {

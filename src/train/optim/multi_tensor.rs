@@ -111,5 +111,9 @@ pub(super) fn step_group(
                 scaled.map_or((None, None), |s| (Some(s.grad_scale), Some(s.found_inf)));
             fused_adam(&lists, args, grad_scale, found_inf)
         }
+        // An update rule runs its own loop (`Optimizer::rule_step`), never this one.
+        OptimizerKind::Rule { .. } => {
+            Err(crate::Error::InvalidArgument("an update rule has no multi-tensor kernels".into()))
+        }
     }
 }

@@ -13,7 +13,7 @@ use tch::Tensor;
 
 use super::kind::{Kernels, OptimizerKind};
 use super::param_group::GroupSettings;
-use super::state::{OptimizerMeta, ParamState};
+use super::state::ParamState;
 use crate::models::named_parameters;
 use crate::{Error, Result};
 
@@ -56,6 +56,8 @@ pub struct Optimizer {
     /// Group 0 holds what no [`ParamGroup`](super::ParamGroup) took.
     pub(super) groups: Vec<GroupSettings>,
     pub(super) state: BTreeMap<String, ParamState>,
+    /// The update rule of an optimizer made with [`with_rule`](Self::with_rule).
+    pub(super) rule: Option<super::rule::SharedRule>,
 }
 
 impl Optimizer {
@@ -70,6 +72,7 @@ impl Optimizer {
             params,
             groups: vec![GroupSettings { label: "default".into(), lr, weight_decay: None }],
             state: BTreeMap::new(),
+            rule: None,
         }
     }
     /// `torch.optim.SGD(params, lr, momentum)`: no dampening, no Nesterov, no weight decay.
@@ -182,6 +185,7 @@ impl Optimizer {
                     })
             }
             OptimizerKind::Adam { .. } | OptimizerKind::AdamW { .. } => false,
+            OptimizerKind::Rule { .. } => false,
         }
     }
 
@@ -201,6 +205,9 @@ impl Optimizer {
     }
 
     fn update(&mut self, skip_if: Option<&Tensor>) -> Result<()> {
+        if let Some(rule) = self.rule.clone() {
+            return self.rule_step(&rule);
+        }
         if self.kernels == Kernels::PerTensor {
             let adam = !matches!(self.kind, OptimizerKind::Sgd { .. });
             tch::no_grad(|| {
@@ -268,99 +275,6 @@ impl Optimizer {
                 super::multi_tensor::step_group(kind, lr, group, &mut self.state, scaled, skip_if)
             })?;
         }
-        Ok(())
-    }
-
-    /// The state as named tensors (`<param>.exp_avg`, `<param>.exp_avg_sq`,
-    /// `<param>.momentum_buffer`) plus the step counts in [`OptimizerMeta`].
-    pub fn state_dict(&self) -> (Vec<(String, Tensor)>, OptimizerMeta) {
-        let mut tensors = Vec::new();
-        let mut steps = BTreeMap::new();
-        for (name, st) in &self.state {
-            steps.insert(name.clone(), st.current_step());
-            for (suffix, t) in [
-                ("exp_avg", &st.exp_avg),
-                ("exp_avg_sq", &st.exp_avg_sq),
-                ("momentum_buffer", &st.momentum_buffer),
-            ] {
-                if let Some(t) = t {
-                    tensors.push((format!("{name}.{suffix}"), t.copy()));
-                }
-            }
-        }
-        let group_lrs = if self.groups.len() > 1 { self.group_lrs() } else { Vec::new() };
-        (tensors, OptimizerMeta { kind: Some(self.kind), lr: self.lr(), group_lrs, steps })
-    }
-
-    /// Restores what [`state_dict`](Self::state_dict) exported (copying the tensors); errors
-    /// name unknown parameters and shape mismatches.
-    pub fn load_state_dict(
-        &mut self,
-        tensors: &[(String, Tensor)],
-        meta: &OptimizerMeta,
-    ) -> Result<()> {
-        self.load_state_dict_owned(
-            tensors.iter().map(|(n, t)| (n.clone(), t.copy())).collect(),
-            meta,
-        )
-    }
-
-    /// Like [`load_state_dict`](Self::load_state_dict), taking ownership of the tensors
-    /// (no copy when they are already on the parameters' device).
-    pub fn load_state_dict_owned(
-        &mut self,
-        tensors: Vec<(String, Tensor)>,
-        meta: &OptimizerMeta,
-    ) -> Result<()> {
-        if let Some(kind) = meta.kind {
-            if std::mem::discriminant(&kind) != std::mem::discriminant(&self.kind) {
-                return Err(Error::InvalidArgument(format!(
-                    "optimizer state is for {kind:?}, this optimizer is {:?}",
-                    self.kind
-                )));
-            }
-        }
-        let mut state: BTreeMap<String, ParamState> = BTreeMap::new();
-        for (name, step) in &meta.steps {
-            if !self.params.iter().any(|(n, _)| n == name) {
-                return Err(Error::InvalidArgument(format!(
-                    "optimizer state names unknown parameter {name}"
-                )));
-            }
-            state.insert(name.clone(), ParamState { step: *step, ..Default::default() });
-        }
-        for (key, t) in &tensors {
-            let (name, suffix) = key
-                .rsplit_once('.')
-                .ok_or_else(|| Error::InvalidArgument(format!("bad optimizer key {key}")))?;
-            let (_, p) = self.params.iter().find(|(n, _)| n == name).ok_or_else(|| {
-                Error::InvalidArgument(format!("optimizer state names unknown parameter {name}"))
-            })?;
-            if t.size() != p.size() {
-                return Err(Error::InvalidArgument(format!(
-                    "optimizer state {key}: shape {:?}, parameter has {:?}",
-                    t.size(),
-                    p.size()
-                )));
-            }
-            let st = state.entry(name.to_string()).or_default();
-            let value = Some(t.to_device(p.device()));
-            match suffix {
-                "exp_avg" => st.exp_avg = value,
-                "exp_avg_sq" => st.exp_avg_sq = value,
-                "momentum_buffer" => st.momentum_buffer = value,
-                other => {
-                    return Err(Error::InvalidArgument(format!(
-                        "unknown optimizer state {other} in {key}"
-                    )))
-                }
-            }
-        }
-        match meta.group_lrs.len() {
-            0 => self.set_lr(meta.lr),
-            _ => self.set_group_lrs(&meta.group_lrs)?,
-        }
-        self.state = state;
         Ok(())
     }
 }

@@ -186,6 +186,7 @@ impl GroupSettings {
             OptimizerKind::AdamW { beta1, beta2, eps, .. } => {
                 OptimizerKind::AdamW { beta1, beta2, eps, weight_decay: wd }
             }
+            OptimizerKind::Rule { .. } => OptimizerKind::Rule { weight_decay: wd },
         };
         (kind, self.lr)
     }

@@ -79,5 +79,7 @@ pub(super) fn update(
             let denom = exp_avg_sq.sqrt() / bias_correction2.sqrt() + eps;
             let _ = p.addcdiv_(&(&*exp_avg * -step_size), &denom);
         }
+        // An update rule runs its own loop (`Optimizer::rule_step`), never this one.
+        OptimizerKind::Rule { .. } => {}
     }
 }

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
 
 use super::kind::OptimizerKind;
+use super::rule::RuleState;
 
 /// One parameter's state, created on its first step as torch.optim creates it.
 #[derive(Default)]
@@ -21,6 +22,8 @@ pub(super) struct ParamState {
     pub(super) exp_avg: Option<Tensor>,
     pub(super) exp_avg_sq: Option<Tensor>,
     pub(super) momentum_buffer: Option<Tensor>,
+    /// An update rule's own tensors.
+    pub(super) rule: RuleState,
 }
 
 /// The non-tensor part of an optimizer's state (kind, learning rate, step counts), saved next
@@ -40,6 +43,10 @@ pub struct OptimizerMeta {
     pub group_lrs: Vec<f64>,
     /// Steps taken by each parameter, by name (torch's `state[p]["step"]`).
     pub steps: BTreeMap<String, u64>,
+    /// The [`UpdateRule`](crate::train::UpdateRule)'s name, for an optimizer with one; a
+    /// restore into another rule is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
 }
 
 impl ParamState {

@@ -54,6 +54,11 @@ impl Optimizer {
                                     entries.push((key.into(), cpu(t)));
                                 }
                             }
+                            // A rule's own tensors under its names (torch's, for RMSprop,
+                            // NAdam and RAdam).
+                            for (key, t) in st.rule.tensors() {
+                                entries.push((key.as_str().into(), cpu(t)));
+                            }
                         }
                     }
                     state.push((TorchValue::Int(index), TorchValue::Dict(entries)));
@@ -77,6 +82,12 @@ impl Optimizer {
     /// another update rule (SGD vs Adam vs AdamW), `amsgrad` or `maximize` (not implemented
     /// here), other groups or group sizes, a tensor whose shape is not its parameter's.
     pub fn load_torch_state_dict(&mut self, sd: &TorchValue) -> Result<()> {
+        if let Some(rule) = &self.rule {
+            return Err(bad(format!(
+                "PyTorch files hold SGD, Adam and AdamW states here; this optimizer's rule is {}",
+                rule.name()
+            )));
+        }
         let groups = match sd.get("param_groups") {
             Some(TorchValue::List(g)) => g,
             _ => return Err(bad("no param_groups list".into())),
@@ -180,7 +191,8 @@ fn weight_decay(kind: OptimizerKind) -> f64 {
     match kind {
         OptimizerKind::Sgd { weight_decay, .. }
         | OptimizerKind::Adam { weight_decay, .. }
-        | OptimizerKind::AdamW { weight_decay, .. } => weight_decay,
+        | OptimizerKind::AdamW { weight_decay, .. }
+        | OptimizerKind::Rule { weight_decay } => weight_decay,
     }
 }
 
@@ -204,6 +216,10 @@ fn group_entries(
             e.push(("eps".into(), eps.into()));
             e.push(("weight_decay".into(), weight_decay.into()));
             e.push(("amsgrad".into(), false.into()));
+        }
+        // A rule's own hyper-parameters are not known here: its rate and weight decay.
+        OptimizerKind::Rule { weight_decay } => {
+            e.push(("weight_decay".into(), weight_decay.into()));
         }
     }
     e.push(("maximize".into(), false.into()));

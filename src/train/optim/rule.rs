@@ -1,0 +1,139 @@
+//! Update rules beyond SGD and Adam: the [`UpdateRule`] trait, torch.optim's single-tensor step of
+//! one parameter with its state as named tensors. An [`Optimizer`] built with
+//! [`Optimizer::with_rule`] runs it for every parameter with a gradient, and gives it everything
+//! an optimizer has in trainbook: param groups (their rate and weight decay), `fit`, GradScaler
+//! (the step is skipped on the host when the gradients are not finite), clipping, schedules and
+//! checkpoints (the state tensors under `<param>.<name>`, the step counts in the metadata).
+//! RMSprop, NAdam and RAdam are built on it (`rules.rs`).
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use tch::nn::VarStore;
+use tch::Tensor;
+
+use super::kind::OptimizerKind;
+use super::Optimizer;
+use crate::Result;
+
+/// What one step of a rule gets besides the tensors: the parameter's group's rate and weight
+/// decay, and its step count (this step included: 1 on the first step, as torch counts before
+/// updating).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RuleStep {
+    /// The learning rate of the parameter's group.
+    pub lr: f64,
+    /// The weight decay of the parameter's group (the rule's own unless a group sets one).
+    pub weight_decay: f64,
+    /// Steps taken by this parameter, this one included.
+    pub step: u64,
+}
+
+/// A parameter's state tensors by name (`square_avg`, `momentum_buffer`, ...: torch's names),
+/// created on the first step as the rule creates them and kept in checkpoints.
+#[derive(Default)]
+pub struct RuleState {
+    tensors: BTreeMap<String, Tensor>,
+}
+
+impl RuleState {
+    /// The tensor called `name`, made by `init` the first time (e.g. `|| p.zeros_like()`).
+    pub fn get_or_insert_with(&mut self, name: &str, init: impl FnOnce() -> Tensor) -> &mut Tensor {
+        self.tensors.entry(name.to_string()).or_insert_with(init)
+    }
+    /// The tensor called `name`, if made.
+    pub fn get(&self, name: &str) -> Option<&Tensor> {
+        self.tensors.get(name)
+    }
+    /// Every tensor, by name.
+    pub fn tensors(&self) -> &BTreeMap<String, Tensor> {
+        &self.tensors
+    }
+    pub(super) fn insert(&mut self, name: String, t: Tensor) {
+        self.tensors.insert(name, t);
+    }
+}
+
+/// An optimizer's update rule: torch.optim's `_single_tensor_*` function for one parameter.
+/// Write it with [`ops`](crate::train::ops) where torch passes `alpha=` or `value=`, and it runs
+/// torch's kernels.
+///
+/// ```
+/// use std::sync::Arc;
+/// use tch::{nn::VarStore, Device, Tensor};
+/// use trainbook::train::{ops, Optimizer, RuleState, RuleStep, UpdateRule};
+///
+/// /// signSGD: each parameter moves by the learning rate against its gradient's sign.
+/// struct SignSgd;
+///
+/// impl UpdateRule for SignSgd {
+///     fn name(&self) -> &str { "SignSGD" }
+///     fn update(&self, s: &RuleStep, p: &mut Tensor, grad: &Tensor, _: &mut RuleState) -> trainbook::Result<()> {
+///         ops::add_(p, &grad.sign(), -s.lr)
+///     }
+/// }
+///
+/// let vs = VarStore::new(Device::Cpu);
+/// let w = vs.root().var_copy("w", &Tensor::from_slice(&[1.0f32, 1.0]));
+/// let mut opt = Optimizer::with_rule(&vs, Arc::new(SignSgd), 0.25);
+/// (&w * Tensor::from_slice(&[3.0f32, -2.0])).sum(tch::Kind::Float).backward();
+/// opt.step()?;
+/// assert_eq!(Vec::<f32>::try_from(&w)?, [0.75, 1.25]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub trait UpdateRule: Send + Sync {
+    /// torch's class name (`"RMSprop"`): messages, and the check that a checkpoint's state is
+    /// this rule's.
+    fn name(&self) -> &str;
+    /// The rule's weight decay, which a param group may replace. Default 0.
+    fn weight_decay(&self) -> f64 {
+        0.0
+    }
+    /// One step of one parameter `p` (under `no_grad`) from its gradient.
+    fn update(
+        &self,
+        step: &RuleStep,
+        p: &mut Tensor,
+        grad: &Tensor,
+        state: &mut RuleState,
+    ) -> Result<()>;
+}
+
+/// A shared rule (an [`Optimizer`] holds one).
+pub type SharedRule = Arc<dyn UpdateRule>;
+
+impl Optimizer {
+    /// An optimizer over all trainable variables of `vs` that updates them with `rule` at rate
+    /// `lr`.
+    pub fn with_rule(vs: &VarStore, rule: SharedRule, lr: f64) -> Optimizer {
+        let kind = OptimizerKind::Rule { weight_decay: rule.weight_decay() };
+        let mut opt = Optimizer::new(vs, kind, lr);
+        opt.rule = Some(rule);
+        opt
+    }
+    /// The rule of an optimizer made with [`with_rule`](Self::with_rule).
+    pub fn rule(&self) -> Option<&SharedRule> {
+        self.rule.as_ref()
+    }
+    /// The rule's step of every parameter with a gradient.
+    pub(super) fn rule_step(&mut self, rule: &SharedRule) -> Result<()> {
+        tch::no_grad(|| {
+            for ((name, p), &g) in self.params.iter_mut().zip(&self.group_of) {
+                let grad = p.grad();
+                if !grad.defined() {
+                    continue;
+                }
+                let st = self.state.entry(name.clone()).or_default();
+                st.sync_step();
+                st.step += 1;
+                let (kind, lr) = self.groups[g].rule(self.kind);
+                let weight_decay = match kind {
+                    OptimizerKind::Rule { weight_decay } => weight_decay,
+                    _ => rule.weight_decay(),
+                };
+                let step = RuleStep { lr, weight_decay, step: st.step };
+                rule.update(&step, p, &grad, &mut st.rule)?;
+            }
+            Ok(())
+        })
+    }
+}
