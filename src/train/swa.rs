@@ -2,12 +2,12 @@
 //! `AveragedModel`'s equal average of the weights (parameters averaged, buffers copied from the
 //! model, `use_buffers=False`), [`update_bn`] recomputes BatchNorm's running statistics for
 //! the averaged weights with one pass over the training data, and
-//! [`SWALR`](crate::train::SWALR) anneals the learning rate. Each computes what torch computes
-//! (`tests/training/swa.rs` against torch's own classes):
-//! on a GPU `AveragedModel` lerps (`torch._foreach_lerp_` with the float32 weight `1 / (n + 1)`),
-//! on the CPU it adds `(current - average) / (n + 1)`; `update_bn` resets the statistics and
-//! runs the model in training mode with momentum `1 / k` at the k-th batch (BatchNorm's
-//! `momentum=None`).
+//! [`SWALR`](crate::train::SWALR) anneals the learning rate. On the CPU each computes what torch
+//! computes (`tests/training/swa.rs` against torch's own classes): `AveragedModel` adds
+//! `(current - average) / (n + 1)`, `update_bn` resets the statistics and runs the model in
+//! training mode with momentum `1 / k` at the k-th batch (BatchNorm's `momentum=None`). On a GPU
+//! torch lerps the averages with `torch._foreach_lerp_` by the float32 weight `1 / (n + 1)`;
+//! here each is lerped on its own by that weight (not tested: no GPU here).
 use std::collections::HashMap;
 
 use tch::nn::{ModuleT, VarStore};

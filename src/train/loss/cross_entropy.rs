@@ -20,7 +20,8 @@ const TORCH_IGNORE_INDEX: i64 = -100;
 /// Without either, labels equal to -100 are dropped from the batch mean as torch drops them,
 /// but an epoch's loss divides by every sample. Accuracy counts every sample: an ignored label
 /// is never predicted right (torchmetrics' accuracy with `ignore_index` leaves such samples
-/// out; the confusion matrix leaves them out too).
+/// out; the confusion matrix leaves out labels outside `0..classes`, so a negative ignored
+/// label too).
 ///
 /// ```
 /// use tch::{Kind, Tensor};

@@ -1,9 +1,10 @@
 //! torch's element-wise ops with the scalar argument that tch's wrappers leave out:
 //! `add(other, alpha=)`, `addcmul(t1, t2, value=)` and `addcdiv(t1, t2, value=)`, in place and
 //! not. torch.optim's update rules are written with them, and the scalar is part of the
-//! arithmetic: `p.add_(b, alpha=-lr)` rounds once (a fused multiply-add on the CPU), where
-//! `p + b * -lr` rounds twice. An [`UpdateRule`](crate::train::UpdateRule) written with these
-//! runs the very kernels torch.optim's single-tensor loop runs.
+//! arithmetic: `p.add_(b, alpha=-lr)` is one kernel with the scalar inside it (torch's CPU
+//! kernel computes it as a fused multiply-add where the CPU has one, so it rounds once), where
+//! `p + b * -lr` is two kernels that round twice. An [`UpdateRule`](crate::train::UpdateRule)
+//! written with these runs the very kernels torch.optim's single-tensor loop runs.
 use std::os::raw::c_void;
 
 use tch::Tensor;
