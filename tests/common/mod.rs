@@ -239,6 +239,19 @@ pub fn get<'a>(ts: &'a [(String, Tensor)], name: &str) -> &'a Tensor {
     &ts.iter().find(|(n, _)| n == name).unwrap_or_else(|| panic!("{name} missing")).1
 }
 
+/// What a trial run (the range test, the batch-size finder) must put back: copies of the
+/// model's variables (`w.<name>`) and the optimizer's state tensors (`o.<name>`), by name.
+pub fn training_state(
+    vs: &tch::nn::VarStore,
+    opt: &trainbook::train::Optimizer,
+) -> Vec<(String, Tensor)> {
+    let mut all: Vec<(String, Tensor)> =
+        vs.variables().into_iter().map(|(n, t)| (format!("w.{n}"), t.copy())).collect();
+    all.extend(opt.state_dict().0.into_iter().map(|(n, t)| (format!("o.{n}"), t.copy())));
+    all.sort_by(|a, b| a.0.cmp(&b.0));
+    all
+}
+
 /// Largest absolute difference of two tensors on any devices.
 pub fn max_abs(a: &Tensor, b: &Tensor) -> f64 {
     let cpu = tch::Device::Cpu;

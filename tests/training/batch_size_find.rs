@@ -51,11 +51,10 @@ fn net(vs: &VarStore) -> impl ModuleT {
         .add(head)
 }
 
+/// The weights, the optimizer's state and the CPU generator's state.
 fn snapshot(vs: &VarStore, opt: &Optimizer) -> Vec<(String, Tensor)> {
-    let mut all: Vec<_> = vs.variables().into_iter().map(|(n, t)| (n, t.copy())).collect();
-    all.extend(opt.state_dict().0.into_iter().map(|(n, t)| (format!("opt.{n}"), t.copy())));
+    let mut all = common::training_state(vs, opt);
     all.push(("rng".into(), Tensor::from_slice(&cpu_rng_state().unwrap())));
-    all.sort_by(|a, b| a.0.cmp(&b.0));
     all
 }
 

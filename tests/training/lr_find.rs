@@ -57,14 +57,6 @@ fn data(n: i64) -> Arc<TensorDataset> {
     Arc::new(TensorDataset::new(&x, &y, (0..10).map(|c| c.to_string()).collect()).unwrap())
 }
 
-fn snapshot(vs: &VarStore, opt: &Optimizer) -> Vec<(String, Tensor)> {
-    let mut all: Vec<(String, Tensor)> =
-        vs.variables().into_iter().map(|(n, t)| (format!("w.{n}"), t.copy())).collect();
-    all.extend(opt.state_dict().0.into_iter().map(|(n, t)| (format!("o.{n}"), t.copy())));
-    all.sort_by(|a, b| a.0.cmp(&b.0));
-    all
-}
-
 /// Runs fastai's definitions on `found` and checks it against them.
 fn check_against_fastai(found: &LrFind, find: &LrFindOptions, wheel: &Path, work: &Path) {
     let curve = serde_json::json!({
@@ -103,7 +95,7 @@ fn the_range_test_follows_fastai_and_puts_everything_back() {
     let mut opt = Optimizer::sgd(&vs, 0.01, 0.9);
     let mut loader = DataLoader::from_arc(ds.clone(), 16).num_workers(0);
     let trainer = Trainer::new(&dist).progress(false);
-    let (before, rng) = (snapshot(&vs, &opt), cpu_rng_state().unwrap());
+    let (before, rng) = (common::training_state(&vs, &opt), cpu_rng_state().unwrap());
 
     // To 10: the loss blows up and the test stops early.
     let find = LrFindOptions { num_it: 60, end_lr: 1e4, ..Default::default() };
@@ -113,7 +105,7 @@ fn the_range_test_follows_fastai_and_puts_everything_back() {
     let best = found.losses.iter().cloned().fold(f64::INFINITY, f64::min);
     assert!(found.losses[n - 1] > 4.0 * best, "it stopped on divergence");
     check_against_fastai(&found, &find, &wheel, &work);
-    let after = snapshot(&vs, &opt);
+    let after = common::training_state(&vs, &opt);
     assert_eq!(before.len(), after.len());
     for ((name, a), (_, b)) in before.iter().zip(&after) {
         assert!(a.equal(b), "{name} changed");
@@ -127,7 +119,7 @@ fn the_range_test_follows_fastai_and_puts_everything_back() {
     check_against_fastai(&found, &find, &wheel, &work);
     let plot = trainbook::figures::lr_find_plot(&found).unwrap();
     assert_eq!((plot.width(), plot.height()), (800, 450));
-    assert!(snapshot(&vs, &opt).iter().zip(&before).all(|(a, b)| a.1.equal(&b.1)));
+    assert!(common::training_state(&vs, &opt).iter().zip(&before).all(|(a, b)| a.1.equal(&b.1)));
 
     // Two ranks: the same curve on both (each step's loss is the mean of the ranks').
     let curves = spawn(2, |dist| {
