@@ -96,6 +96,8 @@ mod book {
     pub struct TrainingParts;
     #[doc = include_str!("../docs/src/training.md")]
     pub struct Training;
+    #[doc = include_str!("../docs/src/torchvision-recipe.md")]
+    pub struct TorchvisionRecipe;
     #[doc = include_str!("../docs/src/troubleshooting.md")]
     pub struct Troubleshooting;
 }

@@ -79,6 +79,10 @@ pub struct FitConfig {
     /// model (`EpochRecord::ema_val_loss`, `ema_val_acc`), saved in every checkpoint and, at the
     /// end, as `out/model_ema.safetensors`. Default `None`.
     pub ema: Option<f64>,
+    /// With [`ema`](Self::ema): torchvision's classification reference's cadence instead of
+    /// timm's (an update every `every_steps` batches, copies during the warmup epochs; see
+    /// [`EmaCadence`](crate::train::EmaCadence)). Default `None`: every optimizer step.
+    pub ema_cadence: Option<crate::train::EmaCadence>,
     /// Train only the head (`fc.*`) for this many epochs, then the whole network (fastai's
     /// `fine_tune(freeze_epochs=N)`): at the first epoch and when the backbone is unfrozen, the
     /// parameters' `requires_grad` change ([`freeze_backbone`](crate::models::freeze_backbone))
@@ -244,6 +248,7 @@ impl Default for FitConfig {
             monitor: None,
             restore_best: false,
             ema: None,
+            ema_cadence: None,
             freeze_backbone_epochs: 0,
             step_log: true,
             weight_trail: None,

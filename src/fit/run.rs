@@ -136,7 +136,11 @@ fn run_limited<A: Dataset + 'static, B: Dataset + 'static>(
         early,
         // The average starts from the weights every rank now holds (rank 0's, broadcast, or
         // the checkpoint's when it holds no average).
-        ema: cfg.ema.map(|decay| ModelEma::new(vs, decay)).transpose()?,
+        ema: match (cfg.ema, cfg.ema_cadence) {
+            (Some(decay), Some(cadence)) => Some(ModelEma::torchvision(vs, decay, cadence)?),
+            (Some(decay), None) => Some(ModelEma::new(vs, decay)?),
+            (None, _) => None,
+        },
         data_layout: Some(DataLayout::of(dist, train.batch_size(), cfg.accumulate)),
     };
     // Every part by its key in the checkpoint, in one loop.

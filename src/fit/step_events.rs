@@ -77,7 +77,7 @@ impl StepListener for StepEvents<'_> {
         let batches_done = info.batches_done as u64;
         // timm's order: the average follows the optimizer step, before anything is saved.
         if let Some(e) = &mut self.parts.ema {
-            e.update(self.vs);
+            e.after_step(self.vs, self.epoch, batches_done.saturating_sub(1));
         }
         let (cfg, parts, model) = (self.cfg, &*self.parts, (self.vs, info.optimizer));
         let state = || train_state(cfg, parts, model, (self.epoch, batches_done, info.metrics()));

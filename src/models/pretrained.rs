@@ -186,6 +186,33 @@ impl Weights {
         )
     }
 
+    /// The sizes of the evaluation transform torchvision gives these weights of `model`
+    /// (`weights.transforms()`: resize the shorter side to `.0` with bilinear interpolation,
+    /// then a centre crop of `.1`), which torchvision's classification reference uses with
+    /// `--weights` and `--test-only`: 256 and 224 for the V1 ResNets and MobileNets, 232 and
+    /// 224 for V2 and ResNeXt101 64x4d, 236/230/232/232 and 224 for ConvNeXt Tiny/Small/Base/
+    /// Large (`tests/parity/vision_models.rs` compares every entry of [`PRETRAINED`] with
+    /// torchvision's). Errors as [`url`](Self::url) when `model` has no such weights.
+    ///
+    /// ```
+    /// use trainbook::models::Weights;
+    /// assert_eq!(Weights::ImageNet1kV2.eval_sizes("resnet50")?, (232, 224));
+    /// assert_eq!(Weights::Default.eval_sizes("resnet34")?, (256, 224));
+    /// # Ok::<(), trainbook::Error>(())
+    /// ```
+    pub fn eval_sizes(self, model: &str) -> Result<(u32, u32)> {
+        let url = self.url(model)?;
+        let resolved = PRETRAINED.iter().find(|(_, _, u)| *u == url).map(|(_, w, _)| *w);
+        let resize = match (model, resolved) {
+            ("convnext_tiny", _) => 236,
+            ("convnext_small", _) => 230,
+            ("convnext_base" | "convnext_large" | "resnext101_64x4d", _) => 232,
+            (_, Some(Weights::ImageNet1kV2)) => 232,
+            _ => 256,
+        };
+        Ok((resize, 224))
+    }
+
     /// The weights file of `model` in torch.hub's cache, downloaded there first (with a
     /// progress bar when `progress`, and torchvision's hash check) if PyTorch has not already.
     pub fn file(self, model: &str, progress: bool) -> Result<PathBuf> {

@@ -5,6 +5,10 @@
 //! `tests/training/ema.rs`). The average is evaluated by putting its values into the model for
 //! the duration of a call
 //! ([`ModelEma::with_weights`]), and saved in checkpoints (`ema.safetensors`).
+//!
+//! torchvision's classification reference averages differently (`--model-ema`): every
+//! `--model-ema-steps` batches, the first update a copy, and during the warmup epochs every
+//! update a copy ([`EmaCadence`], [`ModelEma::torchvision`], [`torchvision_ema_decay`]).
 use std::collections::HashMap;
 
 use tch::nn::VarStore;
@@ -30,6 +34,48 @@ pub struct ModelEma {
     decay: f64,
     /// The averages, by variable name, sorted.
     shadow: Vec<(String, Tensor)>,
+    /// torchvision's cadence, when the average follows the reference's `--model-ema`.
+    cadence: Option<EmaCadence>,
+    /// Updates since the last copy (torch's `AveragedModel.n_averaged`); with a cadence, an
+    /// update at 0 copies the model.
+    n_averaged: u64,
+}
+
+/// When torchvision's classification reference updates its average (`--model-ema-steps`
+/// and the warmup): after the optimizer step of every batch whose index in the epoch is a
+/// multiple of `every_steps` (`i % model_ema_steps == 0`), and while the epoch is below
+/// `copy_epochs` (`--lr-warmup-epochs`) the count of updates is set back to 0 after each, so
+/// that every update there copies the model (torch's `AveragedModel` copies when
+/// `n_averaged` is 0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct EmaCadence {
+    /// Update after every this many batches (torchvision's `--model-ema-steps`, default 32).
+    pub every_steps: u64,
+    /// Epochs whose updates copy the model (torchvision's `--lr-warmup-epochs`).
+    pub copy_epochs: u64,
+}
+
+/// The decay torchvision's classification reference gives its average: from `--model-ema-decay`
+/// `decay`, `alpha = min(1, (1 - decay) * world_size * batch_size * every_steps / epochs)` and
+/// the decay `1 - alpha`, in the reference's order of operations (so that the number is the
+/// same to the last bit).
+///
+/// ```
+/// use trainbook::train::torchvision_ema_decay;
+/// // ResNet50's recipe on 8 GPUs: --batch-size 128 --model-ema-steps 32 --epochs 600.
+/// let d = torchvision_ema_decay(0.99998, 8, 128, 32, 600);
+/// assert!((d - (1.0 - 0.00002 * 8.0 * 128.0 * 32.0 / 600.0)).abs() < 1e-12);
+/// ```
+pub fn torchvision_ema_decay(
+    decay: f64,
+    world_size: u64,
+    batch_size: u64,
+    every_steps: u64,
+    epochs: u64,
+) -> f64 {
+    let adjust = (world_size * batch_size * every_steps) as f64 / epochs as f64;
+    let alpha = (1.0 - decay) * adjust;
+    1.0 - alpha.min(1.0)
 }
 
 impl std::fmt::Debug for ModelEma {
@@ -57,7 +103,57 @@ impl ModelEma {
         let shadow = tch::no_grad(|| {
             sorted_variables(vs).into_iter().map(|(n, t)| (n, t.detach().copy())).collect()
         });
-        Ok(ModelEma { decay, shadow })
+        Ok(ModelEma { decay, shadow, cadence: None, n_averaged: 0 })
+    }
+
+    /// torchvision's reference average: `decay` (see [`torchvision_ema_decay`]), updated on
+    /// `cadence` by [`after_step`](Self::after_step), the first update a copy of the model
+    /// (the reference's `ExponentialMovingAverage`, a `torch.optim.swa_utils.AveragedModel`
+    /// with `use_buffers=True`; its integer `num_batches_tracked` is not averaged here). `decay`
+    /// must be in [0, 1] (1 keeps the first copy) and `every_steps` at least 1.
+    pub fn torchvision(vs: &VarStore, decay: f64, cadence: EmaCadence) -> Result<ModelEma> {
+        if !(0.0..=1.0).contains(&decay) || cadence.every_steps == 0 {
+            return Err(Error::InvalidArgument(format!(
+                "model EMA decay {decay} and steps {}: the decay must be in [0, 1] and the \
+                 steps at least 1 (torchvision's --model-ema-decay, --model-ema-steps)",
+                cadence.every_steps
+            )));
+        }
+        let mut ema = ModelEma::new(vs, 0.0)?;
+        ema.decay = decay;
+        ema.cadence = Some(cadence);
+        Ok(ema)
+    }
+
+    /// torchvision's cadence, when this average has one.
+    pub fn cadence(&self) -> Option<EmaCadence> {
+        self.cadence
+    }
+
+    /// What the loop calls after the optimizer step of batch `batch_index` (0-based, in the
+    /// epoch) of `epoch` (0-based): [`update`](Self::update) every step without a cadence
+    /// (timm's), else torchvision's rule ([`EmaCadence`]).
+    pub fn after_step(&mut self, vs: &VarStore, epoch: u64, batch_index: u64) {
+        let Some(cadence) = self.cadence else { return self.update(vs) };
+        if batch_index % cadence.every_steps != 0 {
+            return;
+        }
+        if self.n_averaged == 0 {
+            let vars = vs.variables();
+            tch::no_grad(|| {
+                for (name, e) in &mut self.shadow {
+                    if let Some(m) = vars.get(name) {
+                        e.copy_(m);
+                    }
+                }
+            });
+        } else {
+            self.update(vs);
+        }
+        self.n_averaged += 1;
+        if epoch < cadence.copy_epochs {
+            self.n_averaged = 0;
+        }
     }
 
     /// The decay.
@@ -163,12 +259,20 @@ impl crate::stateful::Stateful for ModelEma {
     }
     fn state_dict(&self) -> Result<crate::stateful::PartState> {
         Ok(crate::stateful::PartState {
-            value: serde_json::json!({ "decay": self.decay }),
+            value: serde_json::json!({
+                "decay": self.decay, "cadence": self.cadence, "n_averaged": self.n_averaged
+            }),
             tensors: ModelEma::state_dict(self),
         })
     }
+    /// The tensors, and with a cadence the count of updates since the last copy (a
+    /// checkpoint written before the count was kept leaves it as it is).
     fn load_state_dict(&mut self, state: crate::stateful::PartState) -> Result<()> {
-        self.load(&state.tensors)
+        self.load(&state.tensors)?;
+        if let Some(n) = state.value.get("n_averaged").and_then(|n| n.as_u64()) {
+            self.n_averaged = n;
+        }
+        Ok(())
     }
 }
 

@@ -41,7 +41,7 @@ pub use cuda_graph::{StepGraph, DEFAULT_WARMUP_STEPS};
 pub use determinism::{
     determinism, use_deterministic_algorithms, Determinism, CUBLAS_WORKSPACE_CONFIG,
 };
-pub use ema::ModelEma;
+pub use ema::{torchvision_ema_decay, EmaCadence, ModelEma};
 pub(crate) use epoch::task_of;
 pub use epoch::{
     data_wait_note, evaluate, evaluate_step, host_reads, train_epoch, train_epoch_step,
@@ -71,7 +71,7 @@ pub use profile::{
     ProfilerAction, RecordFunction,
 };
 pub use schedule::{
-    Anneal, Cadence, ChainedScheduler, CosineAnnealingLR, CosineAnnealingWarmRestarts,
+    Anneal, Cadence, ChainedScheduler, ConstantLR, CosineAnnealingLR, CosineAnnealingWarmRestarts,
     ExponentialLR, LambdaLR, LinearLR, LrLambda, LrSchedule, MultiStepLR, MultiplicativeLR,
     OneCycleLR, PolynomialLR, ReduceLROnPlateau, SequentialLR, StepLR, Validation, SWALR,
 };

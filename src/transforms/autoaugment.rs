@@ -3,6 +3,7 @@
 use rand::Rng;
 
 use super::autoaugment_ops::AugmentOp;
+use super::resize::Interpolation;
 use super::{AugRng, Image, ImageTransform};
 use crate::Result;
 
@@ -88,19 +89,32 @@ pub(crate) fn magnitude(op: AugmentOp, bin: usize, width: u32, height: u32) -> (
 }
 
 /// `transforms.AutoAugment()` (fill black, NEAREST interpolation, like torchvision's defaults).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct AutoAugment {
     policy: AutoAugmentPolicy,
+    interpolation: Interpolation,
 }
 
 impl AutoAugment {
     /// `transforms.AutoAugment(policy)`.
     pub fn new(policy: AutoAugmentPolicy) -> AutoAugment {
-        AutoAugment { policy }
+        AutoAugment { policy, interpolation: Interpolation::Nearest }
+    }
+    /// The resampling of the rotations, shears and translations (torchvision's
+    /// `interpolation=`, NEAREST by default).
+    pub fn interpolation(mut self, interpolation: Interpolation) -> Self {
+        self.interpolation = interpolation;
+        self
     }
     /// `transforms.AutoAugment(AutoAugmentPolicy.IMAGENET)`, the same as `Default`.
     pub fn imagenet() -> AutoAugment {
         AutoAugment::new(AutoAugmentPolicy::ImageNet)
+    }
+}
+
+impl Default for AutoAugment {
+    fn default() -> Self {
+        AutoAugment::imagenet()
     }
 }
 
@@ -118,7 +132,7 @@ impl ImageTransform for AutoAugment {
                 if signed && negate[i] {
                     m = -m;
                 }
-                img = op.apply(&img, m);
+                img = op.apply_with(&img, m, self.interpolation);
             }
         }
         Ok(img)

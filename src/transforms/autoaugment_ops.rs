@@ -1,6 +1,8 @@
 //! The image operations of AutoAugment, RandAugment and TrivialAugmentWide (`Identity` and the
 //! 14 of AutoAugment), reproducing what torchvision's PIL path computes
-//! (PIL's ImageEnhance blends, ImageOps look-up tables, and NEAREST affine resampling).
+//! (PIL's ImageEnhance blends, ImageOps look-up tables, and affine resampling: NEAREST by
+//! default, BILINEAR or BICUBIC through [`AugmentOp::apply_with`]).
+use super::resize::Interpolation;
 use super::Image;
 
 /// One AutoAugment operation; its magnitude is interpreted as torchvision's `_apply_op` does.
@@ -40,25 +42,27 @@ pub enum AugmentOp {
 
 impl AugmentOp {
     /// Applies the operation with `magnitude` (degrees, pixels, enhancement offset, bits or
-    /// threshold, depending on the operation).
+    /// threshold, depending on the operation), resampling NEAREST (torchvision's default).
     pub fn apply(self, img: &Image, magnitude: f32) -> Image {
+        self.apply_with(img, magnitude, Interpolation::Nearest)
+    }
+
+    /// [`apply`](Self::apply) with the rotations, shears and translations resampled with
+    /// `interpolation`, as torchvision passes its `interpolation` to `F.affine` and `F.rotate`
+    /// (PIL's generic transform for BILINEAR and BICUBIC); the other operations ignore it.
+    pub fn apply_with(self, img: &Image, magnitude: f32, interpolation: Interpolation) -> Image {
         let m = magnitude as f64;
+        let affine = |img: &Image, t: (f64, f64), s: (f64, f64), c: (f64, f64)| {
+            affine(img, (t, s, c), interpolation)
+        };
         let (w, h) = (img.width() as f64, img.height() as f64);
         match self {
             AugmentOp::Identity => img.clone(),
-            AugmentOp::ShearX => {
-                affine(img, 0.0, (0.0, 0.0), (m.atan().to_degrees(), 0.0), (0.0, 0.0))
-            }
-            AugmentOp::ShearY => {
-                affine(img, 0.0, (0.0, 0.0), (0.0, m.atan().to_degrees()), (0.0, 0.0))
-            }
-            AugmentOp::TranslateX => {
-                affine(img, 0.0, (m.trunc(), 0.0), (0.0, 0.0), (w * 0.5, h * 0.5))
-            }
-            AugmentOp::TranslateY => {
-                affine(img, 0.0, (0.0, m.trunc()), (0.0, 0.0), (w * 0.5, h * 0.5))
-            }
-            AugmentOp::Rotate => rotate(img, m),
+            AugmentOp::ShearX => affine(img, (0.0, 0.0), (m.atan().to_degrees(), 0.0), (0.0, 0.0)),
+            AugmentOp::ShearY => affine(img, (0.0, 0.0), (0.0, m.atan().to_degrees()), (0.0, 0.0)),
+            AugmentOp::TranslateX => affine(img, (m.trunc(), 0.0), (0.0, 0.0), (w * 0.5, h * 0.5)),
+            AugmentOp::TranslateY => affine(img, (0.0, m.trunc()), (0.0, 0.0), (w * 0.5, h * 0.5)),
+            AugmentOp::Rotate => rotate(img, m, interpolation),
             AugmentOp::Brightness => blend(
                 &Image::zeros(img.width(), img.height(), img.channels()),
                 img,
@@ -217,16 +221,14 @@ fn equalize_lut(hist: &[u64; 256]) -> [u8; 256] {
     })
 }
 
-/// torchvision's `F.affine` on a PIL image (scale 1): builds the inverse matrix and samples
-/// NEAREST with a black fill.
+/// torchvision's `F.affine` on a PIL image (no rotation, scale 1) with `(translate, shear,
+/// center)`: builds the inverse matrix and samples with `interpolation` and a black fill.
 fn affine(
     img: &Image,
-    angle: f64,
-    translate: (f64, f64),
-    shear: (f64, f64),
-    center: (f64, f64),
+    (translate, shear, center): ((f64, f64), (f64, f64), (f64, f64)),
+    interpolation: Interpolation,
 ) -> Image {
-    let (rot, sx, sy) = (angle.to_radians(), shear.0.to_radians(), shear.1.to_radians());
+    let (rot, sx, sy) = (0f64, shear.0.to_radians(), shear.1.to_radians());
     let (cx, cy) = center;
     let (tx, ty) = translate;
     let a = (rot - sy).cos() / sy.cos();
@@ -238,11 +240,19 @@ fn affine(
     m[5] += m[3] * (-cx - tx) + m[4] * (-cy - ty);
     m[2] += cx;
     m[5] += cy;
-    sample_affine_nearest(img, &m)
+    sample(img, &m, interpolation)
 }
 
-/// PIL's `img.rotate(angle, NEAREST)` (no expand, centre of the image, black fill).
-fn rotate(img: &Image, degrees: f64) -> Image {
+/// PIL's affine transform with `interpolation`: its NEAREST fast path, or the generic one.
+fn sample(img: &Image, m: &[f64; 6], interpolation: Interpolation) -> Image {
+    match interpolation {
+        Interpolation::Nearest => sample_affine_nearest(img, m),
+        other => super::pil_affine::sample_affine(img, m, other),
+    }
+}
+
+/// PIL's `img.rotate(angle, filter)` (no expand, centre of the image, black fill).
+fn rotate(img: &Image, degrees: f64, interpolation: Interpolation) -> Image {
     let angle = degrees.rem_euclid(360.0);
     let square = img.width() == img.height();
     match angle {
@@ -259,7 +269,7 @@ fn rotate(img: &Image, degrees: f64) -> Image {
     let mut m = [r15(t.cos()), r15(t.sin()), 0.0, r15(-t.sin()), r15(t.cos()), 0.0];
     m[2] = m[0] * -cx + m[1] * -cy + m[2] + cx;
     m[5] = m[3] * -cx + m[4] * -cy + m[5] + cy;
-    sample_affine_nearest(img, &m)
+    sample(img, &m, interpolation)
 }
 
 /// PIL's exact transposes (used by `rotate` for multiples of 90 degrees): `source(x, y, w, h)`

@@ -11,6 +11,7 @@ mod crop;
 mod erasing;
 mod image;
 mod mix;
+mod pil_affine;
 mod pil_resample;
 mod rand_augment;
 mod resize;

@@ -105,6 +105,7 @@ fn run_with(
         freeze_backbone_epochs: 0,
         // An EMA of the weights on: its state in every checkpoint.
         ema: Some(0.9),
+        ema_cadence: None,
         // The step logs on: a resumed run rewrites the steps after its checkpoint.
         step_log: true,
         // The weight trail on: a resumed run keeps its lines up to the checkpoint's step.

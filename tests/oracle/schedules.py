@@ -23,6 +23,8 @@ def make(c, opt):
     if kind == "LinearLR":
         return S.LinearLR(opt, start_factor=c["start_factor"], end_factor=c["end_factor"],
                           total_iters=c["total_iters"])
+    if kind == "ConstantLR":
+        return S.ConstantLR(opt, factor=c["factor"], total_iters=c["total_iters"])
     if kind == "OneCycleLR":
         return S.OneCycleLR(opt, max_lr=c["max_lr"], total_steps=c["total_steps"],
                             pct_start=c["pct_start"], anneal_strategy=c["anneal"],

@@ -59,7 +59,8 @@ for i, case in enumerate(json.load(sys.stdin)):
     if case["kind"] == "decode":
         arr = np.asarray(img, dtype=np.uint8)
     elif case["kind"] == "op":
-        res = _apply_op(img, case["op"], float(case["magnitude"]), InterpolationMode.NEAREST, None)
+        mode = InterpolationMode(case.get("interpolation", "nearest"))
+        res = _apply_op(img, case["op"], float(case["magnitude"]), mode, None)
         arr = np.asarray(res, dtype=np.uint8)
     else:
         arr = T.Compose([step(*s) for s in case["steps"]])(img).numpy().astype(np.float32)

@@ -13,6 +13,10 @@ get_model name).
                                     the train-mode logits, the gradients grad.* of
                                     (logits * w).sum() and the running statistics after.* the
                                     pass updated. One thread.
+  vision_models.py eval_sizes MODEL:WEIGHTS...
+                                    JSON: for every pair, [resize_size, crop_size,
+                                    interpolation] of get_weight(f"{enum}.{WEIGHTS}")
+                                    .transforms() for get_model_weights(MODEL)'s enum
 """
 import json
 import sys
@@ -26,6 +30,15 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from models import eval_and_train_pass  # noqa: E402
 
 torch.set_num_threads(1)
+
+
+def eval_sizes(pairs):
+    out = {}
+    for pair in pairs:
+        model, weights = pair.split(":")
+        t = getattr(torchvision.models.get_model_weights(model), weights).transforms()
+        out[pair] = [t.resize_size[0], t.crop_size[0], t.interpolation.value]
+    print(json.dumps(out))
 
 
 def names(models):
@@ -48,5 +61,7 @@ def one_pass(name, d):
 if __name__ == "__main__":
     if sys.argv[1] == "names":
         names(sys.argv[2:])
+    elif sys.argv[1] == "eval_sizes":
+        eval_sizes(sys.argv[2:])
     else:
         one_pass(sys.argv[2], sys.argv[3])

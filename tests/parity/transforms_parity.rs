@@ -1,6 +1,7 @@
 //! trainbook's transforms against torchvision/PIL (the venv's installation is the oracle), on
 //! JPEGs and PNGs of odd sizes generated here: decoding, Resize/CenterCrop/ToTensor/Normalize
-//! within 1/255, every AutoAugment, RandAugment and TrivialAugmentWide operation bit-exact, and
+//! within 1/255, every AutoAugment, RandAugment and TrivialAugmentWide operation bit-exact (the
+//! shears, translations and rotations with NEAREST, BILINEAR and BICUBIC resampling), and
 //! the magnitude tables of RandAugment and TrivialAugmentWide bit for bit.
 use crate::common;
 
@@ -167,6 +168,15 @@ fn transforms_match_torchvision() {
         (AugmentOp::Sharpness, "Sharpness", vec![0.99, -0.99]),
         (AugmentOp::Posterize, "Posterize", vec![2.0]),
     ];
+    // The geometric operations with torchvision's other resamplings (PIL's generic transform).
+    let geometric: Vec<(AugmentOp, &str, Vec<f32>)> = vec![
+        (AugmentOp::ShearX, "ShearX", vec![0.3, -0.66]),
+        (AugmentOp::ShearY, "ShearY", vec![-0.99, 0.2]),
+        (AugmentOp::TranslateX, "TranslateX", vec![41.0, -21.333334]),
+        (AugmentOp::TranslateY, "TranslateY", vec![-12.9]),
+        (AugmentOp::Rotate, "Rotate", vec![30.0, -16.666668, 121.5, 180.0]),
+    ];
+    let resamplings = [(Interpolation::Bilinear, "bilinear"), (Interpolation::Bicubic, "bicubic")];
 
     let mut cases = Vec::new();
     for path in &images {
@@ -178,6 +188,14 @@ fn transforms_match_torchvision() {
         for (_, name, mags) in &ops {
             for m in mags {
                 cases.push(json!({"kind": "op", "image": p, "op": name, "magnitude": *m as f64}));
+            }
+        }
+        for (_, mode) in &resamplings {
+            for (_, name, mags) in &geometric {
+                for m in mags {
+                    cases.push(json!({"kind": "op", "image": p, "op": name,
+                                      "magnitude": *m as f64, "interpolation": mode}));
+                }
             }
         }
     }
@@ -217,6 +235,29 @@ fn transforms_match_torchvision() {
                     path.display()
                 );
                 i += 1;
+            }
+        }
+        for (interpolation, mode) in &resamplings {
+            for (op, name, mags) in &geometric {
+                for m in mags {
+                    let got = op.apply_with(&base, *m, *interpolation);
+                    let want = read(i);
+                    let mismatched = got.data().iter().zip(&want).filter(|(a, b)| a != b).count();
+                    assert_eq!(
+                        mismatched,
+                        0,
+                        "{} {name}({m}, {mode}): {mismatched} bytes differ from torchvision",
+                        path.display()
+                    );
+                    // The resampling matters for shears and rotations: NEAREST gives other
+                    // bytes (translations move by whole pixels, and 180 degrees is a transpose).
+                    let resampled = matches!(op, AugmentOp::ShearX | AugmentOp::ShearY)
+                        || (*op == AugmentOp::Rotate && *m != 180.0);
+                    if resampled {
+                        assert_ne!(op.apply(&base, *m).data(), got.data(), "{name}({m}, {mode})");
+                    }
+                    i += 1;
+                }
             }
         }
     }

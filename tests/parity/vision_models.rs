@@ -3,7 +3,8 @@
 //! and shapes and its parameter order, and MobileNetV3 Large and Small and ConvNeXt-Tiny with
 //! torchvision's random weights (loaded strictly by name) give its eval-mode and train-mode
 //! logits (the same dropout and stochastic-depth draws from the same seed), parameter
-//! gradients and updated BatchNorm statistics bit for bit, both sides on one thread.
+//! gradients and updated BatchNorm statistics bit for bit, both sides on one thread. Every
+//! pretrained entry's evaluation sizes (`Weights::eval_sizes`) are torchvision's.
 use crate::common;
 
 use std::collections::BTreeMap;
@@ -11,7 +12,9 @@ use std::process::Command;
 
 use tch::nn::{ModuleT, VarStore};
 use tch::{Device, Kind, Tensor};
-use trainbook::models::{convnext, load_safetensors, mobilenet_v3, state_dict};
+use trainbook::models::{
+    convnext, load_safetensors, mobilenet_v3, state_dict, Weights, PRETRAINED,
+};
 use trainbook::train::named_parameters;
 
 const NAMES: [&str; 6] = [
@@ -69,6 +72,30 @@ fn every_network_has_torchvisions_names_shapes_and_parameter_order() {
     let vs = VarStore::new(Device::Cpu);
     assert!(mobilenet_v3(&vs.root(), "mobilenet_v2", 10).is_err());
     assert!(convnext(&vs.root(), "convnext_huge", 10).is_err());
+}
+
+#[test]
+fn every_pretrained_entry_has_torchvisions_evaluation_sizes() {
+    let _turn = common::module_turn(module_path!());
+    let pairs: Vec<String> = PRETRAINED
+        .iter()
+        .map(|(m, w, _)| {
+            let w = if *w == Weights::ImageNet1kV1 { "IMAGENET1K_V1" } else { "IMAGENET1K_V2" };
+            format!("{m}:{w}")
+        })
+        .collect();
+    let args: Vec<&str> =
+        std::iter::once("eval_sizes").chain(pairs.iter().map(|p| p.as_str())).collect();
+    let want: serde_json::Value = serde_json::from_str(&oracle(&args)).unwrap();
+    for ((model, weights, _), pair) in PRETRAINED.iter().zip(&pairs) {
+        let (resize, crop) = weights.eval_sizes(model).unwrap();
+        assert_eq!(
+            serde_json::json!([resize, crop, "bilinear"]),
+            want[pair.as_str()],
+            "{pair}: (resize, crop, interpolation)"
+        );
+    }
+    assert!(Weights::ImageNet1kV2.eval_sizes("resnet18").is_err());
 }
 
 /// torchvision's random `name` loaded into trainbook's: one eval-mode and one train-mode pass.

@@ -1,7 +1,9 @@
 //! The EMA of the weights (`ModelEma`, `Trainer::ema`): the averages equal timm's `ModelEmaV2`
 //! bit for bit over a short training (timm in the venv, `tests/oracle/ema.py`), and in `fit`
 //! the average is validated beside the model, saved in checkpoints and as
-//! `model_ema.safetensors` (with decay 0 the average is the model itself, exactly).
+//! `model_ema.safetensors` (with decay 0 the average is the model itself, exactly). With
+//! torchvision's cadence (`ModelEma::torchvision`) the averages equal the classification
+//! reference's `AveragedModel` bit for bit, and the count of updates survives a checkpoint.
 use crate::common;
 
 use tch::nn::VarStore;
@@ -10,7 +12,8 @@ use trainbook::checkpoint::{open_checkpoint, read_tensors_file, Policy, EMA_FILE
 use trainbook::data::{DataLoader, TensorDataset};
 use trainbook::dist::Dist;
 use trainbook::fit::Trainer;
-use trainbook::train::{ModelEma, Optimizer};
+use trainbook::train::{EmaCadence, ModelEma, Optimizer};
+use trainbook::Stateful;
 
 #[test]
 fn the_average_equals_timms_model_ema_v2_bit_for_bit() {
@@ -43,6 +46,64 @@ fn the_average_equals_timms_model_ema_v2_bit_for_bit() {
         let ours = &ema.tensors().iter().find(|(n, _)| n == name).unwrap().1;
         assert!(ours.equal(t), "{name}: max diff {}", common::max_abs(ours, t));
     }
+}
+
+#[test]
+fn torchvisions_cadence_equals_its_averaged_model_bit_for_bit() {
+    let _turn = common::module_turn(module_path!());
+    let work = common::WorkDir::new("ema-torchvision");
+    let dir = work.join("oracle");
+    std::fs::create_dir_all(&dir).unwrap();
+    let oracle = common::oracle_tensors("ema.py", "torchvision", &dir);
+    let at = |prefix: &str| common::with_prefix(&oracle, prefix);
+    let vs = VarStore::new(Device::Cpu);
+    for (name, t) in at("step0.") {
+        let (module, var) = name.rsplit_once('.').unwrap();
+        let _ = (vs.root() / module).var_copy(var, &t);
+    }
+    let cadence = EmaCadence { every_steps: 2, copy_epochs: 1 };
+    let mut ema = ModelEma::torchvision(&vs, 0.8, cadence).unwrap();
+    let vars = vs.variables();
+    let mut k = 0;
+    let mut resumed = None;
+    for epoch in 0..2u64 {
+        for i in 0..5u64 {
+            k += 1;
+            tch::no_grad(|| {
+                for (name, t) in at(&format!("step{k}.")) {
+                    vars[&name].shallow_clone().copy_(&t);
+                }
+            });
+            ema.after_step(&vs, epoch, i);
+            if (epoch, i) == (1, 0) {
+                // A checkpoint here: after the first averaging update's copy, one update done.
+                let state = Stateful::state_dict(&ema).unwrap();
+                assert_eq!(state.value["n_averaged"], 1, "{}", state.value);
+                let mut back = ModelEma::torchvision(&vs, 0.8, cadence).unwrap();
+                back.load_state_dict(state).unwrap();
+                resumed = Some(back);
+            }
+            if let Some(back) = &mut resumed {
+                if (epoch, i) != (1, 0) {
+                    back.after_step(&vs, epoch, i);
+                }
+            }
+        }
+    }
+    let expected = at("ema.");
+    assert_eq!(expected.len(), ema.tensors().len());
+    for (name, t) in &expected {
+        for (which, e) in [("run", &ema), ("resumed", resumed.as_ref().unwrap())] {
+            let ours = &e.tensors().iter().find(|(n, _)| n == name).unwrap().1;
+            assert!(ours.equal(t), "{which} {name}: max diff {}", common::max_abs(ours, t));
+        }
+    }
+    // Another cadence would differ (the test can fail): timm's every-step average.
+    let mut timm = ModelEma::new(&vs, 0.8).unwrap();
+    timm.update(&vs);
+    assert!(!timm.tensors()[0].1.equal(&ema.tensors()[0].1));
+    let bad = ModelEma::torchvision(&vs, 0.5, EmaCadence { every_steps: 0, copy_epochs: 0 });
+    assert!(bad.unwrap_err().to_string().contains("--model-ema-steps"));
 }
 
 fn loader(seed: i64) -> DataLoader<TensorDataset> {

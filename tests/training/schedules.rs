@@ -17,7 +17,7 @@ use trainbook::dist::Dist;
 use trainbook::fit::{FitConfig, FitReport, Trainer};
 use trainbook::models::MnistNet;
 use trainbook::train::{
-    Anneal, Cadence, ChainedScheduler, CosineAnnealingLR, CosineAnnealingWarmRestarts,
+    Anneal, Cadence, ChainedScheduler, ConstantLR, CosineAnnealingLR, CosineAnnealingWarmRestarts,
     ExponentialLR, LambdaLR, LinearLR, LrSchedule, Mode, MultiStepLR, MultiplicativeLR, OneCycleLR,
     Optimizer, PolynomialLR, ReduceLROnPlateau, SequentialLR, StepLR, Validation, SWALR,
 };
@@ -34,6 +34,7 @@ fn schedule(c: &Value) -> Box<dyn LrSchedule> {
         "StepLR" => Box::new(StepLR::new(u("step_size"), f("gamma"))),
         "CosineAnnealingLR" => Box::new(CosineAnnealingLR::new(f("lr"), u("t_max"), f("eta_min"))),
         "LinearLR" => Box::new(LinearLR::new(f("start_factor"), f("end_factor"), u("total_iters"))),
+        "ConstantLR" => Box::new(ConstantLR::new(f("factor"), u("total_iters"))),
         "OneCycleLR" => Box::new(
             OneCycleLR::new(f("max_lr"), u("total_steps"))
                 .pct_start(f("pct_start"))
@@ -108,7 +109,7 @@ fn parts(c: &Value) -> Vec<Box<dyn LrSchedule>> {
             "CosineAnnealingLR" => Box::new(
                 CosineAnnealingLR::new(0.0, u("t_max"), f("eta_min")).stepping(Cadence::Step),
             ),
-            "LinearLR" | "OneCycleLR" | "ReduceLROnPlateau" => schedule(p),
+            "LinearLR" | "ConstantLR" | "OneCycleLR" | "ReduceLROnPlateau" => schedule(p),
             _ => factor_schedule(p, Cadence::Step),
         }
     };
@@ -129,7 +130,14 @@ fn composite_configs() -> Vec<Value> {
     let poly = |t: u64, p: f64| json!({"kind": "PolynomialLR", "total_iters": t, "power": p});
     let warm_restarts = |t0: u64, tm: u64, eta: f64| json!({"kind": "CosineAnnealingWarmRestarts", "t_0": t0, "t_mult": tm, "eta_min": eta});
     let lambda = |kind: &str, f: &str, a: f64| json!({"kind": kind, "fn": [f, a]});
+    let constant = |f: f64, t: u64| json!({"kind": "ConstantLR", "factor": f, "total_iters": t});
     vec![
+        // torchvision's classification reference: its default constant warmup (--lr-warmup-decay
+        // 0.01) into each of its three main schedules.
+        seq(0.5, vec![constant(0.01, 5), cosine(15, 0.0)], vec![5], 22),
+        seq(0.1, vec![constant(0.01, 3), step(2, 0.1)], vec![3], 10),
+        seq(0.064, vec![constant(0.1, 2), exponential(0.973)], vec![2], 8),
+        chain(0.1, vec![constant(0.5, 3), cosine(6, 0.001)], 8),
         seq(0.1, vec![linear(0.1, 0.1, 1.0, 5), cosine(10, 0.001)], vec![5], 20),
         seq(
             0.05,
@@ -183,6 +191,12 @@ fn configs() -> Vec<Value> {
     ] {
         c.push(json!({"kind": "LinearLR", "lr": lr, "start_factor": start, "end_factor": end,
                       "total_iters": total, "steps": steps}));
+    }
+    for (lr, factor, total, steps) in
+        [(0.1, 1.0 / 3.0, 5, 8), (0.5, 0.01, 3, 6), (0.2, 1.0, 2, 4), (0.1, 0.25, 0, 3)]
+    {
+        c.push(json!({"kind": "ConstantLR", "lr": lr, "factor": factor, "total_iters": total,
+                      "steps": steps}));
     }
     for (max_lr, total, pct, anneal, div, final_div, three) in [
         (0.1, 100, 0.3, "cos", 25.0, 1e4, false),
@@ -279,7 +293,7 @@ fn every_schedule_gives_torch_s_learning_rates_bit_for_bit() {
     let want = torch_sequences(&configs);
     let kinds: std::collections::BTreeSet<&str> =
         configs.iter().map(|c| c["kind"].as_str().unwrap()).collect();
-    assert_eq!(kinds.len(), 14);
+    assert_eq!(kinds.len(), 15);
     for (c, want) in configs.iter().zip(&want) {
         let mut s = schedule(c);
         let mut lr = s.start(c["lr"].as_f64().unwrap()).unwrap();

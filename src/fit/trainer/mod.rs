@@ -298,6 +298,17 @@ impl<'d> Trainer<'d> {
         self
     }
 
+    /// torchvision's classification reference's `--model-ema`: an average with `decay` (its
+    /// adjusted decay, [`torchvision_ema_decay`](crate::train::torchvision_ema_decay)) updated
+    /// after every `cadence.every_steps`-th batch of an epoch, a copy of the model at its first
+    /// update and at every update of the first `cadence.copy_epochs` epochs; validated, saved
+    /// and checkpointed as [`ema`](Self::ema)'s ([`FitConfig::ema_cadence`]).
+    pub fn model_ema_torchvision(mut self, decay: f64, cadence: crate::train::EmaCadence) -> Self {
+        self.cfg.ema = Some(decay);
+        self.cfg.ema_cadence = Some(cadence);
+        self
+    }
+
     /// Trains only the head (`fc.*`) for the first `epochs` epochs, then the whole network,
     /// rewrapping the model for data parallelism when that changes; see
     /// [`FitConfig::freeze_backbone_epochs`].

@@ -2,7 +2,7 @@
 //! [`ReduceLROnPlateau`] (stepped per epoch with the validation metric), [`StepLR`] and
 //! [`CosineAnnealingLR`] (per epoch by default), [`MultiStepLR`], [`ExponentialLR`],
 //! [`PolynomialLR`], [`CosineAnnealingWarmRestarts`], [`LambdaLR`] and [`MultiplicativeLR`]
-//! (per epoch by default), [`LinearLR`] (a warmup, per optimizer step by
+//! (per epoch by default), [`LinearLR`] and [`ConstantLR`] (warmups, per optimizer step by
 //! default), [`OneCycleLR`] (per optimizer step) and [`SWALR`] (stochastic weight averaging's,
 //! per epoch), and two that combine others:
 //! [`SequentialLR`] (one after another) and [`ChainedScheduler`] (all at once). Each is a small serde struct whose state
@@ -10,7 +10,7 @@
 //!
 //! The values are those of torch's `get_last_lr()` when its scheduler is stepped the usual way
 //! (`scheduler.step()` without an epoch argument): the chainable (recursive) forms for
-//! `StepLR`, `CosineAnnealingLR`, `LinearLR`, `MultiStepLR`, `ExponentialLR`, `PolynomialLR` and
+//! `StepLR`, `CosineAnnealingLR`, `LinearLR`, `ConstantLR`, `MultiStepLR`, `ExponentialLR`, `PolynomialLR` and
 //! `MultiplicativeLR`, the closed form for `OneCycleLR`, `CosineAnnealingWarmRestarts` and
 //! `LambdaLR`, which torch computes only that way.
 mod compose;
@@ -31,7 +31,7 @@ pub use lambda::{LambdaLR, LrLambda, MultiplicativeLR};
 pub use plateau::ReduceLROnPlateau;
 pub use restarts::CosineAnnealingWarmRestarts;
 pub use swa_lr::SWALR;
-pub use warmup::{Anneal, LinearLR, OneCycleLR};
+pub use warmup::{Anneal, ConstantLR, LinearLR, OneCycleLR};
 
 use crate::{Error, Result};
 
@@ -154,6 +154,48 @@ pub trait LrSchedule: std::fmt::Debug + Send + Sync {
 impl Clone for Box<dyn LrSchedule> {
     fn clone(&self) -> Self {
         self.box_clone()
+    }
+}
+
+/// A boxed schedule is a schedule (a schedule chosen at run time, e.g. from a command-line
+/// flag, goes to [`Trainer::schedule`](crate::fit::Trainer::schedule) as it is): every call
+/// goes to the boxed one.
+impl LrSchedule for Box<dyn LrSchedule> {
+    fn name(&self) -> &'static str {
+        (**self).name()
+    }
+    fn cadence(&self) -> Cadence {
+        (**self).cadence()
+    }
+    fn validate(&self) -> Result<()> {
+        (**self).validate()
+    }
+    fn start(&mut self, lr: f64) -> Result<f64> {
+        (**self).start(lr)
+    }
+    fn start_chained(&mut self, lr: f64, initial_lr: f64) -> Result<f64> {
+        (**self).start_chained(lr, initial_lr)
+    }
+    fn restart(&mut self, initial_lr: f64) -> Result<f64> {
+        (**self).restart(initial_lr)
+    }
+    fn restart_from(&mut self, lr: f64, initial_lr: f64) -> Result<f64> {
+        (**self).restart_from(lr, initial_lr)
+    }
+    fn advance(&mut self, lr: f64, validation: Option<Validation>) -> Result<f64> {
+        (**self).advance(lr, validation)
+    }
+    fn steps(&self) -> u64 {
+        (**self).steps()
+    }
+    fn state(&self) -> serde_json::Value {
+        (**self).state()
+    }
+    fn load_state(&mut self, state: &serde_json::Value) -> Result<()> {
+        (**self).load_state(state)
+    }
+    fn box_clone(&self) -> Box<dyn LrSchedule> {
+        (**self).box_clone()
     }
 }
 

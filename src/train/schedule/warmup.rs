@@ -1,4 +1,4 @@
-//! Schedules stepped per optimizer step by default: the [`LinearLR`] warmup and the
+//! Schedules stepped per optimizer step by default: the [`LinearLR`] and [`ConstantLR`] warmups and the
 //! [`OneCycleLR`] policy.
 use serde::{Deserialize, Serialize};
 
@@ -83,6 +83,78 @@ impl LrSchedule for LinearLR {
         let (s, e) = (self.start_factor, self.end_factor);
         let done = (self.last_epoch - 1) as f64;
         Ok(lr * (1.0 + (e - s) / (self.total_iters as f64 * s + done * (e - s))))
+    }
+    state_methods!();
+}
+
+/// `torch.optim.lr_scheduler.ConstantLR`: the rate is multiplied by `factor` for the first
+/// `total_iters` steps, then the base rate comes back (torch's chainable form: times `factor`
+/// at the start, times `1 / factor` at step `total_iters`). torchvision's classification
+/// reference warms up with it by default (`--lr-warmup-method constant`). Per optimizer step
+/// by default, like [`LinearLR`] ([`stepping`](Self::stepping)`(Cadence::Epoch)` for the
+/// reference's per-epoch use). torch's defaults are `ConstantLR::new(1.0 / 3.0, 5)`.
+///
+/// ```
+/// use trainbook::train::{ConstantLR, LrSchedule};
+/// # fn main() -> trainbook::Result<()> {
+/// let mut warmup = ConstantLR::new(0.01, 2); // a hundredth of the rate for 2 steps
+/// let mut lr = warmup.start(0.5)?;
+/// assert_eq!(lr, 0.5 * 0.01);
+/// lr = warmup.advance(lr, None)?;
+/// assert_eq!(lr, 0.5 * 0.01);
+/// lr = warmup.advance(lr, None)?;
+/// assert_eq!(lr, 0.5 * 0.01 * (1.0 / 0.01));
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConstantLR {
+    /// The factor of the first `total_iters` steps, in [0, 1].
+    pub factor: f64,
+    /// Steps at the lowered rate.
+    pub total_iters: u64,
+    /// Per optimizer step (the default) or per epoch.
+    #[serde(default = "per_step")]
+    pub cadence: Cadence,
+    last_epoch: u64,
+}
+
+impl ConstantLR {
+    /// `ConstantLR(optimizer, factor, total_iters)`, stepped per optimizer step. Arguments are
+    /// checked by [`LrSchedule::validate`] (torch's range).
+    pub fn new(factor: f64, total_iters: u64) -> Self {
+        ConstantLR { factor, total_iters, cadence: Cadence::Step, last_epoch: 0 }
+    }
+    /// Steps per optimizer step ([`Cadence::Step`], the default) or per epoch.
+    pub fn stepping(mut self, cadence: Cadence) -> Self {
+        self.cadence = cadence;
+        self
+    }
+}
+
+impl LrSchedule for ConstantLR {
+    fn name(&self) -> &'static str {
+        "ConstantLR"
+    }
+    fn cadence(&self) -> Cadence {
+        self.cadence
+    }
+    fn validate(&self) -> Result<()> {
+        check((0.0..=1.0).contains(&self.factor), self.name(), "factor", "in [0, 1]", self.factor)
+    }
+    /// Returns `lr * factor`.
+    fn start(&mut self, lr: f64) -> Result<f64> {
+        self.validate()?;
+        self.last_epoch = 0;
+        Ok(lr * self.factor)
+    }
+    fn advance(&mut self, lr: f64, _validation: Option<Validation>) -> Result<f64> {
+        self.validate()?;
+        self.last_epoch += 1;
+        if self.last_epoch != self.total_iters {
+            return Ok(lr);
+        }
+        Ok(lr * (1.0 / self.factor))
     }
     state_methods!();
 }

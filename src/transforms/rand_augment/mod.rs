@@ -1,14 +1,18 @@
 //! `transforms.RandAugment` and `transforms.TrivialAugmentWide`: operations drawn uniformly
 //! from torchvision's list (AutoAugment's without `Invert`, plus `Identity`), with torchvision's
-//! magnitude bins (`_augmentation_space`), NEAREST resampling and black fill, as torchvision's
-//! defaults. The draws come from the sample's [`AugRng`], not torch's generator: the same ops
+//! magnitude bins (`_augmentation_space`), NEAREST resampling (or `interpolation(..)`'s) and
+//! black fill, as torchvision's defaults. The draws come from the sample's [`AugRng`], not torch's generator: the same ops
 //! and magnitudes give torchvision's pixels bit for bit (tests/parity/transforms_parity.rs), the
 //! draws follow the same distribution.
 use rand::Rng;
 
 use super::autoaugment::linspace_n;
 use super::autoaugment_ops::AugmentOp;
+use super::resize::Interpolation;
 use super::{AugRng, Image, ImageTransform};
+
+/// torchvision's default resampling for these transforms.
+const NEAREST: Interpolation = Interpolation::Nearest;
 use crate::{Error, Result};
 
 /// torchvision's operation list of both transforms, in its order.
@@ -100,6 +104,7 @@ pub struct RandAugment {
     num_ops: usize,
     magnitude: usize,
     num_magnitude_bins: usize,
+    interpolation: Interpolation,
 }
 
 impl RandAugment {
@@ -112,19 +117,28 @@ impl RandAugment {
                 "RandAugment: magnitude must be below num_magnitude_bins ({num_magnitude_bins}), got {magnitude}"
             )));
         }
-        Ok(RandAugment { num_ops, magnitude, num_magnitude_bins })
+        Ok(RandAugment { num_ops, magnitude, num_magnitude_bins, interpolation: NEAREST })
+    }
+
+    /// The resampling of the rotations, shears and translations (torchvision's
+    /// `interpolation=`, NEAREST by default; the classification reference passes its
+    /// `--interpolation`).
+    pub fn interpolation(mut self, interpolation: Interpolation) -> Self {
+        self.interpolation = interpolation;
+        self
     }
 
     /// Applies the given draws: each an operation, its bin and whether its sign flips (what
     /// [`apply_image`](ImageTransform::apply_image) draws from the sample's stream).
     pub fn apply_draws(&self, img: Image, draws: &[(AugmentOp, usize, bool)]) -> Image {
-        apply(AugmentSpace::RandAugment, self.num_magnitude_bins, img, draws)
+        let space = (AugmentSpace::RandAugment, self.num_magnitude_bins);
+        apply(space, self.interpolation, img, draws)
     }
 }
 
 impl Default for RandAugment {
     fn default() -> Self {
-        RandAugment { num_ops: 2, magnitude: 9, num_magnitude_bins: 31 }
+        RandAugment { num_ops: 2, magnitude: 9, num_magnitude_bins: 31, interpolation: NEAREST }
     }
 }
 
@@ -145,6 +159,7 @@ impl ImageTransform for RandAugment {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TrivialAugmentWide {
     num_magnitude_bins: usize,
+    interpolation: Interpolation,
 }
 
 impl TrivialAugmentWide {
@@ -152,18 +167,25 @@ impl TrivialAugmentWide {
     /// [`Error::InvalidArgument`].
     pub fn new(num_magnitude_bins: usize) -> Result<Self> {
         check_bins("TrivialAugmentWide", num_magnitude_bins)?;
-        Ok(TrivialAugmentWide { num_magnitude_bins })
+        Ok(TrivialAugmentWide { num_magnitude_bins, interpolation: NEAREST })
+    }
+
+    /// The resampling of the geometric operations (see [`RandAugment::interpolation`]).
+    pub fn interpolation(mut self, interpolation: Interpolation) -> Self {
+        self.interpolation = interpolation;
+        self
     }
 
     /// Applies the given draws (see [`RandAugment::apply_draws`]).
     pub fn apply_draws(&self, img: Image, draws: &[(AugmentOp, usize, bool)]) -> Image {
-        apply(AugmentSpace::TrivialAugmentWide, self.num_magnitude_bins, img, draws)
+        let space = (AugmentSpace::TrivialAugmentWide, self.num_magnitude_bins);
+        apply(space, self.interpolation, img, draws)
     }
 }
 
 impl Default for TrivialAugmentWide {
     fn default() -> Self {
-        TrivialAugmentWide { num_magnitude_bins: 31 }
+        TrivialAugmentWide { num_magnitude_bins: 31, interpolation: NEAREST }
     }
 }
 
@@ -186,8 +208,8 @@ fn check_bins(name: &str, bins: usize) -> Result<()> {
 }
 
 fn apply(
-    space: AugmentSpace,
-    bins: usize,
+    (space, bins): (AugmentSpace, usize),
+    interpolation: Interpolation,
     mut img: Image,
     draws: &[(AugmentOp, usize, bool)],
 ) -> Image {
@@ -200,7 +222,7 @@ fn apply(
         if signed && negate {
             m = -m;
         }
-        img = op.apply(&img, m);
+        img = op.apply_with(&img, m, interpolation);
     }
     img
 }
