@@ -10,8 +10,15 @@ use std::time::Duration;
 
 use crate::common;
 
-const EXAMPLES: [&str; 6] =
-    ["mnist", "designsafe", "tiny_imagenet", "dogs", "mnist_regression", "mnist_two_inputs"];
+const EXAMPLES: [&str; 7] = [
+    "mnist",
+    "designsafe",
+    "tiny_imagenet",
+    "dogs",
+    "mnist_regression",
+    "mnist_two_inputs",
+    "classify",
+];
 
 /// The long flags an example's `--help` lists (`--help` and `--version` aside).
 fn flags_of(example: &str) -> Vec<String> {
@@ -70,8 +77,14 @@ fn every_example_flag_reaches_the_program_through_torchrun() {
             "{example}: only {} flags read from --help: {flags:?}",
             flags.len()
         );
-        assert!(flags.iter().any(|f| f == "--monitor-metric"), "{example}: {flags:?}");
+        // The examples share `RunArgs`; classify has torchvision's flags instead.
+        let marker = if example == "classify" { "--model-ema-steps" } else { "--monitor-metric" };
+        assert!(flags.iter().any(|f| f == marker), "{example}: {flags:?}");
         all.extend(flags);
+        if example == "classify" {
+            // The alias the recipes use (`--wd`'s long form in torchvision).
+            all.push("--weight-decay".into());
+        }
     }
     all.sort();
     all.dedup();
