@@ -74,6 +74,8 @@ mod book {
     pub struct Distributed;
     #[doc = include_str!("../docs/src/gpu-speed.md")]
     pub struct GpuSpeed;
+    #[doc = include_str!("../docs/src/instructors.md")]
+    pub struct Instructors;
     #[doc = include_str!("../docs/src/install.md")]
     pub struct Install;
     #[doc = include_str!("../docs/src/introduction.md")]
