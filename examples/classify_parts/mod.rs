@@ -230,13 +230,9 @@ pub fn test_only(
     args: &Args,
     from_weights: bool,
 ) -> anyhow::Result<()> {
-    use trainbook::checkpoint::{read_tensors_file, Checkpointer, Policy, EMA_FILE, MODEL_FILE};
+    use trainbook::checkpoint::{read_tensors_file, EMA_FILE, MODEL_FILE};
     if !from_weights {
-        let root = args.output_dir.join("checkpoints");
-        let ckpt = Checkpointer::new(&root, Policy::default()).latest(dist)?;
-        let ckpt = ckpt.ok_or_else(|| {
-            anyhow!("--test-only: no --weights given and no checkpoint in {}", root.display())
-        })?;
+        let ckpt = crate::common::checkpoint_to_test(dist, &args.output_dir, None)?;
         let file = if args.model_ema { EMA_FILE } else { MODEL_FILE };
         let tensors = read_tensors_file(&ckpt, file)?
             .ok_or_else(|| anyhow!("{}: no {file}", ckpt.dir.display()))?;

@@ -6,7 +6,7 @@
 //!   `--requeue`, `--no-step-log`, `--ema`, `--freeze-epochs`, `--sync-bn`, `--weight-trail`,
 //!   `--limit-train-batches`, `--limit-val-batches`, `--max-steps`, `--val-every-steps`,
 //!   `--detect-anomaly`, `--overfit-batches`, `--fast-dev-run`,
-//!   `--test-only`, `--lr-find`, `--find-batch-size`, with
+//!   `--test-only` (with `--resume PATH`), `--lr-find`, `--find-batch-size`, with
 //!   [`RunArgs::dist`] (join the launcher's process group), [`RunArgs::trainer`] (a [`Trainer`]
 //!   with those settings), [`RunArgs::metrics`] (`--metric`, with the model's class count), [`RunArgs::sync_batchnorm`] (the ResNet examples' `--sync-bn`) and
 //!   [`RunArgs::instead_of_training`] (`--test-only`, `--lr-find`, `--find-batch-size`).
@@ -31,6 +31,10 @@
 use std::process::ExitCode;
 
 mod stages;
+
+// classify calls it; the other examples reach it through `RunArgs::test_only`.
+#[allow(unused_imports)]
+pub use stages::checkpoint_to_test;
 
 use clap::Args;
 use trainbook::dist::{failure_line, LaunchEnv};
@@ -185,6 +189,11 @@ pub struct RunArgs {
     /// (CPU) or the GPU's peak reserved memory is above this many GiB.
     #[arg(long, value_name = "GIB")]
     pub max_memory_gib: Option<f64>,
+    /// With --test-only: evaluate this checkpoint instead of OUT's latest: a checkpoint folder
+    /// (OUT/checkpoints/step-..., OUT/checkpoints/best) or another run's OUT (its latest). A
+    /// training run always continues from its own OUT/checkpoints.
+    #[arg(long, value_name = "PATH")]
+    pub resume: Option<std::path::PathBuf>,
 }
 
 impl RunArgs {

@@ -5,11 +5,36 @@ use trainbook::prelude::*;
 
 use super::RunArgs;
 
+/// The checkpoint `--test-only` evaluates: `resume` when given (a checkpoint folder, or a run
+/// folder whose `checkpoints/` holds its latest), else `out`'s latest. Errors name the path
+/// when it holds no checkpoint.
+pub fn checkpoint_to_test(
+    dist: &Dist,
+    out: &std::path::Path,
+    resume: Option<&std::path::Path>,
+) -> anyhow::Result<trainbook::checkpoint::Checkpoint> {
+    use trainbook::checkpoint::{open_checkpoint, Checkpointer, Policy, MANIFEST};
+    let path = resume.unwrap_or(out);
+    if path.join(MANIFEST).is_file() {
+        return Ok(open_checkpoint(path)?);
+    }
+    let root = match path.join("checkpoints").is_dir() {
+        true => path.join("checkpoints"),
+        false => path.to_path_buf(),
+    };
+    let ckpt = Checkpointer::new(&root, Policy::default()).latest(dist)?;
+    ckpt.ok_or_else(|| {
+        let flag = if resume.is_some() { "--resume" } else { "no --weights given and OUT" };
+        anyhow::anyhow!("--test-only: {flag}: no checkpoint in {}", path.display())
+    })
+}
+
 impl RunArgs {
     /// `--test-only`: evaluates the model over `loader` with `trainer`'s settings (the example's
-    /// own, its loss included: [`Trainer::test`]) and prints the result; the weights are those already loaded when
+    /// own, its loss included: [`Trainer::test`]) and prints the result; the weights are those
+    /// of `--resume PATH` when given ([`checkpoint_to_test`]), else those already loaded when
     /// `weights_loaded` (the example's --weights), else OUT's latest checkpoint's. Errors when
-    /// there is neither.
+    /// there is none of them.
     pub fn test_only<D: trainbook::data::Dataset + 'static>(
         &self,
         dist: &Dist,
@@ -19,16 +44,9 @@ impl RunArgs {
         loader: &mut trainbook::data::DataLoader<D>,
         (out, weights_loaded): (&std::path::Path, bool),
     ) -> anyhow::Result<()> {
-        use trainbook::checkpoint::{read_tensors_file, Checkpointer, Policy, MODEL_FILE};
-        if !weights_loaded {
-            let root = out.join("checkpoints");
-            let ckpt = Checkpointer::new(&root, Policy::default()).latest(dist)?;
-            let ckpt = ckpt.ok_or_else(|| {
-                anyhow::anyhow!(
-                    "--test-only: no --weights given and no checkpoint in {}",
-                    root.display()
-                )
-            })?;
+        use trainbook::checkpoint::{read_tensors_file, MODEL_FILE};
+        if self.resume.is_some() || !weights_loaded {
+            let ckpt = checkpoint_to_test(dist, out, self.resume.as_deref())?;
             let tensors = read_tensors_file(&ckpt, MODEL_FILE)?
                 .ok_or_else(|| anyhow::anyhow!("{}: no {MODEL_FILE}", ckpt.dir.display()))?;
             trainbook::models::load_state_dict(vs, &tensors, true)?;
@@ -85,6 +103,11 @@ impl RunArgs {
         A: trainbook::data::Dataset + 'static,
         B: trainbook::data::Dataset + 'static,
     {
+        if self.resume.is_some() && !self.test_only {
+            anyhow::bail!(
+                "--resume: only with --test-only (a run continues from its own OUT/checkpoints)"
+            );
+        }
         if self.test_only {
             self.test_only(dist, trainer, vs, net, eval, (out, weights_loaded))?;
         } else if self.lr_find {

@@ -1,6 +1,7 @@
 //! The MNIST example with its default arguments, in a fresh directory: builds the offline data
 //! set itself, trains, and reaches >= 97% test accuracy; writes the metrics log and the plots.
-//! `--test-only` then tests the run's last checkpoint and prints the last epoch's figures, and
+//! `--test-only` then tests the run's last checkpoint and prints the last epoch's figures (also
+//! when `--resume` names that checkpoint's folder or the run folder), and
 //! `--find-batch-size` finds the largest batch within a memory limit without training. Then
 //! the README's two-rank torchrun line in the same directory, as a reader would run it, and an
 //! elastic restart: an epoch on two torchrun ranks, continued by one process.
@@ -61,6 +62,38 @@ fn mnist_example_reaches_97_percent_with_defaults() {
     );
     assert!(tested.contains(&want), "{want:?} in:\n{tested}");
     assert!(!tested.contains("epoch 1/"), "--test-only trains nothing:\n{tested}");
+
+    // --resume names what to test: the last step checkpoint's folder, or the run folder (its
+    // latest): the same figures. Without --test-only it is an error saying so.
+    let steps = work.join("runs/mnist/checkpoints");
+    let mut dirs: Vec<_> = std::fs::read_dir(&steps)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("step-"))
+        .collect();
+    dirs.sort();
+    for target in [dirs.last().unwrap().clone(), work.join("runs/mnist")] {
+        let (status, again) = common::run_streaming(
+            Command::new(&exe)
+                .args(["--test-only", "--resume"])
+                .arg(&target)
+                .current_dir(&work)
+                .env("PATH", &path),
+            Duration::from_secs(600),
+            "examples/mnist --test-only --resume",
+        );
+        assert!(status.success(), "{again}");
+        assert!(again.contains(&want), "--resume {}: {want:?} in:\n{again}", target.display());
+    }
+    let o =
+        Command::new(&exe).args(["--resume", "runs/mnist"]).current_dir(&work).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", common::text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("only with --test-only"),
+        "{}",
+        common::text(&o)
+    );
 
     // --find-batch-size doubles from 2 until a trial's peak is above --max-memory-gib, and
     // answers the last batch that fitted (half the one that did not).
