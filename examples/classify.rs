@@ -244,9 +244,17 @@ fn run() -> anyhow::Result<()> {
     let mut train_loader =
         DataLoader::new(train, args.batch_size).seed(args.seed).num_workers(args.workers);
     train_loader = match args.ra_sampler && dist.world_size() > 1 {
-        true => train_loader.sampler(
-            trainbook::data::RASampler::for_dist(train_len, &dist, args.ra_reps)?.seed(args.seed),
-        ),
+        true => {
+            let ra = trainbook::data::RASampler::for_dist(train_len, &dist, args.ra_reps)?;
+            if ra.is_empty() {
+                anyhow::bail!(
+                    "--ra-sampler: {train_len} training pictures leave each of {} processes \
+                     none (the reference's RASampler keeps len // 256 * 256 of them)",
+                    dist.world_size()
+                );
+            }
+            train_loader.sampler(ra.seed(args.seed))
+        }
         false => train_loader.shuffle(true).distributed(&dist),
     };
     let mut val_loader =

@@ -4,8 +4,9 @@
 //! torchrun with two processes. Each epoch's learning rate equals what torch's schedulers give
 //! when built as the reference builds them (tests/oracle/classify_recipe.py), the `--model-ema`
 //! average is validated and saved, `--print-freq` prints its lines, and torchvision's model
-//! loads the `model.pth` the run writes. The book's table of the reference's flags agrees
-//! with the program's `--help`, and the flags it refuses are errors naming them.
+//! loads the `model.pth` the run writes; too few pictures for `--ra-sampler` is an error naming
+//! it. The book's table of the reference's flags agrees with the program's `--help`, and the
+//! flags it refuses are errors naming them.
 use crate::common;
 
 use std::path::{Path, PathBuf};
@@ -198,6 +199,27 @@ fn two_published_recipes_run_as_written_under_torchrun() {
     let loaded =
         oracle(&["load", "mobilenet_v3_large", "3", out.join("model.pth").to_str().unwrap()]);
     assert!(loaded.trim().parse::<usize>().unwrap() > 200, "{loaded}");
+
+    // 64 training pictures: the RASampler would give each of the 2 processes none (it keeps
+    // len // 256 * 256), which is an error naming the flag, not an empty run.
+    let few = work.join("few");
+    std::fs::create_dir_all(&few).unwrap();
+    for split in ["train", "val"] {
+        std::os::unix::fs::symlink(data.join("val"), few.join(split)).unwrap();
+    }
+    let args = made_small(RESNET50_V2, SMALL);
+    let all: Vec<String> = args
+        .into_iter()
+        .chain(["--device", "cpu", "-j", "1", "--data-path"].map(String::from))
+        .chain([few.display().to_string(), "--output-dir".into()])
+        .chain([work.join("few-out").display().to_string()])
+        .collect();
+    let all: Vec<&str> = all.iter().map(|s| s.as_str()).collect();
+    let mut cmd = trainbook::launch::torchrun(2, 0, &exe(), &all);
+    let o = common::run_with_deadline(&mut cmd, Duration::from_secs(600), "classify, few pictures");
+    assert!(!o.status.success());
+    let text = common::text(&o);
+    assert!(text.contains("--ra-sampler: 64 training pictures"), "{text}");
 }
 
 #[test]
