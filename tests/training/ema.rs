@@ -15,20 +15,26 @@ use trainbook::fit::Trainer;
 use trainbook::train::{EmaCadence, ModelEma, Optimizer};
 use trainbook::Stateful;
 
+/// `ema.py CMD`'s tensors, and a VarStore with the torch module's names holding its values at
+/// the start (`step0.`).
+fn oracle_run(work: &common::WorkDir, cmd: &str) -> (Vec<(String, tch::Tensor)>, VarStore) {
+    let dir = work.join("oracle");
+    std::fs::create_dir_all(&dir).unwrap();
+    let oracle = common::oracle_tensors("ema.py", cmd, &dir);
+    let vs = VarStore::new(Device::Cpu);
+    for (name, t) in common::with_prefix(&oracle, "step0.") {
+        let (module, var) = name.rsplit_once('.').unwrap();
+        let _ = (vs.root() / module).var_copy(var, &t);
+    }
+    (oracle, vs)
+}
+
 #[test]
 fn the_average_equals_timms_model_ema_v2_bit_for_bit() {
     let _turn = common::module_turn(module_path!());
     let work = common::WorkDir::new("ema-oracle");
-    let dir = work.join("oracle");
-    std::fs::create_dir_all(&dir).unwrap();
-    let oracle = common::oracle_tensors("ema.py", "steps", &dir);
+    let (oracle, vs) = oracle_run(&work, "steps");
     let at = |prefix: &str| common::with_prefix(&oracle, prefix);
-    // A VarStore with the torch module's names, holding its values at the start.
-    let vs = VarStore::new(Device::Cpu);
-    for (name, t) in at("step0.") {
-        let (module, var) = name.rsplit_once('.').unwrap();
-        let _ = (vs.root() / module).var_copy(var, &t);
-    }
     let mut ema = ModelEma::new(&vs, 0.9).unwrap();
     let vars = vs.variables();
     for k in 1..=6 {
@@ -52,15 +58,8 @@ fn the_average_equals_timms_model_ema_v2_bit_for_bit() {
 fn torchvisions_cadence_equals_its_averaged_model_bit_for_bit() {
     let _turn = common::module_turn(module_path!());
     let work = common::WorkDir::new("ema-torchvision");
-    let dir = work.join("oracle");
-    std::fs::create_dir_all(&dir).unwrap();
-    let oracle = common::oracle_tensors("ema.py", "torchvision", &dir);
+    let (oracle, vs) = oracle_run(&work, "torchvision");
     let at = |prefix: &str| common::with_prefix(&oracle, prefix);
-    let vs = VarStore::new(Device::Cpu);
-    for (name, t) in at("step0.") {
-        let (module, var) = name.rsplit_once('.').unwrap();
-        let _ = (vs.root() / module).var_copy(var, &t);
-    }
     let cadence = EmaCadence { every_steps: 2, copy_epochs: 1 };
     let mut ema = ModelEma::torchvision(&vs, 0.8, cadence).unwrap();
     let vars = vs.variables();
