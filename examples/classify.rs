@@ -15,7 +15,7 @@
 //! The book's page "torchvision's recipe, flag for flag" (docs/src/torchvision-recipe.md)
 //! lists every flag of the reference: what it does here, its test, and the few that are not
 //! supported and why. What trainbook adds: a run stopped by SIGTERM/SIGUSR1 (exit status 99)
-//! or killed continues exactly from OUTPUT_DIR/checkpoints when the same command runs again;
+//! or killed continues from OUTPUT_DIR/checkpoints when the same command runs again;
 //! `--small-data` generates a small stand-in (three classes of the DesignSafe stand-in's
 //! pictures) under DATA; `--seed`; the weights are also written as OUTPUT_DIR/model.pth, a
 //! state dict that `torch.load` reads and torchvision's model loads.
