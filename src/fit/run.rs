@@ -136,11 +136,7 @@ fn run_limited<A: Dataset + 'static, B: Dataset + 'static>(
         early,
         // The average starts from the weights every rank now holds (rank 0's, broadcast, or
         // the checkpoint's when it holds no average).
-        ema: match (cfg.ema, cfg.ema_cadence) {
-            (Some(decay), Some(cadence)) => Some(ModelEma::torchvision(vs, decay, cadence)?),
-            (Some(decay), None) => Some(ModelEma::new(vs, decay)?),
-            (None, _) => None,
-        },
+        ema: cfg.ema.map(|decay| ModelEma::of_run(vs, decay, cfg.ema_cadence)).transpose()?,
         data_layout: Some(DataLayout::of(dist, train.batch_size(), cfg.accumulate)),
     };
     // Every part by its key in the checkpoint, in one loop.

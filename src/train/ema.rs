@@ -125,6 +125,18 @@ impl ModelEma {
         Ok(ema)
     }
 
+    /// A run's average: torchvision's with `cadence`, else timm's.
+    pub(crate) fn of_run(
+        vs: &VarStore,
+        decay: f64,
+        cadence: Option<EmaCadence>,
+    ) -> Result<ModelEma> {
+        match cadence {
+            Some(c) => ModelEma::torchvision(vs, decay, c),
+            None => ModelEma::new(vs, decay),
+        }
+    }
+
     /// torchvision's cadence, when this average has one.
     pub fn cadence(&self) -> Option<EmaCadence> {
         self.cadence
