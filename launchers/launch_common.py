@@ -137,6 +137,24 @@ def _die_with_parent():
         pass
 
 
+# Set in a Ray node's processes started with a raised priority (ray_launch.node_processes_first):
+# by how many nice levels. A rank gives them back.
+NODE_BOOST_ENV = "TRAINBOOK_RAY_NODE_BOOST"
+
+
+def _rank_preexec():
+    """In the child before exec: dies with its parent (_die_with_parent), and gives back the
+    nice levels the node's processes were raised by, so the rank runs at the priority it would
+    have had without them."""
+    _die_with_parent()
+    try:
+        boost = int(os.environ.get(NODE_BOOST_ENV, "0"))
+    except ValueError:
+        boost = 0
+    if boost > 0:
+        os.nice(boost)
+
+
 def start_rank(cmd, env, cwd=None, unset=()):
     """Starts one rank: stdout and stderr merged into one line-buffered pipe. The rank gets this
     process's environment without the variables in `unset`, plus `env`."""
@@ -153,7 +171,7 @@ def start_rank(cmd, env, cwd=None, unset=()):
         errors="replace",
         bufsize=1,
         start_new_session=True,  # its own process group: stop_rank() reaches its children too
-        preexec_fn=_die_with_parent,
+        preexec_fn=_rank_preexec,
     )
 
 

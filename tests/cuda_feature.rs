@@ -20,7 +20,7 @@ const BUILD_LIMIT: Duration = Duration::from_secs(2400);
 fn cuda_feature_compiles() {
     let root = env!("CARGO_MANIFEST_DIR");
     let out = run_with_deadline(
-        Command::new(env!("CARGO"))
+        common::cargo()
             .args([
                 "check",
                 "--features",
@@ -76,7 +76,7 @@ fn cuda_feature_links_and_loads_libtorch_cuda() {
     // cargo's JSON messages would overflow a pipe read only at the end: files instead.
     let (messages, errors) =
         (tempfile::NamedTempFile::new().unwrap(), tempfile::NamedTempFile::new().unwrap());
-    let build = Command::new(env!("CARGO"))
+    let build = common::cargo()
         .args(["build", "--features", "cuda", "--test", "gpu", "--message-format", "json"])
         .stdout(messages.reopen().unwrap())
         .stderr(errors.reopen().unwrap())

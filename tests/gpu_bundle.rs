@@ -45,6 +45,7 @@ fn the_gpu_bundle_builds_and_its_run_sh_runs_to_the_end() {
     let bundle = work.join("bundle");
     let mut build = Command::new("bash");
     build.arg(root.join("scripts/gpu/gpu-bundle.sh")).arg("--dev").arg(&bundle);
+    common::without_cargo_run_env(&mut build);
     let (built, log) = run_logged(&mut build, &work, "build", BUILD_LIMIT);
     assert!(built, "scripts/gpu/gpu-bundle.sh --dev failed\n{log}");
     for exe in ["gpu", "gpu_ranks", "gpu-bench", "mnist", "designsafe", "tiny_imagenet", "dogs"] {

@@ -12,9 +12,10 @@ kernel_cache_dir() {
 }
 
 # same_build_settings: drops the caller's cargo settings that change how evcxr's profile
-# compiles (CARGO_INCREMENTAL, which `make test` sets on CI, and CARGO_PROFILE_*): they are part
-# of each compiled unit's identity, so a kernel started with them would compile trainbook again
-# instead of using the cache, which is built without them.
+# compiles (CARGO_INCREMENTAL, which `make test` sets on CI, CARGO_PROFILE_*, and the variables
+# cargo sets for a process it runs): they are part of each compiled unit's identity, so a
+# kernel started with them would compile trainbook again instead of using the cache, which is
+# built without them.
 #
 # It also sets CXX to the checkout's compiler-cache wrapper, as .cargo/config.toml does for builds
 # in the checkout: cc reruns a build script when CXX changes, so the cache and every kernel must
@@ -29,6 +30,14 @@ same_build_settings() {
   fi
   export CXX=$wrapper
   for name in $(compgen -e | grep '^CARGO_PROFILE_' || true); do
+    unset "$name"
+  done
+  # What cargo (and nextest) set for a process they run: a kernel started from `cargo run`, a
+  # test or a build script has them, the cache was built without them. A build script that
+  # reads one (ring's reads CARGO_MANIFEST_DIR and OUT_DIR) would run again and ring, rustls,
+  # ureq and trainbook be compiled again in the slot (measured: three notebook tests started
+  # together each compiled trainbook for minutes).
+  for name in $(compgen -e | grep -E '^(CARGO|CARGO_(MANIFEST_[A-Z]+|CRATE_NAME|BIN_NAME|PRIMARY_PACKAGE|TARGET_TMPDIR|RUSTC_CURRENT_DIR|PKG_[A-Z_]+|BIN_EXE_.+|CFG_.+)|OUT_DIR)$' || true); do
     unset "$name"
   done
 }

@@ -283,6 +283,48 @@ pub fn wait_with_deadline(mut child: Child, limit: Duration, what: &str) -> Outp
     }
 }
 
+/// Whether `name` is one of the variables cargo (and nextest) set for the process it runs: a
+/// test sees them, the user's shell does not.
+fn set_by_cargo_for_a_run(name: &str) -> bool {
+    const EXACT: [&str; 9] = [
+        "CARGO",
+        "CARGO_MANIFEST_DIR",
+        "CARGO_MANIFEST_PATH",
+        "CARGO_MANIFEST_LINKS",
+        "CARGO_CRATE_NAME",
+        "CARGO_BIN_NAME",
+        "CARGO_PRIMARY_PACKAGE",
+        "CARGO_TARGET_TMPDIR",
+        "CARGO_RUSTC_CURRENT_DIR",
+    ];
+    EXACT.contains(&name)
+        || name == "OUT_DIR"
+        || ["CARGO_PKG_", "CARGO_BIN_EXE_", "CARGO_CFG_"].iter().any(|p| name.starts_with(p))
+}
+
+/// Removes from `cmd` the variables cargo and nextest set for this test process
+/// (`CARGO_MANIFEST_DIR`, `CARGO_PKG_*`, `OUT_DIR`, ...), for a command that runs cargo again
+/// (a nested build, the GPU bundle's script): build scripts that read one of them (ring's reads
+/// `CARGO_MANIFEST_DIR` and `OUT_DIR`) would otherwise run again, and every crate above them
+/// (rustls, ureq, trainbook, the examples) be compiled again, here and once more by the next
+/// build without them (measured: a fresh-clone `make test` compiled trainbook four extra times).
+pub fn without_cargo_run_env(cmd: &mut Command) -> &mut Command {
+    for (name, _) in std::env::vars_os() {
+        if name.to_str().is_some_and(set_by_cargo_for_a_run) {
+            cmd.env_remove(name);
+        }
+    }
+    cmd
+}
+
+/// `cargo` (the one that built this test) for a nested build, without the variables cargo set
+/// for this test process ([`without_cargo_run_env`]).
+pub fn cargo() -> Command {
+    let mut cmd = Command::new(env!("CARGO"));
+    without_cargo_run_env(&mut cmd);
+    cmd
+}
+
 /// Runs `cmd` to completion (bounded by `limit`), capturing stdout and stderr.
 pub fn run_with_deadline(cmd: &mut Command, limit: Duration, what: &str) -> Output {
     let child = cmd
@@ -335,7 +377,7 @@ pub fn text(out: &Output) -> String {
 pub fn build_exported(project: &Path) -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let build = run_with_deadline(
-        Command::new(env!("CARGO"))
+        cargo()
             .args(["build", "--message-format", "short", "--manifest-path"])
             .arg(project.join("Cargo.toml"))
             .env("CARGO_TARGET_DIR", root.join("target"))

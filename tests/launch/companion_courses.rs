@@ -125,13 +125,21 @@ sys.exit(result.returncode)
     assert!(stdout.contains("% confident), true "), "{stdout}");
     let r = LaunchResult::read(&result).unwrap();
     assert_eq!(r.ranks.len(), 2, "one future per rank");
+    // 6 breeds: chance is 1/6. Learning shows as accuracy above chance by more than a
+    // binomial's noise over n pictures (standard error sqrt(p (1 - p) / n)): the best epoch's
+    // training accuracy (192 pictures) by 4 standard errors, the best test accuracy (48) by 2.
+    // The run itself differs by machine (float32 kernels; 6 epochs at lr 1e-2 are chaotic):
+    // best test accuracy 56% on a Zen 5, 31% on an EPYC without AVX-512.
+    let chance = 1.0 / 6.0;
+    let above_chance = |n: f64, ses: f64| chance + ses * (chance * (1.0 - chance) / n).sqrt();
     for outcome in &r.ranks {
         assert_eq!(outcome.status, Some(0));
         assert_eq!(outcome.reports.len(), epochs);
+        let train = outcome.reports.iter().map(|e| e.record.train_acc).fold(0.0, f64::max);
+        assert!(train >= above_chance(192.0, 4.0), "best training accuracy {train}");
         let run = outcome.result.as_ref().unwrap();
-        // 6 breeds: chance is 1/6 (8 of the 48 test images); 56% here.
         let best = run.best_val_acc.unwrap();
-        assert!(best >= 0.4, "best test accuracy {best}");
+        assert!(best >= above_chance(48.0, 2.0), "best test accuracy {best}");
         assert_eq!(run.out, out);
     }
     assert!(out.join("model.safetensors").is_file() && out.join("confusion.png").is_file());

@@ -109,7 +109,9 @@ fn ray_runs_mnist_as_two_ranks_and_restarts_after_a_lost_rank() {
 
 /// Ray gives a local node 30 s to start and then raises; on a busy machine that can pass (it
 /// did, for notebook 05 beside three heavy tests on 2 cores). `start_local_ray` starts it again,
-/// killing what the failed try had started, up to 3 times; other errors go through at once.
+/// killing what the failed try had started, up to `LOCAL_START_TRIES` times; other errors go
+/// through at once. Where the launcher may raise its priority (root), ray.init runs raised by
+/// `NODE_PRIORITY_BOOST` nice levels, and a rank started there gives them back.
 /// ray.init is replaced here, so no Ray starts.
 #[test]
 fn ray_starts_a_local_node_again_after_rays_start_up_timeout() {
@@ -144,7 +146,24 @@ ray_launch.ray.init = never
 try:
     ray_launch.start_local_ray({})
 except Exception as e:
-    print("always slow: tries", len(tries), "raised:", "timed out" in str(e))
+    print("always slow: every try", len(tries) == ray_launch.LOCAL_START_TRIES, "raised:", "timed out" in str(e))
+import os
+from launch_common import NODE_BOOST_ENV, start_rank
+def seen(**init):
+    tries.append((os.getpriority(os.PRIO_PROCESS, 0), os.environ.get(NODE_BOOST_ENV)))
+tries.clear()
+ray_launch.ray.init = seen
+before = os.getpriority(os.PRIO_PROCESS, 0)
+ray_launch.start_local_ray({})
+with ray_launch.node_processes_first():
+    rank = start_rank([sys.executable, "-c", "import os; print(os.getpriority(os.PRIO_PROCESS, 0))"], {})
+    rank_nice = int(rank.stdout.read())
+    rank.wait()
+after = os.getpriority(os.PRIO_PROCESS, 0)
+boost = ray_launch.NODE_PRIORITY_BOOST
+want = (before - boost, str(boost)) if os.geteuid() == 0 else (before, None)
+print("priority", tries, "rank", rank_nice, "before", before, "after", after)
+print("priority as expected:", tries == [want] and rank_nice == before and after == before)
 "#;
     let o = Command::new(common::venv_bin("python"))
         .args(["-c", script])
@@ -158,8 +177,9 @@ except Exception as e:
         "started again with the same settings, the first try's process killed: {stdout}"
     );
     assert!(stdout.contains("other error: tries 1"), "{stdout}");
-    assert!(stdout.contains("always slow: tries 3 raised: True"), "{stdout}");
-    assert!(stderr.contains("starting it again (try 2 of 3)"), "{stderr}");
+    assert!(stdout.contains("always slow: every try True raised: True"), "{stdout}");
+    assert!(stderr.contains("starting it again (try 2 of "), "{stderr}");
+    assert!(stdout.contains("priority as expected: True"), "{stdout}");
 }
 
 #[test]

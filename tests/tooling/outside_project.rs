@@ -95,7 +95,7 @@ fn a_project_outside_the_checkout_prepares_data_trains_and_plots() {
             .env("CMAKE", venv_bin.join("cmake"))
             .env("CMAKE_PROGRAM_PATH", &venv_bin);
     };
-    let mut build = Command::new(env!("CARGO"));
+    let mut build = common::cargo();
     build
         .args(["build", "--message-format", "short"])
         .env("CARGO_TARGET_DIR", Path::new(ROOT).join("target"));
