@@ -14,7 +14,7 @@ endif
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
-.PHONY: help kernel-times setup setup-demo setup-notebook setup-repl repl test-repl demo lint test notebooks docs gpu-test torch-2.11-check gpu-bundle
+.PHONY: help kernel-times setup setup-demo setup-notebook setup-repl repl test-repl demo lint test notebooks docs gpu-test torch-2.11-check gpu-bundle gpu-bundle-cpu
 
 ## help: this list (`make` alone)
 help:
@@ -118,6 +118,15 @@ torch-2.11-check:
 # (tests/gpu_bundle.rs).
 gpu-bundle: setup
 	bash scripts/gpu/gpu-bundle.sh
+
+## gpu-bundle-cpu: the dev bundle's run.sh with its examples on the CPU (minutes)
+# tests/gpu_bundle.rs's ignored test: builds the dev bundle as `make test` does and runs run.sh with
+# TRAINBOOK_BUNDLE_DEVICE=cpu, so the examples' invocations of the GPU run (flags, data paths,
+# two torchrun processes) are tried without a GPU. Minutes of training (both passes of run.sh,
+# then one test, took 252 s on a 2-core EPYC without AVX-512, the build already done), so not
+# in `make test`.
+gpu-bundle-cpu: setup
+	cargo test --test gpu_bundle -- --ignored --nocapture
 
 ## test-repl: drive the evcxr REPL (~30 min on 2 cores)
 # The REPL drive (tests/tooling/repl.rs, ignored by make test: the evcxr_repl build and a cold

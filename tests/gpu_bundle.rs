@@ -5,8 +5,9 @@
 //! `run.sh` runs to the end here with the project's Python: every binary starts with
 //! `LD_LIBRARY_PATH` as run.sh sets it; without a GPU every check is SKIPPED, the exit status
 //! is 0 and report.json says so check by check. On a machine with a GPU no check may fail.
-//! Then run.sh once more with `TRAINBOOK_BUNDLE_DEVICE=cpu`, which runs the examples' checks on
-//! the CPU: the exact invocations the GPU run makes (flags, data paths, the shipped MNIST, two
+//! A second test, ignored by `make test` (`make gpu-bundle-cpu` runs it: minutes of training on 2
+//! cores), runs run.sh with `TRAINBOOK_BUNDLE_DEVICE=cpu`, which runs the examples' checks on
+//! the CPU: the invocations the GPU run makes (flags, data paths, the shipped MNIST, two
 //! torchrun processes) work. (`make gpu-bundle` builds the release bundle against torch 2.11
 //! for the GPU machines.)
 mod common;
@@ -38,15 +39,15 @@ fn run_logged(cmd: &mut Command, dir: &Path, name: &str, limit: Duration) -> (bo
     (status.success(), text)
 }
 
-#[test]
-fn the_gpu_bundle_builds_and_its_run_sh_runs_to_the_end() {
+/// Builds the dev bundle into `work/bundle` (scripts/gpu/gpu-bundle.sh --dev) and checks that it
+/// holds every file run.sh needs; returns its folder.
+fn build_dev_bundle(work: &Path) -> std::path::PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let work = WorkDir::new("gpu-bundle");
     let bundle = work.join("bundle");
     let mut build = Command::new("bash");
     build.arg(root.join("scripts/gpu/gpu-bundle.sh")).arg("--dev").arg(&bundle);
     common::without_cargo_run_env(&mut build);
-    let (built, log) = run_logged(&mut build, &work, "build", BUILD_LIMIT);
+    let (built, log) = run_logged(&mut build, work, "build", BUILD_LIMIT);
     assert!(built, "scripts/gpu/gpu-bundle.sh --dev failed\n{log}");
     for exe in ["gpu", "gpu_ranks", "gpu-bench", "mnist", "designsafe", "tiny_imagenet", "dogs"] {
         assert!(bundle.join("bin").join(exe).is_file(), "bin/{exe} missing from the bundle");
@@ -62,6 +63,13 @@ fn the_gpu_bundle_builds_and_its_run_sh_runs_to_the_end() {
         assert!(bundle.join(file).is_file(), "{file} missing from the bundle");
     }
     assert!(bundle.join("data/mnist/t10k-labels-idx1-ubyte.gz").is_file(), "MNIST missing");
+    bundle
+}
+
+#[test]
+fn the_gpu_bundle_builds_and_its_run_sh_runs_to_the_end() {
+    let work = WorkDir::new("gpu-bundle");
+    let bundle = build_dev_bundle(&work);
 
     // run.sh as on a compute node: nothing of this checkout's environment but the Python.
     let (json, text) = run_sh(&bundle, &work, "report", None);
@@ -84,8 +92,16 @@ fn the_gpu_bundle_builds_and_its_run_sh_runs_to_the_end() {
     {
         assert!(text.contains(needle), "report.txt lacks {needle:?}\n{text}");
     }
+}
 
-    // The examples' invocations, run on the CPU: their flags and data paths work as written.
+/// The examples' invocations of run.sh, run on the CPU (`TRAINBOOK_BUNDLE_DEVICE=cpu`): their
+/// flags and data paths work as written. Minutes of training on 2 cores, so not in `make test`:
+/// `make gpu-bundle-cpu` runs it.
+#[test]
+#[ignore = "the bundle's examples on the CPU: make gpu-bundle-cpu"]
+fn the_bundles_examples_run_on_the_cpu_as_they_would_on_the_gpu() {
+    let work = WorkDir::new("gpu-bundle-cpu");
+    let bundle = build_dev_bundle(&work);
     let (json, _) = run_sh(&bundle, &work, "report-cpu", Some("cpu"));
     for c in json["checks"].as_array().expect("checks") {
         let on_cpu = !matches!(c["name"].as_str(), Some("gpu-suite" | "gpu-ranks" | "bench"));

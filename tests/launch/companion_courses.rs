@@ -17,6 +17,26 @@ const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 /// Ray and Dask runs are heavy for 2 cores: one at a time.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
+/// Asserts that a short run learned: its accuracies are above chance (1 / `classes`) by more
+/// than a binomial's noise over n pictures (standard error sqrt(p (1 - p) / n)): the best
+/// epoch's training accuracy over `n_train` pictures by 4 standard errors, the best validation
+/// accuracy over `n_val` by 2. Nothing tighter holds on every machine: these runs (a few epochs
+/// at a high learning rate) differ with the machine's float32 kernels, so a threshold measured
+/// on one machine fails on another.
+fn assert_learns(
+    records: &[trainbook::train::EpochRecord],
+    classes: u32,
+    n_train: u32,
+    n_val: u32,
+) {
+    let chance = 1.0 / f64::from(classes);
+    let above = |n: u32, ses: f64| chance + ses * (chance * (1.0 - chance) / f64::from(n)).sqrt();
+    let train = records.iter().map(|e| e.train_acc).fold(0.0, f64::max);
+    assert!(train >= above(n_train, 4.0), "best training accuracy {train}: {records:?}");
+    let val = records.iter().filter_map(|e| e.val_acc).fold(0.0, f64::max);
+    assert!(val >= above(n_val, 2.0), "best validation accuracy {val}: {records:?}");
+}
+
 #[test]
 fn tiny_imagenet_trains_as_two_ranks_under_ray_and_reports_to_the_driver() {
     let _turn = common::module_turn(module_path!());
@@ -58,9 +78,10 @@ fn tiny_imagenet_trains_as_two_ranks_under_ray_and_reports_to_the_driver() {
     let log = trainbook::train::read_records(&out.join("metrics.jsonl")).unwrap();
     assert_eq!(log, r.history());
     let acc = r.metrics.as_ref().unwrap().record.val_acc.unwrap();
-    let best = r.metrics_history.iter().filter_map(|m| m.record.val_acc).fold(0.0, f64::max);
-    // 10 classes: chance is 10% (5 of the 50 validation images); 52% here.
-    assert!(best >= 0.3, "best validation accuracy {best} in {epochs} epochs");
+    // 10 classes, 200 training and 50 validation pictures. Best validation accuracy 52% on a
+    // Zen 5, 28% on an EPYC without AVX-512.
+    let records: Vec<_> = r.metrics_history.iter().map(|m| m.record.clone()).collect();
+    assert_learns(&records, 10, 200, 50);
     assert!(r.checkpoint.as_ref().unwrap().join("manifest.json").is_file(), "{:?}", r.checkpoint);
     assert!(r.best_checkpoint.as_ref().unwrap().is_dir(), "{:?}", r.best_checkpoint);
     assert_eq!(r.path.as_deref(), Some(out.as_path()));
@@ -125,21 +146,15 @@ sys.exit(result.returncode)
     assert!(stdout.contains("% confident), true "), "{stdout}");
     let r = LaunchResult::read(&result).unwrap();
     assert_eq!(r.ranks.len(), 2, "one future per rank");
-    // 6 breeds: chance is 1/6. Learning shows as accuracy above chance by more than a
-    // binomial's noise over n pictures (standard error sqrt(p (1 - p) / n)): the best epoch's
-    // training accuracy (192 pictures) by 4 standard errors, the best test accuracy (48) by 2.
-    // The run itself differs by machine (float32 kernels; 6 epochs at lr 1e-2 are chaotic):
-    // best test accuracy 56% on a Zen 5, 31% on an EPYC without AVX-512.
-    let chance = 1.0 / 6.0;
-    let above_chance = |n: f64, ses: f64| chance + ses * (chance * (1.0 - chance) / n).sqrt();
+    // 6 breeds, 192 training and 48 test pictures. Best test accuracy 56% on a Zen 5, 31% on an
+    // EPYC without AVX-512.
     for outcome in &r.ranks {
         assert_eq!(outcome.status, Some(0));
         assert_eq!(outcome.reports.len(), epochs);
-        let train = outcome.reports.iter().map(|e| e.record.train_acc).fold(0.0, f64::max);
-        assert!(train >= above_chance(192.0, 4.0), "best training accuracy {train}");
+        let records: Vec<_> = outcome.reports.iter().map(|e| e.record.clone()).collect();
+        assert_learns(&records, 6, 192, 48);
         let run = outcome.result.as_ref().unwrap();
-        let best = run.best_val_acc.unwrap();
-        assert!(best >= above_chance(48.0, 2.0), "best test accuracy {best}");
+        assert!(run.best_val_acc.is_some(), "{run:?}");
         assert_eq!(run.out, out);
     }
     assert!(out.join("model.safetensors").is_file() && out.join("confusion.png").is_file());

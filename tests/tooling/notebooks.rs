@@ -48,14 +48,15 @@ fn printed_text(notebook: &Path) -> String {
 }
 
 /// scripts/notebooks/run_notebooks.py with `args`; panics with its output unless it succeeded and
-/// printed `expect`. Returns what it printed.
+/// printed `expect`. Returns what it printed. The deadline only catches a hang: notebook 03 took
+/// 1497 s in a fresh-clone `make test` on a 2-core EPYC without AVX-512, beside three other tests.
 fn run_notebooks(args: &[&str], expect: &str, what: &str) -> String {
     let (status, stdout) = run_streaming(
         Command::new(venv_bin("python"))
             .arg("scripts/notebooks/run_notebooks.py")
             .args(args)
             .current_dir(ROOT),
-        Duration::from_secs(1800),
+        Duration::from_secs(2700),
         what,
     );
     assert!(status.success() && stdout.contains(expect), "{what} failed:\n{stdout}");
