@@ -239,7 +239,7 @@ def descendants():
 
 # Ray 2.60's raylet waits 15 s (a fixed limit in its node_manager.cc) for its dashboard agent, a
 # Python process, to write its ports to files, then aborts; the agent needed 8 s on an idle 2-core
-# machine here (5 of them importing ray) and more than 15 s while tests kept both cores busy (its
+# machine here (importing its modules alone takes 5.6 s) and more than 15 s while tests kept both cores busy (its
 # raylet.out: "Timed out waiting for file .../dashboard_agent_listen_port_..."). Where this process
 # may raise its priority (root), the node's own processes (GCS, raylet, agents, Ray's workers)
 # start this many nice levels above it; the ranks give them back (launch_common.start_rank reads

@@ -36,7 +36,8 @@ same_build_settings() {
   # test or a build script has them, the cache was built without them. A build script that
   # reads one (ring's reads CARGO_MANIFEST_DIR and OUT_DIR) would run again and ring, rustls,
   # ureq and trainbook be compiled again in the slot (measured: three notebook tests started
-  # together each compiled trainbook for minutes).
+  # together each compiled trainbook for minutes). The same list, for the tests' nested builds:
+  # `without_cargo_run_env` in tests/common/mod.rs.
   for name in $(compgen -e | grep -E '^(CARGO|CARGO_(MANIFEST_[A-Z]+|CRATE_NAME|BIN_NAME|PRIMARY_PACKAGE|TARGET_TMPDIR|RUSTC_CURRENT_DIR|PKG_[A-Z_]+|BIN_EXE_.+|CFG_.+)|OUT_DIR)$' || true); do
     unset "$name"
   done

@@ -307,7 +307,9 @@ fn set_by_cargo_for_a_run(name: &str) -> bool {
 /// (a nested build, the GPU bundle's script): build scripts that read one of them (ring's reads
 /// `CARGO_MANIFEST_DIR` and `OUT_DIR`) would otherwise run again, and every crate above them
 /// (rustls, ureq, trainbook, the examples) be compiled again, here and once more by the next
-/// build without them (measured: a fresh-clone `make test` compiled trainbook four extra times).
+/// build without them (cargo's fingerprint log in a fresh-clone `make test`: ring's build script
+/// dirty for `CARGO_MANIFEST_DIR`). The same list, for kernels: `same_build_settings` in
+/// scripts/kernel/kernel-slots.sh.
 pub fn without_cargo_run_env(cmd: &mut Command) -> &mut Command {
     for (name, _) in std::env::vars_os() {
         if name.to_str().is_some_and(set_by_cargo_for_a_run) {
