@@ -111,7 +111,8 @@ fn ray_runs_mnist_as_two_ranks_and_restarts_after_a_lost_rank() {
 /// did, for notebook 05 beside three heavy tests on 2 cores). `start_local_ray` starts it again,
 /// killing what the failed try had started, up to `LOCAL_START_TRIES` times; other errors go
 /// through at once. Where the launcher may raise its priority (root), ray.init runs raised by
-/// `NODE_PRIORITY_BOOST` nice levels, and a rank started there gives them back.
+/// `NODE_PRIORITY_BOOST` nice levels, in a session (autogroup) raised by `AUTOGROUP_BOOST`, both
+/// set back after; a rank started there gives the nice levels back.
 /// ray.init is replaced here, so no Ray starts.
 #[test]
 fn ray_starts_a_local_node_again_after_rays_start_up_timeout() {
@@ -150,10 +151,10 @@ except Exception as e:
 import os
 from launch_common import NODE_BOOST_ENV, start_rank
 def seen(**init):
-    tries.append((os.getpriority(os.PRIO_PROCESS, 0), os.environ.get(NODE_BOOST_ENV)))
+    tries.append((os.getpriority(os.PRIO_PROCESS, 0), os.environ.get(NODE_BOOST_ENV), ray_launch.autogroup_nice()))
 tries.clear()
 ray_launch.ray.init = seen
-before = os.getpriority(os.PRIO_PROCESS, 0)
+before, group = os.getpriority(os.PRIO_PROCESS, 0), ray_launch.autogroup_nice()
 ray_launch.start_local_ray({})
 with ray_launch.node_processes_first():
     rank = start_rank([sys.executable, "-c", "import os; print(os.getpriority(os.PRIO_PROCESS, 0))"], {})
@@ -161,9 +162,10 @@ with ray_launch.node_processes_first():
     rank.wait()
 after = os.getpriority(os.PRIO_PROCESS, 0)
 boost = ray_launch.NODE_PRIORITY_BOOST
-want = (before - boost, str(boost)) if os.geteuid() == 0 else (before, None)
-print("priority", tries, "rank", rank_nice, "before", before, "after", after)
-print("priority as expected:", tries == [want] and rank_nice == before and after == before)
+raised_group = None if group is None else max(group - ray_launch.AUTOGROUP_BOOST, -20)
+want = (before - boost, str(boost), raised_group) if os.geteuid() == 0 else (before, None, group)
+print("priority", tries, "rank", rank_nice, "before", before, group, "after", after, ray_launch.autogroup_nice())
+print("priority as expected:", tries == [want] and rank_nice == before and (after, ray_launch.autogroup_nice()) == (before, group))
 "#;
     let o = Command::new(common::venv_bin("python"))
         .args(["-c", script])
