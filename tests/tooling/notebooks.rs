@@ -281,6 +281,14 @@ fn notebook_05_tiny_imagenet_ray() {
             "{ray}"
         );
     }
+    // The demo learns: its best validation accuracy beats chance (10 classes) by 2 binomial
+    // standard errors of its 50 validation pictures (0.1 + 2 * sqrt(0.1 * 0.9 / 50) = 18.5%).
+    let best = ray
+        .split_once("best validation accuracy ")
+        .and_then(|(_, rest)| rest.split('%').next())
+        .and_then(|x| x.trim().parse::<f64>().ok());
+    let bound = 100.0 * (0.1 + 2.0 * (0.1f64 * 0.9 / 50.0).sqrt());
+    assert!(best.is_some_and(|b| b >= bound), "best {best:?} < {bound:.1}%:\n{ray}");
 }
 
 #[test]
