@@ -117,12 +117,12 @@ pub struct Args {
     /// Only evaluate (the weights of --weights or --resume, else OUTPUT_DIR's checkpoint).
     #[arg(long)]
     pub test_only: bool,
-    /// ra, ta_wide or imagenet (AutoAugment's ImageNet policy).
+    /// ra, ta_wide, augmix or imagenet (AutoAugment's ImageNet policy).
     #[arg(long)]
     pub auto_augment: Option<String>,
     #[arg(long, default_value_t = 9)]
     pub ra_magnitude: usize,
-    /// AugMix's severity (AugMix is not available yet: --auto-augment augmix is an error).
+    /// AugMix's severity, 1 to 10 (with --auto-augment augmix).
     #[arg(long, default_value_t = 3)]
     pub augmix_severity: u32,
     /// Probability of RandomErasing after normalisation.
@@ -196,9 +196,9 @@ fn check_flags(args: &Args) -> anyhow::Result<()> {
     if !args.backend.eq_ignore_ascii_case("pil") {
         return refuse("--backend", "only PIL: trainbook's transforms compute what PIL does");
     }
-    if args.auto_augment.as_deref() == Some("augmix") {
-        return refuse("--auto-augment augmix", "AugMix is not available yet");
-    }
+    // The training transforms (--auto-augment and its settings) are built once here, so that a
+    // bad policy or severity is named before anything starts.
+    train_transform(args, classify_parts::interpolation(&args.interpolation)?)?;
     Ok(())
 }
 

@@ -46,7 +46,7 @@ pub use crate::train::{predict, predictions};
 pub use crate::train::{Ddp, DdpOptions};
 pub use crate::train::{StepBatch, StepOutput, TrainStep};
 pub use crate::transforms::{
-    aug_rng, AutoAugment, CenterCrop, Compose, Normalize, RandAugment, RandomErasing,
+    aug_rng, AugMix, AutoAugment, CenterCrop, Compose, Normalize, RandAugment, RandomErasing,
     RandomHorizontalFlip, RandomResizedCrop, Resize, ToTensor, TrivialAugmentWide,
 };
 pub use crate::{Error, Result, WithPath};

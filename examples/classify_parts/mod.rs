@@ -17,7 +17,7 @@ use trainbook::train::{
     ConstantLR, CosineAnnealingLR, ExponentialLR, LinearLR, OptimizerKind, RMSprop, StepRecord,
 };
 use trainbook::transforms::{
-    AutoAugment, Interpolation, RandAugment, RandomErasing, Transform, TrivialAugmentWide,
+    AugMix, AutoAugment, Interpolation, RandAugment, RandomErasing, Transform, TrivialAugmentWide,
 };
 
 use super::Args;
@@ -81,7 +81,8 @@ pub fn interpolation(name: &str) -> anyhow::Result<Interpolation> {
 }
 
 /// `ClassificationPresetTrain`: RandomResizedCrop, a horizontal flip with chance 1/2, the
-/// `--auto-augment` policy (both resampling with `--interpolation`), the tensor, ImageNet's
+/// `--auto-augment` policy (both resampling with `--interpolation`; AugMix with
+/// `--augmix-severity`), the tensor, ImageNet's
 /// normalisation, then RandomErasing.
 pub fn train_transform(args: &Args, interpolation: Interpolation) -> anyhow::Result<Compose> {
     let mut steps: Vec<Box<dyn Transform>> = vec![
@@ -99,9 +100,14 @@ pub fn train_transform(args: &Args, interpolation: Interpolation) -> anyhow::Res
         Some("imagenet") => {
             steps.push(Box::new(AutoAugment::imagenet().interpolation(interpolation)))
         }
+        Some("augmix") => steps.push(Box::new(
+            AugMix::new(args.augmix_severity as usize, 3, -1, 1.0)?
+                .interpolation(interpolation)
+                .context("--auto-augment augmix with --interpolation")?,
+        )),
         Some(other) => bail!(
-            "--auto-augment {other}: ra, ta_wide or imagenet (AugMix and AutoAugment's CIFAR10 \
-             and SVHN policies are not available)"
+            "--auto-augment {other}: ra, ta_wide, augmix or imagenet (AutoAugment's CIFAR10 and \
+             SVHN policies are not available)"
         ),
     }
     steps.push(Box::new(ToTensor));

@@ -170,7 +170,7 @@ fn map_lut(img: &Image, lut: &[u8; 256]) -> Image {
     Image::from_raw(img.width(), img.height(), img.channels(), data).expect("same size")
 }
 
-fn per_channel_lut(img: &Image, make: fn(&[u64; 256]) -> [u8; 256]) -> Image {
+pub(super) fn per_channel_lut(img: &Image, make: fn(&[u64; 256]) -> [u8; 256]) -> Image {
     let c = img.channels() as usize;
     let mut hists = vec![[0u64; 256]; c];
     for px in img.data().chunks_exact(c) {
@@ -203,7 +203,7 @@ fn autocontrast_lut(hist: &[u64; 256]) -> [u8; 256] {
 }
 
 /// `ImageOps.equalize` for one channel.
-fn equalize_lut(hist: &[u64; 256]) -> [u8; 256] {
+pub(super) fn equalize_lut(hist: &[u64; 256]) -> [u8; 256] {
     let used: Vec<u64> = hist.iter().copied().filter(|&n| n > 0).collect();
     let identity = std::array::from_fn(|i| i as u8);
     if used.len() <= 1 {
@@ -228,18 +228,7 @@ fn affine(
     (translate, shear, center): ((f64, f64), (f64, f64), (f64, f64)),
     interpolation: Interpolation,
 ) -> Image {
-    let (rot, sx, sy) = (0f64, shear.0.to_radians(), shear.1.to_radians());
-    let (cx, cy) = center;
-    let (tx, ty) = translate;
-    let a = (rot - sy).cos() / sy.cos();
-    let b = -(rot - sy).cos() * sx.tan() / sy.cos() - rot.sin();
-    let c = (rot - sy).sin() / sy.cos();
-    let d = -(rot - sy).sin() * sx.tan() / sy.cos() + rot.cos();
-    let mut m = [d, -b, 0.0, -c, a, 0.0];
-    m[2] += m[0] * (-cx - tx) + m[1] * (-cy - ty);
-    m[5] += m[3] * (-cx - tx) + m[4] * (-cy - ty);
-    m[2] += cx;
-    m[5] += cy;
+    let m = super::tensor_ops::inverse_affine_matrix(center, 0.0, translate, 1.0, shear);
     sample(img, &m, interpolation)
 }
 

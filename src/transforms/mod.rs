@@ -1,9 +1,10 @@
 //! Image transforms with torchvision's names, defaults and numerics: `Compose`, `Resize`,
 //! `CenterCrop`, `RandomResizedCrop`, `RandomHorizontalFlip`, `AutoAugment`, `RandAugment`,
-//! `TrivialAugmentWide`, `ColorJitter`, `RandomErasing`, `ToTensor`,
+//! `TrivialAugmentWide`, `AugMix`, `ColorJitter`, `RandomErasing`, `ToTensor`,
 //! `Normalize`, and the batch transforms `MixUp`/`CutMix` ([`MixUpCutMix`]). Deterministic ones match torchvision's PIL path; random ones draw from an
 //! [`AugRng`] that is a pure function of (seed, epoch, sample index), so the augmentation of a
 //! sample does not depend on rank, world size or loader threads.
+mod augmix;
 mod autoaugment;
 mod autoaugment_ops;
 mod color_jitter;
@@ -16,11 +17,13 @@ mod pil_resample;
 mod rand_augment;
 mod resize;
 mod tensor;
+mod tensor_ops;
 
 use std::fmt::Debug;
 
 use rand::SeedableRng;
 
+pub use self::augmix::{AugMix, AugMixDraw, AugMixStep, AUGMIX_BINS, AUGMIX_OPS};
 pub use self::autoaugment::{AutoAugment, AutoAugmentPolicy};
 pub use self::autoaugment_ops::AugmentOp;
 pub use self::color_jitter::{adjust_hue, ColorJitter, JitterDraw};

@@ -252,7 +252,8 @@ fn the_books_flag_table_is_the_programs_and_refused_flags_are_named() {
 
     for (bad, named) in [
         (&["--start-epoch", "3"][..], "--start-epoch"),
-        (&["--auto-augment", "augmix"], "--auto-augment augmix"),
+        (&["--auto-augment", "augmix", "--augmix-severity", "11"], "severity"),
+        (&["--auto-augment", "cifar10"], "--auto-augment cifar10"),
         (&["--backend", "tensor"], "--backend"),
         (&["--dist-url", "tcp://head:23456"], "--dist-url"),
     ] {

@@ -10,6 +10,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod augmix_parity;
 mod color_jitter_parity;
 mod jpeg_parity;
 mod memory_format;

@@ -142,7 +142,7 @@ fn the_layout_table_matches_the_tree() {
 
 /// (what the README or the book says, in its words; the test it names; what that test must contain;
 /// what it must not).
-const BACKED: [(&str, &str, &[&str], &[&str]); 11] = [
+const BACKED: [(&str, &str, &[&str], &[&str]); 12] = [
     (
         "in the deterministic mode on a GPU, `train_epoch` and `fit` with the step as a CUDA graph \
          end with the eager runs' weights bit for bit",
@@ -208,6 +208,12 @@ const BACKED: [(&str, &str, &[&str], &[&str]); 11] = [
          point fastai's `valley` picks",
         "tests/oracle/lr_find.py",
         &["\"lrs_equal\": lrs == curve[\"lrs\"]", "\"smoothed_equal\": smoothed == curve[\"losses\"]"],
+        &[],
+    ),
+    (
+        "for the same draws its bytes equal torchvision's",
+        "tests/parity/augmix_parity.rs",
+        &["differ == 0", "assert_same(&cases, &work)", "tests/oracle/augmix.py"],
         &[],
     ),
     (
