@@ -9,8 +9,8 @@ use rand::Rng;
 use rand_distr::{Distribution, Gamma};
 use tch::{Kind, Tensor};
 
-use super::autoaugment::linspace_n;
 use super::autoaugment_ops::AugmentOp;
+use super::rand_augment::AugmentSpace;
 use super::resize::Interpolation;
 use super::tensor_ops::{apply_op, batch_to_image, image_to_batch};
 use super::{AugRng, Image, ImageTransform};
@@ -229,23 +229,11 @@ fn dirichlet(rng: &mut AugRng, alpha: f64, k: usize) -> Vec<f32> {
 /// The magnitude of a step as torchvision's `_augmentation_space(10, (height, width))` gives
 /// it (float32 bins read as float64), negated for a signed operation when asked.
 fn magnitude(step: &AugMixStep, width: u32, height: u32) -> f64 {
-    use AugmentOp::*;
-    let lin = |end: f32| linspace_n(0.0, end, AUGMIX_BINS)[step.bin] as f64;
-    let (m, signed) = match step.op {
-        ShearX | ShearY => (lin(0.3), true),
-        TranslateX => (lin((width as f64 / 3.0) as f32), true),
-        TranslateY => (lin((height as f64 / 3.0) as f32), true),
-        Rotate => (lin(30.0), true),
-        // 4 - (arange(10) / ((10 - 1) / 4)).round().int(), the division in float32.
-        Posterize => (4.0 - (step.bin as f32 / 2.25f32).round_ties_even() as f64, false),
-        Solarize => (linspace_n(255.0, 0.0, AUGMIX_BINS)[step.bin] as f64, false),
-        Brightness | Color | Contrast | Sharpness => (lin(0.9), true),
-        AutoContrast | Equalize | Identity | Invert => (0.0, false),
-    };
+    let (m, signed) = AugmentSpace::AugMix.magnitude(step.op, AUGMIX_BINS, step.bin, width, height);
     if signed && step.negate {
-        -m
+        -(m as f64)
     } else {
-        m
+        m as f64
     }
 }
 

@@ -82,11 +82,8 @@ fn blend(img1: &Tensor, img2: &Tensor, ratio: f64) -> Tensor {
     (ratio * img1 + (1.0 - ratio) * img2).clamp(0.0, 255.0).to_kind(Kind::Uint8)
 }
 
-/// `rgb_to_grayscale(img)` with one output channel (a copy of a grey image).
+/// `rgb_to_grayscale(img)` of an RGB `img`, with one output channel.
 fn grayscale(img: &Tensor) -> Tensor {
-    if img.size()[1] != 3 {
-        return img.copy();
-    }
     let (r, g, b) = (img.select(1, 0), img.select(1, 1), img.select(1, 2));
     let grey: Tensor = 0.2989 * &r + 0.587 * &g + 0.114 * &b;
     grey.to_kind(Kind::Uint8).unsqueeze(1)

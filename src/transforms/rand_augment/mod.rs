@@ -36,14 +36,17 @@ pub const RAND_AUGMENT_OPS: [AugmentOp; 14] = {
     ]
 };
 
-/// Whose magnitude ranges: RandAugment's (AutoAugment's ranges over `bins` bins) or
-/// TrivialAugmentWide's wider ones.
+/// Whose magnitude ranges: RandAugment's (AutoAugment's ranges over `bins` bins),
+/// TrivialAugmentWide's wider ones, or AugMix's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AugmentSpace {
     /// `RandAugment._augmentation_space`.
     RandAugment,
     /// `TrivialAugmentWide._augmentation_space`.
     TrivialAugmentWide,
+    /// `AugMix._augmentation_space` (translations up to a third of the picture, `Posterize`
+    /// from 4 bits down).
+    AugMix,
 }
 
 impl AugmentSpace {
@@ -59,20 +62,27 @@ impl AugmentSpace {
     ) -> (f32, bool) {
         use AugmentOp::*;
         let wide = self == AugmentSpace::TrivialAugmentWide;
+        let augmix = self == AugmentSpace::AugMix;
         let lin = |end: f32| linspace_n(0.0, end, bins)[bin];
         match op {
             ShearX | ShearY => (lin(if wide { 0.99 } else { 0.3 }), true),
             TranslateX if wide => (lin(32.0), true),
             TranslateY if wide => (lin(32.0), true),
+            TranslateX if augmix => (lin((width as f64 / 3.0) as f32), true),
+            TranslateY if augmix => (lin((height as f64 / 3.0) as f32), true),
             TranslateX => (lin((150.0 / 331.0 * width as f64) as f32), true),
             TranslateY => (lin((150.0 / 331.0 * height as f64) as f32), true),
             Rotate => (lin(if wide { 135.0 } else { 30.0 }), true),
             Brightness | Color | Contrast | Sharpness => (lin(if wide { 0.99 } else { 0.9 }), true),
             Posterize => {
-                // 8 - (arange(bins) / ((bins - 1) / k)).round().int(), in float32.
-                let k = if wide { 6.0 } else { 4.0 };
+                // top - (arange(bins) / ((bins - 1) / k)).round().int(), in float32.
+                let (top, k) = match self {
+                    AugmentSpace::TrivialAugmentWide => (8.0, 6.0),
+                    AugmentSpace::RandAugment => (8.0, 4.0),
+                    AugmentSpace::AugMix => (4.0, 4.0),
+                };
                 let div = ((bins - 1) as f64 / k) as f32;
-                (8.0 - (bin as f32 / div).round_ties_even(), false)
+                (top - (bin as f32 / div).round_ties_even(), false)
             }
             Solarize => (linspace_n(255.0, 0.0, bins)[bin], false),
             Identity | AutoContrast | Equalize | Invert => (0.0, false),
