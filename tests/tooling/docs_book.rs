@@ -1,7 +1,8 @@
 //! The book (docs/, mdBook) holds together: every relative link of the README and the book leads
 //! to a file that exists and, for a page, to one of its headings; every page is in SUMMARY.md and
 //! compiled as doctests (src/lib.rs's `book` module), and `mdbook build` (installed by the set-up)
-//! builds it without a warning.
+//! builds it without a warning, with a page per notebook (scripts/docs/notebook_pages.py) that
+//! holds the notebook's code, plots and printed text.
 use crate::common;
 use crate::docs_claims::{documents, prose};
 
@@ -160,4 +161,67 @@ fn the_book_builds_without_a_warning() {
     assert!(out.status.success(), "mdbook build docs failed:\n{log}");
     assert!(!log.contains("WARN") && !log.contains("ERROR"), "mdbook build docs warned:\n{log}");
     assert!(work.join("book/index.html").is_file(), "no index.html:\n{log}");
+    notebook_pages_show_every_notebook_with_its_outputs(&work.join("book"));
+}
+
+/// The pages scripts/docs/notebook_pages.py adds (book/notebooks/NAME.html, one per notebook):
+/// every code cell, every plot the notebook holds and every picture its text links to, inline
+/// (data URIs), and the text its cells printed.
+fn notebook_pages_show_every_notebook_with_its_outputs(book: &Path) {
+    let mut pages = 0;
+    for entry in std::fs::read_dir(root().join("notebooks")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "ipynb") {
+            continue;
+        }
+        let name = path.file_stem().unwrap().to_string_lossy().to_string();
+        let nb: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let html = std::fs::read_to_string(book.join(format!("notebooks/{name}.html")))
+            .unwrap_or_else(|e| panic!("no page for notebooks/{name}.ipynb: {e}"));
+        let text = |v: &serde_json::Value| match v {
+            serde_json::Value::Array(lines) => lines.iter().filter_map(|l| l.as_str()).collect(),
+            other => other.as_str().unwrap_or_default().to_string(),
+        };
+        let (mut pictures, mut code_cells, mut printed) = (Vec::new(), 0, Vec::new());
+        for cell in nb["cells"].as_array().unwrap() {
+            let source = text(&cell["source"]);
+            if cell["cell_type"] == "markdown" {
+                for link in source.split("](figures/").skip(1) {
+                    let file = link.split(')').next().unwrap();
+                    let png = std::fs::read(root().join("notebooks/figures").join(file)).unwrap();
+                    use base64::Engine;
+                    pictures.push(base64::engine::general_purpose::STANDARD.encode(png));
+                }
+            } else if !source.trim().is_empty() {
+                code_cells += 1;
+            }
+            for out in cell["outputs"].as_array().into_iter().flatten() {
+                if let Some(png) = out["data"]["image/png"].as_str() {
+                    pictures.push(png.split_whitespace().collect());
+                }
+                printed.extend(
+                    text(&out["text"]).lines().filter(|l| l.len() > 20).map(str::to_string),
+                );
+            }
+        }
+        for png in &pictures {
+            assert!(html.contains(&format!("data:image/png;base64,{png}")), "{name}: a picture");
+        }
+        // mdBook shows each picture once as it is and once enlarged: nothing else is inlined.
+        let inlined: std::collections::BTreeSet<&str> = html
+            .split("data:image/png;base64,")
+            .skip(1)
+            .map(|rest| rest.split('"').next().unwrap())
+            .collect();
+        assert_eq!(inlined.len(), pictures.len(), "{name}: pictures on the page");
+        assert_eq!(html.matches("language-rust noplayground").count(), code_cells, "{name}");
+        // The last long printed line, as mdBook escapes text (quotes are left as they are).
+        if let Some(line) = printed.last() {
+            let escaped = line.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+            assert!(html.contains(escaped.trim_end()), "{name}'s page lacks {line:?}");
+        }
+        pages += 1;
+    }
+    assert_eq!(pages, 7, "the course's seven notebooks");
 }
