@@ -57,6 +57,7 @@ fn build_dev_bundle(work: &Path) -> std::path::PathBuf {
         "MANIFEST.json",
         "benches/pytorch_gpu.py",
         "benches/trace_summary.py",
+        "scripts/bench/bench_records.py",
         "tests/oracle/amp.py",
         "data-scripts/designsafe_standin.py",
     ] {

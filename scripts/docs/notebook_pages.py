@@ -6,7 +6,7 @@ docs/book.toml runs it on every `mdbook build` (`make docs`, and tests/tooling/d
 `make notebooks`) and adds one page per notebook under the book's "Notebooks" chapter:
 
 - markdown cells as they are (a link to a picture beside the notebook, `figures/x.png`, becomes
-  that picture, inline);
+  that picture, inline; a link into the book, `../docs/src/page.md`, leads to that page);
 - code cells as Rust code blocks, marked `noplayground` (they need the kernel's `:dep` lines and
   the course's data, so mdBook's Rust playground cannot run them);
 - the outputs under their cell: printed text as a text block, plots as inline PNGs (data URIs, so
@@ -66,6 +66,12 @@ def inline_pictures(markdown, notebook_dir):
     return re.sub(r"!\[([^\]]*)\]\(([^)\s]+)\)", replace, markdown)
 
 
+def book_links(markdown):
+    """Links from a notebook into the book (`../docs/src/page.md`) as links between book pages
+    (the notebook pages are in the book's notebooks/ folder, one level below its pages)."""
+    return markdown.replace("](../docs/src/", "](../")
+
+
 def outputs_markdown(outputs):
     """A code cell's outputs: consecutive printed text in one block, each plot inline."""
     parts, printed = [], []
@@ -103,7 +109,7 @@ def page(path):
             if title is None:
                 heading = re.search(r"^#\s+(.+)$", source, re.M)
                 title = heading.group(1).strip() if heading else None
-            parts.append(inline_pictures(source, os.path.dirname(path)) + "\n")
+            parts.append(book_links(inline_pictures(source, os.path.dirname(path))) + "\n")
         elif cell.get("cell_type") == "code" and source.strip():
             parts.append(fence(source, "rust,noplayground"))
             parts.extend(outputs_markdown(cell.get("outputs", [])))

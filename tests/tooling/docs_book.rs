@@ -216,6 +216,11 @@ fn notebook_pages_show_every_notebook_with_its_outputs(book: &Path) {
             .collect();
         assert_eq!(inlined.len(), pictures.len(), "{name}: pictures on the page");
         assert_eq!(html.matches("language-rust noplayground").count(), code_cells, "{name}");
+        // Links into the book (`../docs/src/page.md` in the notebook) lead to the book's pages.
+        assert!(!html.contains("href=\"../docs/src/"), "{name}: a link into docs/src");
+        if nb.to_string().contains("](../docs/src/launching.md)") {
+            assert!(html.contains("href=\"../launching.html\""), "{name}: the Launching page");
+        }
         // The last long printed line, as mdBook escapes text (quotes are left as they are).
         if let Some(line) = printed.last() {
             let escaped = line.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");

@@ -1,6 +1,6 @@
 //! The project's tools and documents: the set-up without root, the compiler and kernel caches,
 //! the REPL and JupyterLab, the notebooks (run headless, and committed with their outputs),
-//! the README's and the book's claims against the tree, the ResNet weights script, and trainbook used from a
+//! the README's and the book's claims against the tree, BENCHMARKS.md against the benches' records, the ResNet weights script, and trainbook used from a
 //! project outside the checkout.
 //!
 //! One module per former test binary (`tests/tooling/<module>.rs`); a test's full name is
@@ -10,6 +10,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod benchmarks_md;
 mod compiler_cache;
 mod docs_book;
 mod docs_claims;

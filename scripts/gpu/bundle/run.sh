@@ -23,7 +23,8 @@
 #   bench        bin/gpu-bench: ResNet34 step (batch 16/64, float32 and bf16+channels_last;
 #                trainbook eager and as a CUDA graph, PyTorch eager, with cudnn.benchmark,
 #                under torch.cuda.graph and torch.compile) img/s and peak memory, the DesignSafe epoch and the JPEG loader with 4/8/16
-#                workers, against PyTorch in the same run (writes REPORT_DIR/gpu.json)
+#                workers, against PyTorch in the same run (writes REPORT_DIR/gpu.json, and
+#                its record for benches/results: REPORT_DIR/records/gpu/KIND.json)
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 [ $# -ge 1 ] || { sed -n '2,6p' "$0"; exit 2; }
@@ -141,6 +142,13 @@ if [ -d "$WORK/runs/designsafe/profile" ]; then
     --json "$REPORT/profile.json" 2>&1 | tee -a "$TXT"
 fi
 check bench 330 "$B/gpu-bench" --out "$REPORT" --data "$WORK/designsafe" --scripts "$HERE/benches"
+# The bench's figures as a record for the checkout's benches/results (BENCHMARKS.md is generated
+# from those): REPORT_DIR/records/gpu/KIND.json, to be copied there. Not where the bench skipped.
+if [ -f "$REPORT/gpu.json" ] && ! grep -q '"skipped"' "$REPORT/gpu.json"; then
+  measured=$("$PY" -c 'import json, sys; m = json.load(open(sys.argv[1])); print(m["commit"] + (" with uncommitted changes" if m.get("uncommitted_changes") else ""))' "$HERE/MANIFEST.json")
+  "$PY" "$HERE/scripts/bench/bench_records.py" record gpu --json "$REPORT/gpu.json" \
+    --results "$REPORT/records" --out "$REPORT/records/BENCHMARKS.md" --commit "$measured" 2>&1 | tee -a "$TXT"
+fi
 
 "$PY" - "$RESULTS" "$REPORT" "$HERE/MANIFEST.json" "$GPU" <<'PYEOF' | tee -a "$TXT"
 import json, os, sys
