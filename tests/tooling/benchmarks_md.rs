@@ -14,9 +14,7 @@ fn python(args: &[&str], dir: &Path) -> (bool, String) {
         .current_dir(dir)
         .output()
         .expect("the venv's python");
-    let text =
-        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    (out.status.success(), text)
+    (out.status.success(), common::text(&out))
 }
 
 #[test]
