@@ -3,10 +3,10 @@
 //! `Ok` report that says so; the process lives on, and a resumed run ends on exactly the weights
 //! of an uninterrupted one. The triggers fire from inside the data set while a chosen batch is
 //! loaded (the loader runs in the calling thread), so the stopping step is deterministic.
-//! SIGTERM twice: a thread keeps sending SIGTERM (every 2 ms) from the first one until `fit`
-//! has returned, so that some arrive while the interrupt's checkpoint is written; they are
-//! ignored and the checkpoint is whole (the test sets SIGTERM's previous action to "ignore",
-//! so that a late one cannot end the test process once `fit` has restored it).
+//! SIGTERM or SIGUSR1 twice: a thread keeps sending the signal (every 2 ms) from the first one
+//! until `fit` has returned, so that some arrive while the interrupt's checkpoint is written;
+//! they are ignored and the checkpoint is whole (the test sets the signal's previous action to
+//! "ignore", so that a late one cannot end the test process once `fit` has restored it).
 use crate::common;
 
 use std::path::{Path, PathBuf};
@@ -33,7 +33,8 @@ enum Trigger {
     Sigint,
     Sigterm,
     Sigusr1,
-    SigtermRepeated,
+    /// SIGTERM or SIGUSR1, sent again and again until `fit` returns.
+    Repeated(libc::c_int),
 }
 
 /// Set while the repeated-SIGTERM thread must keep sending.
@@ -67,13 +68,13 @@ impl Dataset for Tripwire {
                 Trigger::Sigint => raise(libc::SIGINT),
                 Trigger::Sigterm => raise(libc::SIGTERM),
                 Trigger::Sigusr1 => raise(libc::SIGUSR1),
-                Trigger::SigtermRepeated => {
-                    raise(libc::SIGTERM);
+                Trigger::Repeated(signal) => {
+                    raise(signal);
                     KEEP_SENDING.store(true, Ordering::SeqCst);
-                    std::thread::spawn(|| {
+                    std::thread::spawn(move || {
                         while KEEP_SENDING.load(Ordering::SeqCst) {
                             // SAFETY: signals this process (any thread may take it).
-                            unsafe { libc::kill(libc::getpid(), libc::SIGTERM) };
+                            unsafe { libc::kill(libc::getpid(), signal) };
                             std::thread::sleep(std::time::Duration::from_millis(2));
                         }
                     });
@@ -141,12 +142,12 @@ fn handlers() -> Vec<libc::sighandler_t> {
 fn interrupted_then_resumed_equals_uninterrupted(trigger: Trigger, reason: &str) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dist = Dist::init().unwrap();
-    let work = common::WorkDir::new(&format!("interrupt-{trigger:?}"));
+    let work = common::WorkDir::new(&format!("interrupt-{trigger:?}").replace(['(', ')'], "-"));
     let (whole, cut) = (work.join("uninterrupted"), work.join("interrupted"));
     run(&dist, &whole, Trigger::None, false);
-    if trigger == Trigger::SigtermRepeated {
-        // SAFETY: SIGTERM ignored outside fit (see the header).
-        unsafe { libc::signal(libc::SIGTERM, libc::SIG_IGN) };
+    if let Trigger::Repeated(signal) = trigger {
+        // SAFETY: the signal ignored outside fit (see the header).
+        unsafe { libc::signal(signal, libc::SIG_IGN) };
     }
     let before = handlers();
 
@@ -156,8 +157,7 @@ fn interrupted_then_resumed_equals_uninterrupted(trigger: Trigger, reason: &str)
     println!("{stop:?}");
     assert_eq!(handlers(), before, "fit must restore the previous signal actions");
     assert!(stop.reason.contains(reason), "{stop:?}");
-    let by_signal =
-        matches!(trigger, Trigger::Sigterm | Trigger::Sigusr1 | Trigger::SigtermRepeated);
+    let by_signal = matches!(trigger, Trigger::Sigterm | Trigger::Sigusr1 | Trigger::Repeated(_));
     assert_eq!(stop.preempted(), by_signal, "{stop:?}");
     assert!(!stop.requeued, "no requeue asked for: {stop:?}");
     // The batch holding sample 24 (a fixed position of the seeded shuffle) was being loaded
@@ -209,5 +209,11 @@ fn sigusr1_ends_the_run_after_the_step_and_resume_is_exact() {
 #[test]
 fn sigterm_again_during_the_save_is_ignored_and_the_checkpoint_is_whole() {
     let _turn = common::module_turn(module_path!());
-    interrupted_then_resumed_equals_uninterrupted(Trigger::SigtermRepeated, "SIGTERM");
+    interrupted_then_resumed_equals_uninterrupted(Trigger::Repeated(libc::SIGTERM), "SIGTERM");
+}
+
+#[test]
+fn sigusr1_again_during_the_save_is_ignored_and_the_checkpoint_is_whole() {
+    let _turn = common::module_turn(module_path!());
+    interrupted_then_resumed_equals_uninterrupted(Trigger::Repeated(libc::SIGUSR1), "SIGUSR1");
 }

@@ -3,7 +3,8 @@
 //! and moves after, and the ranks stay replicas of each other bit for bit, which holds only if
 //! the unfrozen backbone's gradients are averaged (the model is wrapped again when what trains
 //! changes: a reducer built while the backbone was frozen would leave them local to each rank).
-//! A model without an `fc.*` head is refused with an error naming the setting.
+//! A model without an `fc.*` head is refused with an error naming the setting, and a run resumed
+//! inside its frozen epochs ends on the uninterrupted run's weights, bit for bit.
 use crate::common;
 
 use std::sync::{Arc, Mutex};
@@ -101,4 +102,58 @@ fn a_model_without_an_fc_head_is_refused() {
     let dist = Dist::single(Device::Cpu);
     let err = rank(&dist, dir.path(), "classifier").unwrap_err().to_string();
     assert!(err.contains("freeze_backbone_epochs") && err.contains("fc."), "{err}");
+}
+
+/// One rank, 3 epochs of which the first 2 have the backbone frozen, stopped after `stop_after`
+/// steps (None: not stopped) and resumed when `resume`; returns the backbone's initial weights
+/// and the final weights, by name.
+fn frozen_run(out: &std::path::Path, stop_after: Option<u64>, resume: bool) -> (Tensor, Weights) {
+    let dist = Dist::single(Device::Cpu);
+    tch::manual_seed(11);
+    let x = Tensor::randn([16, 1, 4, 4], (Kind::Float, Device::Cpu));
+    let y = Tensor::randint(3, [16], (Kind::Int64, Device::Cpu));
+    let classes: Vec<String> = ["a", "b", "c"].iter().map(|s| s.to_string()).collect();
+    let mut vs = VarStore::new(Device::Cpu);
+    let model = net(&vs, "fc");
+    let init = vs.variables()["body.weight"].copy();
+    let mut opt = Optimizer::sgd(&vs, 0.1, 0.9);
+    let data = || TensorDataset::new(&x, &y, classes.clone());
+    let mut train = DataLoader::new(data().unwrap(), 4).shuffle(true).num_workers(0);
+    let mut val = DataLoader::new(data().unwrap(), 4).num_workers(0);
+    Trainer::new(&dist)
+        .epochs(3)
+        .out(out)
+        .resume(resume)
+        .progress(false)
+        .keep_best(None)
+        .freeze_backbone_epochs(2)
+        .max_steps(stop_after)
+        .fit(&mut vs, &model, &mut opt, &mut train, &mut val)
+        .unwrap();
+    let mut weights: Weights = vs.variables().into_iter().collect();
+    weights.sort_by(|a, b| a.0.cmp(&b.0));
+    (init, weights)
+}
+
+type Weights = Vec<(String, Tensor)>;
+
+/// A run stopped at the end of its first frozen epoch and resumed freezes the backbone again for
+/// the second (the setting is read against the epoch the checkpoint restores), unfreezes it for
+/// the third, and ends on the uninterrupted run's weights, bit for bit.
+#[test]
+fn a_run_resumed_inside_its_frozen_epochs_ends_as_the_uninterrupted_one() {
+    let _turn = common::module_turn(module_path!());
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let (init, whole) = frozen_run(&dir.path().join("whole"), None, false);
+    // 16 samples in batches of 4: 4 steps an epoch, so the first stop is at epoch 1's end.
+    let (_, first) = frozen_run(&dir.path().join("cut"), Some(4), false);
+    let body = |w: &Weights| w.iter().find(|(n, _)| n == "body.weight").unwrap().1.copy();
+    assert!(body(&first).equal(&init), "epoch 1 (frozen) moved the backbone");
+    let (_, resumed) = frozen_run(&dir.path().join("cut"), None, true);
+    assert_eq!(whole.len(), resumed.len());
+    for ((name, a), (_, b)) in whole.iter().zip(&resumed) {
+        assert!(a.equal(b), "{name}: the resumed run left the uninterrupted one's trajectory");
+    }
+    assert!(!body(&whole).equal(&init), "epoch 3 (unfrozen) trained the backbone");
 }

@@ -265,3 +265,47 @@ fn grad_scaler_skips_sgd_steps_on_the_device_without_reading_it() {
         assert_eq!(scaler.current_scale(), 64.0, "halved at each skipped step");
     }
 }
+
+/// Adam and AdamW under `GradScaler`: the multi-tensor (fused) kernel unscales and skips on the
+/// device and never reads it; the per-tensor update reads the inf flag once per step (torch's
+/// `GradScaler` does the same for every non-fused optimizer). A step with an inf gradient changes
+/// no parameter either way.
+#[test]
+fn grad_scaler_reads_the_device_once_per_step_only_for_per_tensor_adam() {
+    let _turn = common::module_turn(module_path!());
+    let _serial = serial();
+    for kind in [OptimizerKind::adam(), OptimizerKind::adamw()] {
+        for (kernels, per_step) in [(Kernels::MultiTensor, 0), (Kernels::PerTensor, 1)] {
+            let vs = VarStore::new(Device::Cpu);
+            let net = f16_net(&vs);
+            let mut opt = Optimizer::new(&vs, kind, 1e-3).with_kernels(kernels);
+            let config = GradScalerConfig { init_scale: 256.0, ..Default::default() };
+            let mut scaler = GradScaler::with_config(Device::Cpu, config);
+            for step in 0..4 {
+                let x = Tensor::randn([4, 1, 8, 8], (Kind::Float, Device::Cpu));
+                let y = Tensor::from_slice(&[1i64, 3, 5, 7]);
+                opt.zero_grad();
+                let loss = CrossEntropyLoss::new().mean(&net.forward_t(&x, true), &y);
+                scaler.scale(&loss).backward();
+                let skipped = step == 2;
+                if skipped {
+                    let _ = vs.variables()["fc.bias"].grad().get(2).fill_(f64::INFINITY);
+                }
+                let before: Vec<Tensor> =
+                    vs.trainable_variables().iter().map(Tensor::copy).collect();
+                let reads = host_reads();
+                let found_inf = scaler.step(&mut opt).unwrap();
+                let reads = host_reads() - reads;
+                let what = format!("{kind:?} {kernels:?} step {step}");
+                assert_eq!(reads, per_step, "{what}: reads of the device");
+                assert_eq!(found_inf.double_value(&[]), if skipped { 1.0 } else { 0.0 }, "{what}");
+                let unchanged =
+                    vs.trainable_variables().iter().zip(&before).all(|(p, b)| p.equal(b));
+                assert_eq!(
+                    unchanged, skipped,
+                    "{what}: the parameters moved only on a finite step"
+                );
+            }
+        }
+    }
+}
