@@ -71,7 +71,9 @@ install_mdbook() {
     return
   fi
   say "installing mdbook $MDBOOK_VERSION (a one-time build of about a minute on 2 cores)"
-  cargo install --locked mdbook --version "$MDBOOK_VERSION" --no-default-features --features search \
+  # Unoptimised (opt-level 0): measured on a 2-core EPYC, it builds in 56 s instead of 2 min 28 s,
+  # and the book then takes about 10 s to build instead of 1 (the same files).
+  CARGO_PROFILE_RELEASE_OPT_LEVEL=0 cargo install --locked mdbook --version "$MDBOOK_VERSION" --no-default-features --features search \
     --target-dir "$EVCXR_BUILD" || die "cargo install mdbook failed (see above)."
   rm -rf "$EVCXR_BUILD"
 }
