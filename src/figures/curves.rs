@@ -22,11 +22,17 @@ fn value_range(values: impl Iterator<Item = f64>) -> (f64, f64) {
 /// A curve's (epoch, value) points: training, then validation.
 type Series = (Vec<(i64, f64)>, Vec<(i64, f64)>);
 
-/// Whether the finite losses of both series are all positive and span more than two decades.
+/// The largest loss over the smallest above which the loss panel has a log scale: one decade.
+/// On a plain axis the lowest values then sit in the bottom tenth of the panel, and a training
+/// loss between 2.2 and 2.7 under a validation loss of 24 is a flat line at the bottom.
+const LOG_SCALE_SPAN: f64 = 10.0;
+
+/// Whether the finite losses of both series are all positive and their largest is more than
+/// [`LOG_SCALE_SPAN`] times their smallest.
 fn loss_spans_decades(loss: &Series) -> bool {
     let values = || loss.0.iter().chain(&loss.1).map(|p| p.1);
     let (lo, hi) = values().fold((f64::INFINITY, 0.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
-    lo > 0.0 && hi / lo > 100.0
+    lo > 0.0 && hi / lo > LOG_SCALE_SPAN
 }
 
 /// `v` with three significant digits (0.0123, 1.23, 123, 12300), for log-scale tick labels.
@@ -56,7 +62,10 @@ fn epoch_axis(history: &[EpochRecord]) -> (i64, i64) {
 /// Loss (left) and accuracy in % (right) per epoch, training against validation (validation
 /// points only for the epochs that have them), as a 1000x400 figure; epochs are numbered from
 /// 1 as the epoch lines print them. A regression's history shows the mean absolute error on
-/// the right, a multi-label one the macro F1 in %. Errors:
+/// the right, a multi-label one the macro F1 in %. When the largest loss is more than ten times
+/// the smallest, the loss panel has a log scale (its ticks labelled with the losses, its axis
+/// "loss (log scale)"), so that a validation loss far above the training loss does not flatten
+/// the training curve. Errors:
 /// [`Error::InvalidArgument`] for an empty history; [`Error::Plot`] when no font is found.
 pub fn loss_accuracy_curves(history: &[EpochRecord]) -> Result<Figure> {
     if history.is_empty() {
@@ -73,9 +82,9 @@ pub fn loss_accuracy_curves(history: &[EpochRecord]) -> Result<Figure> {
             (points(&|r| Some(train(r)), scale), points(&val, scale))
         };
     let mut loss = series(|r| r.train_loss, |r| r.val_loss, 1.0);
-    // Losses over more than two decades (a validation loss that jumps to thousands while
-    // BatchNorm's statistics lag) would flatten the rest: then the panel plots log10 of the
-    // loss and labels its ticks with the losses themselves, a log scale.
+    // Losses over more than a decade (a validation loss that jumps far above the training loss
+    // while BatchNorm's statistics lag) would flatten the rest: then the panel plots log10 of
+    // the loss and labels its ticks with the losses themselves, a log scale.
     let log_loss = loss_spans_decades(&loss);
     let loss_label = if log_loss { "loss (log scale)" } else { "loss" };
     if log_loss {
@@ -230,6 +239,14 @@ mod tests {
         };
         assert!(loss_spans_decades(&points(&jumpy)));
         assert!(!loss_spans_decades(&points(&regression)));
+        // The threshold is one decade, exclusive: a validation loss 36 times the lowest training
+        // loss (it lags while BatchNorm's statistics settle) gets a log scale; a run whose
+        // losses fall fivefold, or exactly tenfold, keeps a plain one.
+        let span = |hi: f64, lo: f64| loss_spans_decades(&(vec![(1, lo)], vec![(1, hi)]));
+        assert!(span(24.3, 0.675));
+        assert!(!span(2.3, 0.46));
+        assert!(!span(5.0, 0.5));
+        assert!(span(5.0, 0.4999));
         keep(&loss_accuracy_curves(&jumpy).unwrap(), "curves_log.png");
         assert_eq!(
             (significant(0.012345), significant(1.2345), significant(32064.8)),

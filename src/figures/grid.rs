@@ -11,7 +11,9 @@ use crate::{Error, Result};
 /// Images `[N, C, H, W]` (C = 1 or 3, floats in [0, 1], clamped; any device) in a grid of
 /// `columns` columns, each with its title above it (like a matplotlib `subplots` grid of
 /// `imshow`s). Small images are enlarged (nearest neighbour) so each is at least about 96 px.
-/// Pass images before `Normalize`, or undo it first.
+/// A title may have several lines, separated by `\n` (a prediction above, the true class
+/// below); every row of the grid leaves room for the longest. Pass images before `Normalize`,
+/// or undo it first.
 ///
 /// Errors: [`Error::InvalidArgument`] for another shape, no images, a title count other than
 /// N, or 0 columns; [`Error::Plot`] when no font is found or drawing fails.
@@ -53,11 +55,14 @@ pub fn image_grid(images: &Tensor, titles: &[String], columns: usize) -> Result<
     let font = FontDesc::new(FontFamily::SansSerif, 14.0, FontStyle::Normal);
     let title_w = titles
         .iter()
+        .flat_map(|t| t.lines())
         .map(|t| font.box_size(t).map(|b| b.0 as usize).unwrap_or(0))
         .max()
         .unwrap_or(0);
     let cell_w = iw.max(title_w.min(240) + 4);
-    let (pad, title_h) = (8usize, 22usize);
+    let line_h = 22usize;
+    let lines = titles.iter().map(|t| t.lines().count()).max().unwrap_or(1).max(1);
+    let (pad, title_h) = (8usize, line_h * lines);
     let columns = columns.min(n);
     let rows = n.div_ceil(columns);
     let width = columns * (cell_w + pad) + pad;
@@ -88,13 +93,12 @@ pub fn image_grid(images: &Tensor, titles: &[String], columns: usize) -> Result<
             let style = TextStyle::from(font.clone()).pos(Pos::new(HPos::Center, VPos::Center));
             for (k, title) in titles.iter().enumerate() {
                 let (x, y) = origin(k);
-                let text = fit_text(title, &font, cell_w as u32);
-                root.draw(&Text::new(
-                    text,
-                    ((x + cell_w / 2) as i32, (y + title_h / 2) as i32),
-                    style.clone(),
-                ))
-                .map_err(plot_err)?;
+                for (j, line) in title.lines().enumerate() {
+                    let text = fit_text(line, &font, cell_w as u32);
+                    let centre = (x + cell_w / 2, y + j * line_h + line_h / 2);
+                    root.draw(&Text::new(text, (centre.0 as i32, centre.1 as i32), style.clone()))
+                        .map_err(plot_err)?;
+                }
             }
             Ok(())
         },
@@ -129,5 +133,23 @@ mod tests {
             2
         )
         .is_err());
+    }
+
+    #[test]
+    fn a_title_of_two_lines_gets_a_second_line_and_its_width_is_its_longest_line() {
+        let rgb = Tensor::rand([2, 3, 48, 48], (Kind::Float, tch::Device::Cpu));
+        let long = "orange vertical stripes 92% (true: red disc)".to_string();
+        let one = image_grid(&rgb, &[long.clone(), "red disc 47%".into()], 2).unwrap();
+        let two = image_grid(
+            &rgb,
+            &["orange vertical stripes 92%\n(true: red disc)".into(), "red disc 47%".into()],
+            2,
+        )
+        .unwrap();
+        keep(&two, "grid_two_lines.png");
+        // One more line of 22 px above the row; the cells narrow to the longer line, which is
+        // shorter than the one-line title (drawn cut to 240 px).
+        assert_eq!(two.height(), one.height() + 22);
+        assert!(two.width() < one.width(), "{} against {}", two.width(), one.width());
     }
 }
