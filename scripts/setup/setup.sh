@@ -145,19 +145,19 @@ read -r torch_found abi_found <<<"$found"
 # pip installs with --no-compile (quicker), and where PYTHONDONTWRITEBYTECODE is set (this
 # project's development machines' image sets it) Python never writes the .pyc files it compiles,
 # so every process compiled torch's sources again: `python -c "import torch, torchvision"` took
-# 15.9 s on a 2-core EPYC, 7.0 s with the bytecode. Compiled once per install (about a minute on 2 cores). A file compileall cannot
-# compile (some packages ship sources for other Pythons) is compiled at import, as before.
+# 15.9 s on a 2-core EPYC, 7.0 s with the bytecode. Compiled once per install of the full
+# requirements (the stamp holds their checksum; about a minute on 2 cores). A file compileall
+# cannot compile (some packages ship sources for other Pythons) is compiled at import, as before.
 BYTECODE_STAMP="$VENV/.trainbook-bytecode.sha256"
 if [ "$MODE" != demo ] && [ "$MODE" != repl ]; then
-  bytecode_sum=$(cat "$FULL_STAMP" 2>/dev/null | sha256sum | cut -d' ' -f1)
-  if [ "$(cat "$BYTECODE_STAMP" 2>/dev/null)" = "$bytecode_sum" ]; then
+  if [ "$(cat "$BYTECODE_STAMP" 2>/dev/null)" = "$full_sum" ]; then
     say "ok: the venv's Python bytecode"
   else
     say "compiling the venv's Python packages to bytecode (once per install, about a minute)"
     site_dirs=$("$VENV/bin/python" -c 'import sysconfig; p = sysconfig.get_paths(); print(p["purelib"]); p["platlib"] != p["purelib"] and print(p["platlib"])')
     # shellcheck disable=SC2086
     "$VENV/bin/python" -m compileall -q -j 0 $site_dirs >/dev/null 2>&1 || true
-    echo "$bytecode_sum" >"$BYTECODE_STAMP"
+    echo "$full_sum" >"$BYTECODE_STAMP"
   fi
 fi
 

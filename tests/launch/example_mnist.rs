@@ -143,15 +143,11 @@ fn mnist_example_reaches_97_percent_with_defaults() {
     );
     assert!(status.success(), "{line}\n{stdout}");
     assert!(!stdout.contains("holds a finished run"), "{line}\n{stdout}");
-    let out_dir = words.iter().skip_while(|w| **w != "--out").nth(1).expect("--out in the line");
+    let flag = |name: &str| words.iter().skip_while(|w| **w != name).nth(1).copied();
+    let out_dir = flag("--out").expect("--out in the line");
     let records = read_records(&work.join(out_dir).join("metrics.jsonl")).unwrap();
     // The line's own `--epochs` (two: a short run; the default run above takes eight).
-    let epochs: usize = words
-        .iter()
-        .skip_while(|w| **w != "--epochs")
-        .nth(1)
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(8);
+    let epochs: usize = flag("--epochs").and_then(|n| n.parse().ok()).unwrap_or(8);
     assert_eq!(records.len(), epochs, "{line}");
     assert!(records.iter().all(|r| r.world_size == 2), "{records:?}");
     // Two ranks, one voice: each epoch's line comes from rank 0 only.
