@@ -2,13 +2,13 @@
 //! file with `mod common;`; Cargo builds no example of its own from a folder without main.rs).
 //!
 //! - [`RunArgs`], in every example: `--device`, `--seed`, `--workers`, `--no-resume`,
-//!   `--precision`, `--channels-last`, `--clip-grad-norm`, `--monitor-metric`, `--metric`, `--early-stop`,
-//!   `--requeue`, `--no-step-log`, `--ema`, `--freeze-epochs`, `--sync-bn`, `--weight-trail`,
+//!   `--precision`, `--channels-last`, `--clip-grad-norm`, `--monitor-metric`, `--metric`,
+//!   `--train-metric`, `--early-stop`, `--requeue`, `--no-step-log`, `--ema`, `--freeze-epochs`, `--sync-bn`, `--weight-trail`,
 //!   `--limit-train-batches`, `--limit-val-batches`, `--max-steps`, `--val-every-steps`,
 //!   `--detect-anomaly`, `--overfit-batches`, `--fast-dev-run`,
 //!   `--test-only` (with `--resume PATH`), `--lr-find`, `--find-batch-size`, with
 //!   [`RunArgs::dist`] (join the launcher's process group), [`RunArgs::trainer`] (a [`Trainer`]
-//!   with those settings), [`RunArgs::metrics`] (`--metric`, with the model's class count), [`RunArgs::sync_batchnorm`] (the ResNet examples' `--sync-bn`) and
+//!   with those settings), [`RunArgs::metrics`] (`--metric`, `--train-metric`, with the model's class count), [`RunArgs::sync_batchnorm`] (the ResNet examples' `--sync-bn`) and
 //!   [`RunArgs::instead_of_training`] (`--test-only`, `--lr-find`, `--find-batch-size`).
 //! - [`exit_status`]: one line on stderr after an error (the rank, what happened; a broken
 //!   connection to another rank said as such, with what the launcher does next), exit status 1.
@@ -82,6 +82,11 @@ pub struct RunArgs {
     /// thresholds); shown as val_NAME in the epoch line, metrics.jsonl and TensorBoard.
     #[arg(long = "metric", value_name = "NAME", value_delimiter = ',')]
     pub metrics: Vec<String>,
+    /// Measure these metrics (the names of --metric) on the training batches too: train_NAME
+    /// per epoch over all ranks (epoch line, metrics.jsonl, TensorBoard) and a NAME column per
+    /// step in steps.csv.
+    #[arg(long = "train-metric", value_name = "NAME", value_delimiter = ',')]
+    pub train_metrics: Vec<String>,
     /// Stop after PATIENCE epochs in which the monitored metric did not improve.
     #[arg(long, value_name = "PATIENCE")]
     pub early_stop: Option<u64>,

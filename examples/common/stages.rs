@@ -58,8 +58,9 @@ impl RunArgs {
     }
 
     /// `trainer` measuring `--metric`'s metrics of a model with `classes` outputs, and the
-    /// built-in metric `--monitor-metric` names when it is not among them; an error naming the
-    /// flag when a name is unknown or the model has no classes (`classes` 0: regression).
+    /// built-in metric `--monitor-metric` names when it is not among them, and
+    /// `--train-metric`'s on the training batches; an error naming the flag when a name is
+    /// unknown or the model has no classes (`classes` 0: regression).
     pub fn metrics<'d>(
         &self,
         trainer: Trainer<'d>,
@@ -71,20 +72,25 @@ impl RunArgs {
                 names.push(m.name.clone());
             }
         }
-        let mut trainer = trainer;
-        for name in names {
+        let builtin = |flag: &str, name: &str| {
             if classes == 0 {
                 return Err(trainbook::Error::InvalidArgument(format!(
-                    "--metric {name}: this example's model predicts values, not classes"
+                    "{flag} {name}: this example's model predicts values, not classes"
                 )));
             }
-            let metric = trainbook::train::builtin_metric(&name, classes).map_err(|e| match e {
+            trainbook::train::builtin_metric(name, classes).map_err(|e| match e {
                 trainbook::Error::InvalidArgument(why) => {
-                    trainbook::Error::InvalidArgument(format!("--metric: {why}"))
+                    trainbook::Error::InvalidArgument(format!("{flag}: {why}"))
                 }
                 other => other,
-            })?;
-            trainer = trainer.metric_shared(metric);
+            })
+        };
+        let mut trainer = trainer;
+        for name in names {
+            trainer = trainer.metric_shared(builtin("--metric", &name)?);
+        }
+        for name in &self.train_metrics {
+            trainer = trainer.train_metric_shared(builtin("--train-metric", name)?);
         }
         Ok(trainer)
     }

@@ -127,6 +127,10 @@ pub struct FitConfig {
     /// Metrics of one's own, measured at every validation (and test) over all ranks
     /// ([`Trainer::metric`](crate::fit::Trainer::metric)). Default: none.
     pub metrics: Vec<SharedMetric>,
+    /// Metrics of one's own, measured on the training batches of every epoch over all ranks
+    /// and on each step ([`Trainer::train_metric`](crate::fit::Trainer::train_metric)).
+    /// Default: none.
+    pub train_metrics: Vec<SharedMetric>,
     /// Run the training step as a CUDA graph
     /// ([`Trainer::cuda_graphs`](crate::fit::Trainer::cuda_graphs)). Default `false`.
     pub cuda_graphs: bool,
@@ -190,6 +194,7 @@ impl FitConfig {
             .progress(self.progress)
             .top_k_opt(self.top_k)
             .metrics(&self.metrics)
+            .train_metrics(&self.train_metrics)
             .accumulate(self.accumulate)
             .precision(self.precision)
             .channels_last(self.channels_last);
@@ -199,11 +204,18 @@ impl FitConfig {
         }
     }
 
+    /// Whether the run writes step logs, and the names of its own training metrics (the
+    /// columns they add to `steps.csv`).
+    pub(crate) fn step_logs(&self) -> (bool, Vec<String>) {
+        (self.step_log, self.train_metrics.iter().map(|m| m.name().to_string()).collect())
+    }
+
     /// The run's own metrics have usable names, none twice, and a monitor of one
     /// ([`Monitor::Metric`]) names one of them: else
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) saying which.
     pub fn check_metrics(&self) -> crate::Result<()> {
         check_names(&self.metrics)?;
+        check_names(&self.train_metrics)?;
         let early = self.early_stopping.as_ref().map(|e| e.monitor);
         for monitor in [self.monitor, early].into_iter().flatten() {
             let Monitor::Metric(n) = monitor else { continue };
@@ -258,6 +270,7 @@ impl Default for FitConfig {
             fast_dev_run: None,
             callbacks: Callbacks::default(),
             metrics: Vec::new(),
+            train_metrics: Vec::new(),
             val_every_steps: None,
             detect_anomaly: false,
             overfit_batches: None,

@@ -83,9 +83,11 @@ pub struct EpochRecord {
     /// With a top-k count: the validation top-k accuracy in [0, 1].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub val_top_k: Option<f64>,
-    /// The run's own metrics ([`Trainer::metric`](crate::fit::Trainer::metric)), as top-level
-    /// keys of the line: `val_<name>` (a number, `null` when not finite) and, where the metric
-    /// has them, `val_<name>_per_class` (a list). Read one with [`metric`](Self::metric).
+    /// The run's own metrics ([`Trainer::metric`](crate::fit::Trainer::metric),
+    /// [`Trainer::train_metric`](crate::fit::Trainer::train_metric)), as top-level keys of the
+    /// line: `val_<name>` and `train_<name>` (a number, `null` when not finite) and, where the
+    /// metric has them, `val_<name>_per_class` / `train_<name>_per_class` (a list). Read one
+    /// with [`metric`](Self::metric).
     #[serde(flatten)]
     pub own_metrics: BTreeMap<String, serde_json::Value>,
 }
@@ -152,7 +154,11 @@ impl EpochRecord {
             val_f1_per_label: val.and_then(EpochSummary::f1_per_label),
             train_top_k: train.top_k_accuracy(),
             val_top_k: val.and_then(EpochSummary::top_k_accuracy),
-            own_metrics: val.map_or_else(BTreeMap::new, |v| own_metric_keys("val", v)),
+            own_metrics: {
+                let mut keys = own_metric_keys("train", train);
+                keys.extend(val.map_or_else(BTreeMap::new, |v| own_metric_keys("val", v)));
+                keys
+            },
         }
         .with_finite()
     }

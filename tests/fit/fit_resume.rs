@@ -5,7 +5,8 @@
 //! scale is part of the checkpoint, so a resumed float16 run is exact too. `best/` holds the
 //! epoch with the lowest validation loss in `Mode::Min` and the highest accuracy in `Mode::Max`.
 //! Every part that keeps state is on in these runs (clipping, early stopping, EMA, step logs,
-//! param groups with a per-step schedule per group, a top-k count).
+//! param groups with a per-step schedule per group, a top-k count, metrics of one's own for
+//! validation and for training).
 use crate::common;
 
 use std::path::Path;
@@ -117,6 +118,9 @@ fn run_with(
         callbacks: Default::default(),
         // A metric of one's own on: its values in the resumed run's records too.
         metrics: vec![std::sync::Arc::new(trainbook::train::MulticlassScore::f1(10))],
+        // A training metric of one's own on: its sums continue from the checkpoint, and each
+        // step's value is a column of steps.csv.
+        train_metrics: vec![std::sync::Arc::new(Confidence)],
         // Mid-epoch validations on (after steps 3 and 6): a resumed run redoes those after
         // its checkpoint, the same.
         val_every_steps: Some(3),
@@ -136,6 +140,31 @@ fn run_with(
     };
     tch::manual_seed(99); // the dropout stream; a resumed run restores it from the checkpoint
     Trainer::with_config(dist, cfg).fit(&mut vs, &net, &mut opt, &mut train, &mut val).unwrap()
+}
+
+/// The mean of the highest softmax probability: float sums (not counts), whatever the targets
+/// (MixUp's are mixed), so a resumed epoch equals the uninterrupted one only by continuing its
+/// sums from the checkpoint in the same order.
+struct Confidence;
+
+impl trainbook::train::Metric for Confidence {
+    fn name(&self) -> &str {
+        "confidence"
+    }
+    fn mode(&self) -> Mode {
+        Mode::Max
+    }
+    fn sums_len(&self) -> usize {
+        2
+    }
+    fn batch_sums(&self, output: &Tensor, _target: &Tensor) -> Tensor {
+        let top = output.softmax(1, Kind::Double).amax(1, false).sum(Kind::Double);
+        let n = Tensor::from(output.size()[0] as f64).to_device(output.device());
+        Tensor::stack(&[top, n], 0)
+    }
+    fn compute(&self, sums: &[f64]) -> f64 {
+        sums[0] / sums[1]
+    }
 }
 
 /// (directory name, epoch, batches_done, global_step) of every `step-*` checkpoint, by step.
@@ -257,14 +286,16 @@ fn checkpoints_fall_on_window_ends_and_resume_is_exact() {
         let records = trainbook::train::read_records(&dir.join("metrics.jsonl")).unwrap();
         let r = records.iter();
         r.map(|r| {
-            let f1 = r.metric("val_f1_macro");
-            (r.train_loss, r.train_acc, r.train_top_k, r.val_loss, r.val_top_k, f1)
+            let (f1, confidence) = (r.metric("val_f1_macro"), r.metric("train_confidence"));
+            (r.train_loss, r.train_acc, r.train_top_k, r.val_loss, r.val_top_k, f1, confidence)
         })
         .collect()
     };
     let whole_figures = figures(&whole);
     assert!(
-        whole_figures.iter().all(|f| f.2.is_some() && f.4.is_some() && f.5.is_some()),
+        whole_figures
+            .iter()
+            .all(|f| f.2.is_some() && f.4.is_some() && f.5.is_some() && f.6.is_some()),
         "{whole_figures:?}"
     );
     assert_eq!(figures(&resumed), whole_figures);
@@ -278,6 +309,9 @@ fn checkpoints_fall_on_window_ends_and_resume_is_exact() {
     let resumed_steps = std::fs::read_to_string(resumed.join("steps.csv")).unwrap();
     assert_eq!(without_time(&resumed_steps), without_time(&whole_steps));
     assert_eq!(whole_steps.lines().count(), 1 + 8, "a header and 8 optimizer steps");
+    assert!(
+        whole_steps.starts_with("step,epoch,batches_done,loss,lr,grad_norm,confidence,wall_time\n")
+    );
     // The mid-epoch validations: after steps 3 and 6 (4 and 8 end epochs), the same values.
     let val_steps = |dir: &Path| std::fs::read_to_string(dir.join("val_steps.jsonl")).unwrap();
     let whole_val = val_steps(&whole);

@@ -4,7 +4,10 @@
 //! (gathered labels, another path) bit for bit; `best/` and early stopping judge by it; the
 //! early-stopping wait on it is in the checkpoints, so a run continued from one stops where
 //! the uninterrupted run does, with the same values; an unregistered monitor is an error
-//! before any training.
+//! before any training. A training metric of one's own (`Trainer::train_metric`, here the
+//! accuracy as sums) equals the built-in training accuracy of every epoch bit for bit over
+//! the 2 ranks, and its per-step values (every rank's step records, rank 0's `steps.csv`
+//! column) add up to the epoch's correct count exactly.
 use crate::common;
 
 use std::path::Path;
@@ -14,10 +17,12 @@ use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 use trainbook::checkpoint::Policy;
 use trainbook::data::{DataLoader, TensorDataset};
-use trainbook::fit::{EarlyStopping, FitReport, Trainer};
+use trainbook::fit::{Callback, EarlyStopping, FitReport, Trainer};
 use trainbook::launch::spawn;
 use trainbook::models::MnistNet;
-use trainbook::train::{read_records, Metric, Mode, Monitor, MulticlassScore, Optimizer};
+use trainbook::train::{
+    read_records, Metric, Mode, Monitor, MulticlassScore, Optimizer, StepRecord,
+};
 
 /// Both tests seed and draw from libtorch's global generator (the data, the model, the dropout
 /// of the thread ranks): one at a time, or one perturbs the other's draws.
@@ -30,11 +35,55 @@ fn data(seed: i64, n: i64) -> Arc<TensorDataset> {
     Arc::new(TensorDataset::new(&x, &y, (0..10).map(|c| c.to_string()).collect()).unwrap())
 }
 
+/// The training accuracy as a metric of one's own: the correct count and the sample count.
+struct AccuracySums;
+
+impl Metric for AccuracySums {
+    fn name(&self) -> &str {
+        "acc_sums"
+    }
+    fn mode(&self) -> Mode {
+        Mode::Max
+    }
+    fn sums_len(&self) -> usize {
+        2
+    }
+    fn batch_sums(&self, output: &Tensor, target: &Tensor) -> Tensor {
+        let correct = output.argmax(1, false).eq_tensor(target).sum(Kind::Double);
+        let n = Tensor::from(target.size()[0] as f64).to_device(output.device());
+        Tensor::stack(&[correct, n], 0)
+    }
+    fn compute(&self, sums: &[f64]) -> f64 {
+        sums[0] / sums[1]
+    }
+}
+
+/// Every step record a rank's run delivered.
+#[derive(Default)]
+struct Steps(Vec<StepRecord>);
+
+impl Callback for Steps {
+    fn on_train_steps(&mut self, steps: &[StepRecord]) -> trainbook::Result<()> {
+        self.0.extend_from_slice(steps);
+        Ok(())
+    }
+}
+
 /// `epochs` epochs on 2 thread ranks from the weights in `init`, `best/` and early stopping
-/// (patience 2) by the validation macro F1, resuming from `out` when a checkpoint is there.
+/// (patience 2) by the validation macro F1, the accuracy as a training metric of one's own,
+/// resuming from `out` when a checkpoint is there.
 fn fit_on_two_ranks(out: &Path, init: &Path, epochs: u64) -> FitReport {
+    fit_on_two_ranks_with_steps(out, init, epochs).0
+}
+
+/// [`fit_on_two_ranks`], and each rank's step records.
+fn fit_on_two_ranks_with_steps(
+    out: &Path,
+    init: &Path,
+    epochs: u64,
+) -> (FitReport, Vec<Vec<StepRecord>>) {
     let (train, val) = (data(1, 40), data(2, 30));
-    let reports = spawn(2, |dist| {
+    let runs = spawn(2, |dist| {
         let mut vs = VarStore::new(Device::Cpu);
         let net = MnistNet::new(&vs.root());
         trainbook::models::load_weights(&mut vs, init, true)?;
@@ -43,7 +92,8 @@ fn fit_on_two_ranks(out: &Path, init: &Path, epochs: u64) -> FitReport {
         let mut val = DataLoader::from_arc(val.clone(), 4).distributed(dist).num_workers(0);
         let f1 = MulticlassScore::f1(10);
         let policy = Policy { every_epochs: Some(1), every_steps: None, keep_last: 1, best: None };
-        Trainer::new(dist)
+        let steps = Arc::new(Mutex::new(Steps::default()));
+        let report = Trainer::new(dist)
             .epochs(epochs)
             .out(out)
             .progress(false)
@@ -52,11 +102,16 @@ fn fit_on_two_ranks(out: &Path, init: &Path, epochs: u64) -> FitReport {
             .monitor(Monitor::of_metric(&f1))
             .early_stopping(EarlyStopping::new(Monitor::of_metric(&f1), 2))
             .metric(f1)
-            .fit(&mut vs, &net, &mut opt, &mut train, &mut val)
+            .train_metric(AccuracySums)
+            .callback_shared(steps.clone())
+            .fit(&mut vs, &net, &mut opt, &mut train, &mut val)?;
+        let steps = std::mem::take(&mut steps.lock().unwrap().0);
+        Ok((report, steps))
     })
     .unwrap();
+    let (reports, steps): (Vec<FitReport>, Vec<Vec<StepRecord>>) = runs.into_iter().unzip();
     assert_eq!(f1s(&reports[0]), f1s(&reports[1]), "every rank reports the same");
-    reports.into_iter().next().unwrap()
+    (reports.into_iter().next().unwrap(), steps)
 }
 
 fn f1s(report: &FitReport) -> Vec<f64> {
@@ -74,8 +129,9 @@ fn an_own_metric_is_logged_and_judges_best_and_early_stopping_across_a_resume() 
     let init = work.join("init.safetensors");
     trainbook::models::save_safetensors(&vs, &init).unwrap();
 
-    let whole = fit_on_two_ranks(&work.join("whole"), &init, 8);
+    let (whole, steps) = fit_on_two_ranks_with_steps(&work.join("whole"), &init, 8);
     let f1 = f1s(&whole);
+    assert_training_metric_adds_up(&whole, &steps, &work.join("whole/steps.csv"));
     // Early stopping's rule on the logged values: stop after 2 epochs without a higher F1.
     let (mut best, mut wait, mut stop) = (f64::NEG_INFINITY, 0, None);
     for (epoch, &v) in f1.iter().enumerate() {
@@ -121,6 +177,33 @@ fn an_own_metric_is_logged_and_judges_best_and_early_stopping_across_a_resume() 
     let bits = |v: Vec<f64>| v.into_iter().map(f64::to_bits).collect::<Vec<_>>();
     assert_eq!(bits(f1s(&rest)), bits(f1.clone()), "the same F1 every epoch");
     assert_eq!((rest.early_stopped, rest.best), (whole.early_stopped, whole.best));
+}
+
+/// The training metric `acc_sums` of every epoch is the built-in training accuracy, bit for
+/// bit; each step's value (5 steps of 4 samples per rank and epoch) times 4 is that step's
+/// correct count, and they add up over both ranks to the epoch's; rank 0's `steps.csv` has
+/// the column, before `wall_time`, with rank 0's values.
+fn assert_training_metric_adds_up(report: &FitReport, steps: &[Vec<StepRecord>], csv: &Path) {
+    for r in &report.history {
+        let own = r.metric("train_acc_sums").expect("train_acc_sums");
+        assert_eq!(own.to_bits(), r.train_acc.to_bits(), "epoch {}", r.epoch);
+        let epoch: Vec<&StepRecord> =
+            steps.iter().flatten().filter(|s| s.epoch == r.epoch).collect();
+        assert_eq!(epoch.len(), 10, "5 steps on each rank");
+        let mut correct = 0.0;
+        for s in epoch {
+            assert_eq!(s.metrics.len(), 1);
+            assert_eq!(s.metrics[0].0, "acc_sums");
+            correct += s.metrics[0].1 * 4.0;
+        }
+        assert_eq!(correct / 40.0, r.train_acc, "epoch {}: the correct count", r.epoch);
+    }
+    let text = std::fs::read_to_string(csv).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("step,epoch,batches_done,loss,lr,grad_norm,acc_sums,wall_time"));
+    let column: Vec<f64> = lines.map(|l| l.split(',').nth(6).unwrap().parse().unwrap()).collect();
+    let rank0: Vec<f64> = steps[0].iter().map(|s| s.metrics[0].1).collect();
+    assert_eq!(column, rank0, "steps.csv holds rank 0's values, read back exactly");
 }
 
 #[test]

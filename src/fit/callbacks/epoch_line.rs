@@ -35,7 +35,7 @@ impl Callback for EpochLine {
 /// img/s | data wait ..`, from the epoch's record; `train_seconds` is the training part of it
 /// (what the data wait is a share of). A regression shows `mae .. rmse ..` and a multi-label
 /// run `f1 ..` in place of the accuracy; a top-k accuracy follows the accuracy, the run's own
-/// metrics follow the validation's (`f1_macro 0.8123`).
+/// metrics follow the training's and the validation's figures (`f1_macro 0.8123`).
 pub(crate) fn epoch_line(epochs: u64, r: &EpochRecord, train_seconds: f64) -> String {
     let ema_note = match (r.ema_val_loss, r.ema_val_acc) {
         (Some(loss), Some(acc)) => format!("ema val loss {loss:.4} acc {:.2}% | ", acc * 100.0),
@@ -43,11 +43,15 @@ pub(crate) fn epoch_line(epochs: u64, r: &EpochRecord, train_seconds: f64) -> St
         _ => String::new(),
     };
     let norm = r.grad_norm.map_or(String::new(), |n| format!("grad norm {n:.3} | "));
-    let train = metrics(r.train_mae, r.train_rmse, r.train_f1, Some(r.train_acc), r.train_top_k);
+    let mut train =
+        metrics(r.train_mae, r.train_rmse, r.train_f1, Some(r.train_acc), r.train_top_k);
     let mut val = metrics(r.val_mae, r.val_rmse, r.val_f1, r.val_acc, r.val_top_k);
     for (key, value) in &r.own_metrics {
-        if let (Some(name), Some(v)) = (key.strip_prefix("val_"), value.as_f64()) {
+        let Some(v) = value.as_f64() else { continue };
+        if let Some(name) = key.strip_prefix("val_") {
             val.push_str(&format!(" {name} {v:.4}"));
+        } else if let Some(name) = key.strip_prefix("train_") {
+            train.push_str(&format!(" {name} {v:.4}"));
         }
     }
     // The largest rank's peak, as torch.cuda.max_memory_allocated reports it on that GPU.

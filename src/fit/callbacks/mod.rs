@@ -145,8 +145,13 @@ impl std::fmt::Debug for Callbacks {
 impl Callbacks {
     /// The callbacks of one run: the epoch line and the metrics log, the mid-epoch validations'
     /// log (with `val_steps`), new step logs (with `step_log`, as
-    /// [`FitConfig::step_log`](crate::fit::FitConfig::step_log) says), then the user's `user`.
-    pub(crate) fn for_run(step_log: bool, val_steps: bool, user: &Callbacks) -> Callbacks {
+    /// [`FitConfig::step_log`](crate::fit::FitConfig::step_log) says; `steps.csv` with a column
+    /// for each of the `train_metrics` names), then the user's `user`.
+    pub(crate) fn for_run(
+        (step_log, train_metrics): (bool, Vec<String>),
+        val_steps: bool,
+        user: &Callbacks,
+    ) -> Callbacks {
         let mut all = Callbacks::default();
         all.push(Arc::new(Mutex::new(epoch_line::EpochLine::default())));
         all.push(Arc::new(Mutex::new(metrics_log::MetricsLog::default())));
@@ -154,7 +159,7 @@ impl Callbacks {
             all.push(Arc::new(Mutex::new(val_steps_log::ValStepsLog::default())));
         }
         if step_log {
-            all.push(Arc::new(Mutex::new(step_csv::StepCsv::default())));
+            all.push(Arc::new(Mutex::new(step_csv::StepCsv::with_metrics(train_metrics))));
             all.push(Arc::new(Mutex::new(tensorboard::TensorBoardLog::default())));
         }
         user.each_shared(|c| all.push(c));
@@ -220,6 +225,7 @@ mod tests {
             lr: 0.1,
             grad_norm: None,
             wall_time: 0.0,
+            metrics: Vec::new(),
         };
         list.each(|c| c.on_train_steps(&[step(1), step(2)])).unwrap();
         assert_eq!(first.lock().unwrap().0, [1, 2]);

@@ -46,8 +46,11 @@ impl Callback for TensorBoardLog {
     fn on_train_steps(&mut self, steps: &[StepRecord]) -> Result<()> {
         let Some(file) = &mut self.file else { return Ok(()) };
         for s in steps {
+            let own: Vec<(String, f64)> =
+                s.metrics.iter().map(|(name, v)| (format!("step/{name}"), *v)).collect();
             let mut values = vec![("step/loss", s.loss), ("step/lr", s.lr)];
             values.extend(s.grad_norm.map(|n| ("step/grad_norm", n)));
+            values.extend(own.iter().map(|(tag, v)| (tag.as_str(), *v)));
             file.scalars(s.wall_time, s.step, &values)?;
         }
         file.flush()

@@ -1,5 +1,7 @@
 //! Metrics of one's own in a run: [`Trainer::metric`], measured at every validation and test
-//! over all ranks, logged beside the built-in ones and monitorable by name.
+//! over all ranks, logged beside the built-in ones and monitorable by name; and
+//! [`Trainer::train_metric`], measured on the training batches (each epoch over all ranks,
+//! each step on its rank).
 use std::sync::Arc;
 
 use super::Trainer;
@@ -32,6 +34,35 @@ impl Trainer<'_> {
     /// [`builtin_metric`](crate::train::builtin_metric)'s.
     pub fn metric_shared(mut self, metric: SharedMetric) -> Self {
         self.cfg.metrics.push(metric);
+        self
+    }
+
+    /// Measures `metric` on the training batches: over every epoch's samples of all ranks as
+    /// `train_<name>` in the epoch line, `metrics.jsonl` and TensorBoard, and over each
+    /// optimizer step's samples of rank 0 as a `<name>` column of `steps.csv` (before
+    /// `wall_time`) and `step/<name>` in TensorBoard, as the step's loss is (Lightning's
+    /// `self.log(..., on_step=True, on_epoch=True)` in `training_step`). The sums are computed
+    /// on the device from each batch's output as the step saw it (in training mode; under
+    /// MixUp/CutMix, against the mixed targets) and read with the loss, so no step waits for
+    /// them; a resumed epoch continues them from its checkpoint. The same metric may be
+    /// registered with [`metric`](Self::metric) too.
+    ///
+    /// ```no_run
+    /// use trainbook::prelude::*;
+    /// use trainbook::train::MulticlassScore;
+    /// # fn run(dist: &Dist) {
+    /// let trainer = Trainer::new(dist)
+    ///     .train_metric(MulticlassScore::f1(10)) // train_f1_macro, and f1_macro in steps.csv
+    ///     .metric(MulticlassScore::f1(10)); // val_f1_macro
+    /// # }
+    /// ```
+    pub fn train_metric(self, metric: impl Metric + 'static) -> Self {
+        self.train_metric_shared(Arc::new(metric))
+    }
+
+    /// [`train_metric`](Self::train_metric) with a metric already shared.
+    pub fn train_metric_shared(mut self, metric: SharedMetric) -> Self {
+        self.cfg.train_metrics.push(metric);
         self
     }
 }

@@ -11,9 +11,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use tch::{Device, Kind, Tensor};
 
+use super::metric_sums::{all_batch_sums, total_len};
 use super::step_record::{StepBuffer, StepRecord};
 pub(crate) use super::task_sums::TaskSums;
-use crate::train::metrics::RunningMetrics;
+use crate::train::metrics::{RunningMetrics, SharedMetric};
 
 static HOST_READS: AtomicU64 = AtomicU64::new(0);
 
@@ -49,6 +50,8 @@ pub struct DeviceMetrics {
     count: u64,
     values: u64,
     steps: Option<RefCell<StepBuffer>>,
+    /// The run's own training metrics and their running sums (float64, on the device).
+    own: Option<(Vec<SharedMetric>, Tensor)>,
 }
 
 impl DeviceMetrics {
@@ -75,7 +78,53 @@ impl DeviceMetrics {
             count: start.count,
             values: start.values,
             steps: None,
+            own: None,
         }
+    }
+
+    /// Also sums `metrics` (the run's own training metrics) over the batches, continuing
+    /// `start.own_sums` (a resumed epoch's first part, all ranks), or from zero where `start`
+    /// has no samples. Sums of another length than `metrics` keep, from an epoch that has
+    /// samples (a checkpoint written with other training metrics), are an error saying so.
+    pub(crate) fn with_own_metrics(
+        mut self,
+        metrics: &[SharedMetric],
+        start: &RunningMetrics,
+        device: Device,
+    ) -> crate::Result<DeviceMetrics> {
+        if metrics.is_empty() {
+            return Ok(self);
+        }
+        let len = total_len(metrics);
+        let sums = if start.own_sums.len() == len {
+            Tensor::from_slice(&start.own_sums).to_device(device)
+        } else if start.own_sums.is_empty() && start.count == 0 {
+            Tensor::zeros([len as i64], (Kind::Double, device))
+        } else {
+            let names: Vec<&str> = metrics.iter().map(|m| m.name()).collect();
+            return Err(crate::Error::InvalidArgument(format!(
+                "the epoch being resumed holds {} sums of training metrics, but this run's \
+                 training metrics ({}) keep {len}: resume with the Trainer::train_metric list \
+                 the checkpoint was written with, or from a checkpoint at an epoch's end",
+                start.own_sums.len(),
+                names.join(", ")
+            )));
+        };
+        self.own = Some((metrics.to_vec(), sums));
+        Ok(self)
+    }
+
+    /// Adds a training batch's `output` against its `target` to the own training metrics'
+    /// sums (and to the step's, with step records), with no read; an error naming a metric
+    /// whose sums have another length than it says. Nothing without own metrics.
+    pub(crate) fn add_own(&mut self, output: &Tensor, target: &Tensor) -> crate::Result<()> {
+        let Some((metrics, sums)) = &mut self.own else { return Ok(()) };
+        let batch = all_batch_sums(metrics, output, target)?;
+        tch::no_grad(|| drop(sums.g_add_(&batch)));
+        if let Some(b) = &self.steps {
+            b.borrow_mut().add_own_to_window(&batch);
+        }
+        Ok(())
     }
 
     /// Also keeps per-step losses for [`StepRecord`]s (read with the sums, at no extra read).
@@ -201,9 +250,11 @@ impl DeviceMetrics {
         let at = values.len();
         let extra_len = self.extra.as_ref().map_or(0, |e| e.numel());
         values.extend(self.extra.as_ref().map(|e| e.view([-1])));
+        let own_len = self.own.as_ref().map_or(0, |(_, sums)| sums.numel());
+        values.extend(self.own.as_ref().map(|(_, sums)| sums.view([-1])));
         let mut buffer = self.steps.as_ref().map(|b| b.borrow_mut());
         if let Some(b) = &buffer {
-            values.extend(b.device_values().iter().map(scalar));
+            values.extend(b.device_values().iter().map(|t| t.to_kind(Kind::Double).view([-1])));
         }
         let host = Vec::<f64>::try_from(Tensor::cat(&values, 0).to_device(Device::Cpu))
             .unwrap_or_default();
@@ -219,8 +270,11 @@ impl DeviceMetrics {
         if extra_len > 0 {
             self.sums.fill(&mut m, host.get(at..extra_end).unwrap_or_default());
         }
+        let own_end = extra_end + own_len;
+        m.own_sums = host.get(extra_end..own_end).unwrap_or_default().to_vec();
         if let Some(b) = &mut buffer {
-            b.fill(host.get(extra_end..).unwrap_or_default());
+            let metrics = self.own.as_ref().map_or(&[][..], |(m, _)| m.as_slice());
+            b.fill(host.get(own_end..).unwrap_or_default(), metrics);
         }
         m
     }
@@ -299,6 +353,62 @@ mod tests {
         assert_eq!(losses, [0.75, 0.5]);
         assert_eq!(steps.iter().map(|s| s.step).collect::<Vec<_>>(), [10, 11]);
         assert!(dev.take_steps().is_empty() && plain.take_steps().is_empty());
+    }
+
+    /// A metric of one's own for these tests: the sum of the first logit, and the count.
+    struct FirstLogit;
+
+    impl crate::train::Metric for FirstLogit {
+        fn name(&self) -> &str {
+            "first"
+        }
+        fn mode(&self) -> crate::train::Mode {
+            crate::train::Mode::Max
+        }
+        fn sums_len(&self) -> usize {
+            2
+        }
+        fn batch_sums(&self, output: &Tensor, target: &Tensor) -> Tensor {
+            let n = Tensor::from(target.size()[0] as f64);
+            Tensor::stack(&[output.select(1, 0).sum(Kind::Double), n], 0)
+        }
+        fn compute(&self, sums: &[f64]) -> f64 {
+            sums[0] / sums[1]
+        }
+    }
+
+    #[test]
+    fn own_training_metrics_continue_their_sums_and_give_each_step_its_value() {
+        let _turn = turn();
+        let metrics: Vec<SharedMetric> = vec![std::sync::Arc::new(FirstLogit)];
+        let logits = Tensor::from_slice(&[1.0f32, 0.0, 3.0, 1.0]).view([2, 2]);
+        let labels = Tensor::from_slice(&[0i64, 1]);
+        let start = RunningMetrics { count: 5, own_sums: vec![2.5, 5.0], ..Default::default() };
+        let mut dev = DeviceMetrics::new(Device::Cpu, start.clone()).with_step_records();
+        dev = dev.with_own_metrics(&metrics, &start, Device::Cpu).unwrap();
+        for (i, mean) in [0.75f32, 0.5].into_iter().enumerate() {
+            dev.add_mean_loss(&Tensor::from(mean), &logits, &labels);
+            dev.add_own(&logits, &labels).unwrap();
+            dev.end_step(1 + i as u64, 0, i + 1, 0.1, None);
+        }
+        let before = host_reads();
+        let m = dev.read();
+        assert_eq!(host_reads(), before + 1, "the own sums come in the same read");
+        assert_eq!((m.own_sums, m.count), (vec![2.5 + 4.0 + 4.0, 5.0 + 2.0 + 2.0], 9));
+        let steps = dev.take_steps();
+        assert_eq!(steps.len(), 2);
+        for s in &steps {
+            assert_eq!(s.metrics, [("first".to_string(), 2.0)], "this step's samples only");
+        }
+        // An epoch with samples but other sums (a checkpoint written with other metrics) is an
+        // error; one without samples starts from zero.
+        let other = RunningMetrics { count: 5, own_sums: vec![1.0], ..Default::default() };
+        let dev = DeviceMetrics::new(Device::Cpu, other.clone());
+        let err = dev.with_own_metrics(&metrics, &other, Device::Cpu).err().unwrap();
+        assert!(err.to_string().contains("holds 1 sums of training metrics"), "{err}");
+        let fresh = DeviceMetrics::new(Device::Cpu, RunningMetrics::default());
+        let fresh = fresh.with_own_metrics(&metrics, &RunningMetrics::default(), Device::Cpu);
+        assert_eq!(fresh.unwrap().read().own_sums, [0.0, 0.0]);
     }
 
     #[test]

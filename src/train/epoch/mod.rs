@@ -116,6 +116,8 @@ pub fn train_epoch_step<D: Dataset + 'static>(
     if opts.step_logging.is_some() {
         running = running.with_step_records();
     }
+    let own = opts.train_metrics;
+    let mut running = running.with_own_metrics(own, &opts.start_metrics, opts.device)?;
     let deliver_steps = |running: &DeviceMetrics, listener: &mut dyn StepListener| -> Result<()> {
         let ready = if opts.step_logging.is_some() { running.take_steps() } else { Vec::new() };
         if ready.is_empty() {
@@ -195,6 +197,7 @@ pub fn train_epoch_step<D: Dataset + 'static>(
             task,
         });
         running.add_mean_loss_weighted(&loss, &logits, &y, weights.as_ref());
+        running.add_own(&logits, &y)?;
         progress.advance(batch.len(), &mut || running.read().loss());
         if last_in_window {
             let optimizer_range = phase_range(phase::OPTIMIZER_STEP);
@@ -238,8 +241,10 @@ pub fn train_epoch_step<D: Dataset + 'static>(
     deliver_steps(&running, listener)?;
     let trained_here = local.count.saturating_sub(opts.start_metrics.count) as f64;
     let total = opts.strategy.reduce_metrics(local)?;
+    let user_metrics = metric_sums::values_of(own, &total.own_sums);
     let mut result = EpochSummary::new(task, opts.top_k, total, start.elapsed().as_secs_f64());
     (result.data_wait_s, result.grad_norm, result.steps) = (waited, norms.read(), steps);
+    result.user_metrics = user_metrics;
     result.max_memory = peaks.read(opts)?;
     if resumed {
         let trained: f64 = opts.strategy.gather_f64(trained_here)?.iter().sum();

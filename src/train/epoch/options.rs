@@ -63,6 +63,8 @@ pub struct EpochOptions<'a> {
     pub(crate) top_k: Option<usize>,
     /// Metrics of one's own, measured by [`evaluate`](crate::train::evaluate).
     pub(crate) metrics: &'a [SharedMetric],
+    /// Metrics of one's own, measured by the training epochs.
+    pub(crate) train_metrics: &'a [SharedMetric],
     /// The training step as a CUDA graph (`None`: eager).
     pub(crate) cuda_graph: Option<&'a RefCell<StepGraph>>,
     /// The profiler told of every optimizer step (`None`: none).
@@ -85,6 +87,7 @@ impl Default for EpochOptions<'_> {
             step_logging: None,
             top_k: None,
             metrics: &[],
+            train_metrics: &[],
             cuda_graph: None,
             profiler: None,
         }
@@ -219,6 +222,14 @@ impl<'a> EpochOptions<'a> {
     /// [`evaluate`](crate::train::evaluate), over all ranks: `EpochSummary::user_metrics`.
     pub fn metrics(mut self, metrics: &'a [SharedMetric]) -> Self {
         self.metrics = metrics;
+        self
+    }
+    /// Measures `metrics` on the training batches in
+    /// [`train_epoch`](crate::train::train_epoch), over all ranks:
+    /// `EpochSummary::user_metrics` of the training epoch, and each step's values in its
+    /// [`StepRecord::metrics`](crate::train::StepRecord::metrics) (this rank's samples).
+    pub fn train_metrics(mut self, metrics: &'a [SharedMetric]) -> Self {
+        self.train_metrics = metrics;
         self
     }
     /// Accumulates the gradients of `k` micro-batches per optimizer step: the first k-1

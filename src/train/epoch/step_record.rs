@@ -11,6 +11,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor};
 
+use super::metric_sums::{total_len, values_of};
+use crate::train::metrics::SharedMetric;
+
 /// One optimizer step of a training epoch, as logged to `steps.csv` and TensorBoard.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StepRecord {
@@ -31,6 +34,12 @@ pub struct StepRecord {
     pub grad_norm: Option<f64>,
     /// When the step was queued, in seconds since the Unix epoch (TensorBoard's `wall_time`).
     pub wall_time: f64,
+    /// The run's own training metrics
+    /// ([`Trainer::train_metric`](crate::fit::Trainer::train_metric)) over this rank's samples
+    /// of the step, by name, in the order they were registered (empty without them). Like the
+    /// loss, not averaged over ranks: `metrics.jsonl`'s `train_<name>` is the epoch's over all.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub metrics: Vec<(String, f64)>,
 }
 
 /// What an epoch needs to number its step records.
@@ -48,6 +57,8 @@ struct PendingStep {
     record: StepRecord,
     loss: Tensor,
     norm: Option<Tensor>,
+    /// The own metrics' sums over the step's samples (float64, on the device).
+    own: Option<Tensor>,
 }
 
 /// The steps of an epoch waiting for their values, and those already read.
@@ -56,6 +67,8 @@ pub(crate) struct StepBuffer {
     /// The current accumulation window's loss sum (float64, on the device), sample count and,
     /// with a weighted loss, the sum of the samples' weights (float64, on the device).
     window: Option<(Tensor, u64, Option<Tensor>)>,
+    /// The current window's own-metric sums (float64, on the device), with own metrics.
+    window_own: Option<Tensor>,
     pending: Vec<PendingStep>,
     ready: Vec<StepRecord>,
 }
@@ -82,6 +95,14 @@ impl StepBuffer {
         });
     }
 
+    /// Adds a micro-batch's own-metric sums (a float64 vector on the device) to the window.
+    pub(crate) fn add_own_to_window(&mut self, sums: &Tensor) {
+        self.window_own = Some(match self.window_own.take() {
+            Some(total) => total + sums,
+            None => sums.shallow_clone(),
+        });
+    }
+
     /// Closes the window as optimizer step `step`: its mean loss waits on the device.
     pub(crate) fn end_step(
         &mut self,
@@ -91,6 +112,7 @@ impl StepBuffer {
         lr: f64,
         norm: Option<&Tensor>,
     ) {
+        let own = self.window_own.take();
         let Some((sum, n, weight)) = self.window.take() else { return };
         let wall_time =
             SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
@@ -102,34 +124,44 @@ impl StepBuffer {
             lr,
             grad_norm: None,
             wall_time,
+            metrics: Vec::new(),
         };
         let norm = norm.map(|t| t.detach().to_kind(Kind::Double));
         let loss = match weight {
             Some(w) => sum / w,
             None => sum / n.max(1) as f64,
         };
-        self.pending.push(PendingStep { record, loss, norm });
+        self.pending.push(PendingStep { record, loss, norm, own });
     }
 
-    /// The pending values as float64 device scalars, in order (to read with the sums).
+    /// The pending values as float64 device tensors (scalars, and the own metrics' sums as a
+    /// vector), in order (to read with the sums).
     pub(crate) fn device_values(&self) -> Vec<Tensor> {
         let mut values = Vec::new();
         for p in &self.pending {
             values.push(p.loss.shallow_clone());
             values.extend(p.norm.as_ref().map(Tensor::shallow_clone));
+            values.extend(p.own.as_ref().map(Tensor::shallow_clone));
         }
         values
     }
 
     /// Fills the pending records from `values` (as [`device_values`](Self::device_values)
-    /// ordered them, read from the device) and moves them to the ready ones.
-    pub(crate) fn fill(&mut self, values: &[f64]) {
+    /// ordered them, read from the device, each tensor's elements in turn), with the values of
+    /// `metrics` (the own training metrics, whose sums the steps hold) from their sums, and
+    /// moves them to the ready ones.
+    pub(crate) fn fill(&mut self, values: &[f64], metrics: &[SharedMetric]) {
         let mut at = values.iter().copied();
         for p in self.pending.drain(..) {
             let mut record = p.record;
             record.loss = at.next().unwrap_or(f64::NAN);
             if p.norm.is_some() {
                 record.grad_norm = at.next();
+            }
+            if p.own.is_some() {
+                let sums: Vec<f64> = at.by_ref().take(total_len(metrics)).collect();
+                let values = values_of(metrics, &sums);
+                record.metrics = values.into_iter().map(|v| (v.name, v.value)).collect();
             }
             self.ready.push(record);
         }
@@ -156,7 +188,7 @@ mod tests {
         assert!(b.take_ready().is_empty(), "nothing is ready before a read");
         let values: Vec<f64> = b.device_values().iter().map(|t| t.double_value(&[])).collect();
         assert_eq!(values, [7.0 / 6.0, 2.5, 1.0]);
-        b.fill(&values);
+        b.fill(&values, &[]);
         let ready = b.take_ready();
         assert_eq!(ready.len(), 2);
         assert_eq!((ready[0].step, ready[0].batches_done, ready[0].loss), (7, 6, 7.0 / 6.0));

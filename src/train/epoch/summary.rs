@@ -45,8 +45,10 @@ pub struct EpochSummary {
     pub top_k: Option<usize>,
     /// The epoch's sums over all ranks, which every metric is computed from.
     pub metrics: RunningMetrics,
-    /// The values of the run's own metrics ([`Metric`](crate::train::Metric)s: evaluation
-    /// epochs only), in the order they were registered.
+    /// The values of the run's own metrics ([`Metric`](crate::train::Metric)s: an evaluation's
+    /// from [`EpochOptions::metrics`](crate::train::EpochOptions::metrics), a training epoch's
+    /// from [`EpochOptions::train_metrics`](crate::train::EpochOptions::train_metrics)), in the
+    /// order they were registered.
     pub user_metrics: Vec<MetricValue>,
 }
 

@@ -93,6 +93,12 @@ pub struct RunningMetrics {
     /// label is predicted where its logit is above 0).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub label_counts: Vec<[u64; 3]>,
+    /// The sums of the run's own training metrics
+    /// ([`Trainer::train_metric`](crate::fit::Trainer::train_metric)), each metric's
+    /// [`sums_len`](Metric::sums_len) values in the order they were registered (empty without
+    /// them). Every rank of a run has as many, so they add up element by element.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub own_sums: Vec<f64>,
 }
 
 fn is_zero(v: &u64) -> bool {
@@ -146,9 +152,17 @@ impl RunningMetrics {
                 *a += b;
             }
         }
+        if self.own_sums.len() < other.own_sums.len() {
+            self.own_sums.resize(other.own_sums.len(), 0.0);
+        }
+        for (a, b) in self.own_sums.iter_mut().zip(&other.own_sums) {
+            *a += b;
+        }
     }
     /// The sums as one list of f64s, for an element-wise all-reduce over ranks (counts stay
-    /// exact in f64 up to 2^53 samples); [`from_sums`](Self::from_sums) reads them back. A new
+    /// exact in f64 up to 2^53 samples), [`own_sums`](Self::own_sums) aside (their length is
+    /// the run's, not the data's: [`sum_over`](Self::sum_over) adds them after these);
+    /// [`from_sums`](Self::from_sums) reads them back. A new
     /// metric is a field here and there, and every reduction over ranks carries it. Every
     /// rank of a multi-label run has the same number of labels, so the lists line up.
     ///
@@ -176,7 +190,8 @@ impl RunningMetrics {
         sums.extend(self.label_counts.iter().flatten().map(|&c| c as f64));
         sums
     }
-    /// The metrics from sums made by [`to_sums`](Self::to_sums) (and summed over ranks).
+    /// The metrics from sums made by [`to_sums`](Self::to_sums) (and summed over ranks);
+    /// [`own_sums`](Self::own_sums), which `to_sums` leaves out, empty.
     pub fn from_sums(sums: &[f64]) -> RunningMetrics {
         let at = |i: usize| sums.get(i).copied().unwrap_or(0.0);
         let count = |i: usize| at(i).round() as u64;
@@ -194,13 +209,20 @@ impl RunningMetrics {
                 .chunks_exact(3)
                 .map(|c| [c[0].round() as u64, c[1].round() as u64, c[2].round() as u64])
                 .collect(),
+            own_sums: Vec::new(),
         }
     }
     /// These metrics summed over all ranks of `dist` (the one place they are reduced: `Ddp`'s
     /// epoch metrics and the checkpoint's both come here); a world of one returns them
     /// unchanged.
     pub fn sum_over(self, dist: &crate::dist::Dist) -> crate::Result<RunningMetrics> {
-        Ok(RunningMetrics::from_sums(&dist.sum_f64(&self.to_sums())?))
+        // The own metrics' sums ride after the others (every rank has as many).
+        let mut sums = self.to_sums();
+        let at = sums.len();
+        sums.extend(&self.own_sums);
+        let mut total = dist.sum_f64(&sums)?;
+        let own_sums = total.split_off(at);
+        Ok(RunningMetrics { own_sums, ..RunningMetrics::from_sums(&total) })
     }
     /// Mean per-sample loss, `loss_sum / count`, or with a loss that weighs its samples
     /// `loss_sum / loss_weight` (torch's weighted mean); NaN when no sample (or no weight: every
