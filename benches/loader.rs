@@ -1,8 +1,8 @@
 //! Loader throughput (img/s) on the DesignSafe stand-in JPEGs, trainbook vs torchvision in the
 //! same run: the course's train transform (AutoAugment, Resize((244,244)), ToTensor), its val
 //! transform (Resize((244,244)), ToTensor), and the recipe's augmentations in their place
-//! (RandAugment; TrivialAugmentWide then RandomErasing(0.25) after ToTensor), batch 16,
-//! shuffled, 0 and 2 workers.
+//! (RandAugment; TrivialAugmentWide then RandomErasing(0.25) after ToTensor; AugMix), batch
+//! 16, shuffled, 0 and 2 workers.
 //!
 //!     cargo bench --bench loader [-- DATA_DIR]
 //!
@@ -14,7 +14,7 @@ use std::time::Instant;
 use trainbook::compose;
 use trainbook::data::{DataLoader, ImageFolder};
 use trainbook::transforms::{
-    AutoAugment, Compose, RandAugment, RandomErasing, Resize, ToTensor, TrivialAugmentWide,
+    AugMix, AutoAugment, Compose, RandAugment, RandomErasing, Resize, ToTensor, TrivialAugmentWide,
 };
 
 fn main() -> anyhow::Result<()> {
@@ -36,7 +36,7 @@ fn main() -> anyhow::Result<()> {
     }
     let train_dir = data.join("Train");
     type MakePipeline = fn() -> Compose;
-    let pipelines: [(&str, MakePipeline); 4] = [
+    let pipelines: [(&str, MakePipeline); 5] = [
         ("train", || compose![AutoAugment::imagenet(), Resize::new((244, 244)), ToTensor]),
         ("val", || compose![Resize::new((244, 244)), ToTensor]),
         ("ra", || compose![RandAugment::default(), Resize::new((244, 244)), ToTensor]),
@@ -44,6 +44,7 @@ fn main() -> anyhow::Result<()> {
             let erase = RandomErasing::new(0.25).expect("a valid probability");
             compose![TrivialAugmentWide::default(), Resize::new((244, 244)), ToTensor, erase]
         }),
+        ("augmix", || compose![AugMix::default(), Resize::new((244, 244)), ToTensor]),
     ];
 
     let mut ours = serde_json::Map::new();

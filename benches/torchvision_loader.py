@@ -1,6 +1,6 @@
 """PyTorch side of benches/loader.rs: torchvision ImageFolder + DataLoader throughput over one
 epoch, batch 16, shuffled, for the course's train and val transforms and the recipe's
-augmentations (RandAugment; TrivialAugmentWide + RandomErasing). Prints one JSON object."""
+augmentations (RandAugment; TrivialAugmentWide + RandomErasing; AugMix). Prints one JSON object."""
 import json
 import sys
 import time
@@ -15,6 +15,7 @@ pipelines = {
     "ra": transforms.Compose([transforms.RandAugment(), transforms.Resize((244, 244)), transforms.ToTensor()]),
     "ta_wide_erase": transforms.Compose([transforms.TrivialAugmentWide(), transforms.Resize((244, 244)),
                                          transforms.ToTensor(), transforms.RandomErasing(p=0.25)]),
+    "augmix": transforms.Compose([transforms.AugMix(), transforms.Resize((244, 244)), transforms.ToTensor()]),
 }
 results = {}
 for name, transform in pipelines.items():

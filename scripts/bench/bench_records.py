@@ -85,11 +85,17 @@ def rows_checkpoint(j):
     ]
 
 
+LOADER_PIPELINES = {"train": "train (AutoAugment)", "ra": "RandAugment",
+                    "ta_wide_erase": "TrivialAugmentWide + RandomErasing(0.25)", "augmix": "AugMix"}
+
+
 def rows_loader(j):
     rows = []
     for key, v in j.items():
         pipeline, _, workers = key.rpartition("/")
-        rows.append(speed(f"{pipeline}, {workers} workers", v["trainbook"], v["torchvision"]))
+        name = LOADER_PIPELINES.get(pipeline, pipeline)
+        workers = workers.removeprefix("workers=")
+        rows.append(speed(f"{name}, {workers} workers", v["trainbook"], v["torchvision"]))
     return rows
 
 
