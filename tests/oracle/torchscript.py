@@ -8,8 +8,11 @@ trained by PyTorch; and a trainbook model exported as TorchScript, run by PyTorc
       (seed 1). Then the saved module, loaded with torch.jit.load, is trained as trainbook's
       fit trains it: 2 epochs of 5 unshuffled batches of 8, SGD(lr=0.05, momentum=0.9,
       foreach=True: trainbook's default kernels), cross-entropy, and after each epoch a
-      validation pass (evaluation mode, no gradients, 2 batches of 20). Writes DIR/make.safetensors: "images", "labels", and "trained.NAME" for
-      every parameter and buffer of the trained module.
+      validation pass (evaluation mode, no gradients, 2 batches of 20). The same training of a
+      fresh load again with every forward and loss inside torch.autocast("cpu",
+      dtype=torch.bfloat16), as fit's Precision::Bf16 runs them. Writes
+      DIR/make.safetensors: "images", "labels", and "trained.NAME" (float32) and
+      "trained_bf16.NAME" (autocast) for every parameter and buffer of the trained module.
   torchscript.py export DIR
       Loads DIR/traced.pt (written by trainbook) with torch.jit.load and runs it on "input" of
       DIR/export_input.safetensors; writes DIR/export.safetensors {"output": ...} and prints
@@ -46,25 +49,35 @@ def make(out):
     g = torch.Generator().manual_seed(1)
     images = torch.randn(40, 3, 8, 8, generator=g)
     labels = torch.randint(0, 3, (40,), generator=g)
-    model = torch.jit.load(f"{out}/model.pt")
+    state = {}
+    for prefix, bf16 in (("trained", False), ("trained_bf16", True)):
+        model = train(f"{out}/model.pt", images, labels, bf16)
+        state.update({f"{prefix}.{k}": v.detach().contiguous() for k, v in model.named_parameters()})
+        state.update({f"{prefix}.{k}": v.contiguous() for k, v in model.named_buffers()})
+    save_file({"images": images, "labels": labels, **state}, f"{out}/make.safetensors")
+
+
+def train(path, images, labels, bf16):
+    """The saved module of `path`, loaded and trained as fit trains it (see make)."""
+    model = torch.jit.load(path)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, foreach=True)
+    region = lambda: torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16)
     for _epoch in range(2):
         model.train()
         for b in range(5):
             x, y = images[8 * b : 8 * b + 8], labels[8 * b : 8 * b + 8]
-            loss = F.cross_entropy(model(x), y)
+            with region():
+                loss = F.cross_entropy(model(x), y)
             opt.zero_grad()
             loss.backward()
             opt.step()
         # fit's validation after each epoch (evaluation mode, no gradients, batches of 20):
         # it runs the module's forward in another mode, which the graph executor sees.
         model.eval()
-        with torch.no_grad():
+        with torch.no_grad(), region():
             for b in range(2):
                 model(images[20 * b : 20 * b + 20])
-    state = {f"trained.{k}": v.detach().contiguous() for k, v in model.named_parameters()}
-    state.update({f"trained.{k}": v.contiguous() for k, v in model.named_buffers()})
-    save_file({"images": images, "labels": labels, **state}, f"{out}/make.safetensors")
+    return model
 
 
 def export(out):

@@ -3,6 +3,8 @@
 //! - a small CNN with BatchNorm, scripted and saved by PyTorch, loaded with `ScriptModule::load`
 //!   and trained by `fit` for 2 epochs (SGD with momentum) ends with the parameters and
 //!   BatchNorm buffers that PyTorch's own training of the saved module reaches, bit for bit;
+//! - the same training in bf16 autocast (`Precision::Bf16`; PyTorch's side inside
+//!   `torch.autocast("cpu", dtype=torch.bfloat16)`) ends with PyTorch's values, bit for bit;
 //! - the same run stopped after its first epoch and resumed by a second `fit` (a fresh load of
 //!   the module, the checkpoint restored into its tensors) ends on the same values, and
 //!   `ScriptModule::save` writes them so that a new load holds them;
@@ -24,7 +26,7 @@ use trainbook::data::{DataLoader, TensorDataset};
 use trainbook::dist::Dist;
 use trainbook::fit::Trainer;
 use trainbook::models::{export_traced, resnet18, HeadKind, ScriptModule};
-use trainbook::train::Optimizer;
+use trainbook::train::{Optimizer, Precision};
 
 /// The store's variables (parameters and buffers) by name, sorted.
 fn variables(vs: &VarStore) -> Vec<(String, Tensor)> {
@@ -36,7 +38,7 @@ fn variables(vs: &VarStore) -> Vec<(String, Tensor)> {
 /// Trains the scripted module of `dir` with `fit` into `out` for `epochs` (resuming from `out`
 /// if it has a checkpoint) and returns its variables.
 fn fit_script(dir: &std::path::Path, out: &std::path::Path, epochs: u64) -> Vec<(String, Tensor)> {
-    fit_script_on(&Dist::single(Device::Cpu), dir, out, epochs)
+    fit_script_on(&Dist::single(Device::Cpu), dir, out, (epochs, Precision::F32))
 }
 
 /// [`fit_script`] as a rank of `dist` (each rank's share of the batches).
@@ -44,7 +46,7 @@ fn fit_script_on(
     dist: &Dist,
     dir: &std::path::Path,
     out: &std::path::Path,
-    epochs: u64,
+    (epochs, precision): (u64, Precision),
 ) -> Vec<(String, Tensor)> {
     let data = Tensor::read_safetensors(dir.join("make.safetensors")).unwrap();
     let (images, labels) = (common::get(&data, "images"), common::get(&data, "labels"));
@@ -55,7 +57,7 @@ fn fit_script_on(
     let mut vs = VarStore::new(Device::Cpu);
     let net = ScriptModule::load(dir.join("model.pt"), &vs.root()).unwrap();
     let mut opt = Optimizer::sgd(&vs, 0.05, 0.9);
-    let trainer = Trainer::new(dist).epochs(epochs).out(out).progress(false);
+    let trainer = Trainer::new(dist).epochs(epochs).out(out).progress(false).precision(precision);
     trainer.fit(&mut vs, &net, &mut opt, &mut train, &mut val).unwrap();
     variables(&vs)
 }
@@ -64,8 +66,8 @@ fn fit_script_on(
 fn a_pytorch_model_trains_in_fit_as_pytorch_trains_it_and_resumes_exactly() {
     let _turn = common::module_turn(module_path!());
     let work = common::WorkDir::new("torchscript");
-    let theirs =
-        common::with_prefix(&common::oracle_tensors("torchscript.py", "make", &work), "trained.");
+    let made = common::oracle_tensors("torchscript.py", "make", &work);
+    let theirs = common::with_prefix(&made, "trained.");
     // One thread, as PyTorch's side: the kernels split their work the same way (OpenMP's
     // thread count is this test thread's own).
     let threads = tch::get_num_threads();
@@ -76,6 +78,19 @@ fn a_pytorch_model_trains_in_fit_as_pytorch_trains_it_and_resumes_exactly() {
     assert_eq!(ours.len(), theirs.len(), "{names:?}");
     for (name, t) in &ours {
         assert!(t.equal(common::get(&theirs, name)), "{name}: trainbook's fit vs PyTorch");
+    }
+    // In bf16 autocast: the same graph, the same autocast rules in the same libtorch.
+    let dist = Dist::single(Device::Cpu);
+    let bf16 = fit_script_on(&dist, &work, &work.join("bf16"), (2, Precision::Bf16));
+    let theirs_bf16 = common::with_prefix(&made, "trained_bf16.");
+    assert_eq!(bf16.len(), theirs_bf16.len());
+    for (name, t) in &bf16 {
+        let (f32_weight, theirs) = (common::get(&ours, name), common::get(&theirs_bf16, name));
+        assert!(
+            !t.equal(f32_weight) || name.ends_with("num_batches_tracked"),
+            "{name}: bf16 changed nothing"
+        );
+        assert!(t.equal(theirs), "{name}: trainbook's fit vs PyTorch, bf16 autocast");
     }
 
     // One epoch, then a second fit that resumes into a freshly loaded module.
@@ -148,7 +163,7 @@ fn rank_worker() {
     let work = std::path::PathBuf::from(std::env::var("TB_OUT").unwrap());
     assert_eq!(std::env::var("TB_SCENARIO").as_deref(), Ok("ddp"));
     let dist = Dist::init().unwrap();
-    let vars = fit_script_on(&dist, &work, &work.join("ddp"), 1);
+    let vars = fit_script_on(&dist, &work, &work.join("ddp"), (1, Precision::F32));
     let named: Vec<(&str, &Tensor)> = vars.iter().map(|(n, t)| (n.as_str(), t)).collect();
     let file = work.join(format!("rank{}.safetensors", dist.rank()));
     Tensor::write_safetensors(&named, file).unwrap();
