@@ -4,13 +4,15 @@
 //! torchrun with two processes. Each epoch's learning rate equals what torch's schedulers give
 //! when built as the reference builds them (tests/oracle/classify_recipe.py), the `--model-ema`
 //! average is validated and saved, `--print-freq` prints its lines, and torchvision's model
-//! loads the `model.pth` the run writes; too few pictures for `--ra-sampler` is an error naming
+//! loads the `model.pth` the run writes; the ResNet50 line with a worker SIGKILLed after its
+//! first checkpoint, restarted by torchrun, ends with the uninterrupted run's weights and EMA
+//! bit for bit; too few pictures for `--ra-sampler` is an error naming
 //! it. The book's table of the reference's flags agrees with the program's `--help`, and the
 //! flags it refuses are errors naming them.
 use crate::common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use trainbook::train::read_records;
@@ -142,15 +144,22 @@ fn torch_lrs(args: &[String]) -> Vec<f64> {
     serde_json::from_str(&oracle(&["lrs", &config.to_string()])).unwrap()
 }
 
-/// Runs `args` under torchrun with two processes into `out`; returns stdout.
-fn torchrun(data: &Path, out: &Path, args: &[String]) -> String {
+/// The command that runs `args` under torchrun with two processes into `out`, restarting the
+/// group up to `restarts` times.
+fn torchrun_command(data: &Path, out: &Path, args: &[String], restarts: u32) -> Command {
     let mut all: Vec<String> = args.to_vec();
     all.extend(["--device", "cpu", "-j", "1", "--print-freq", "4"].map(String::from));
     all.extend(["--data-path".into(), data.display().to_string()]);
     all.extend(["--output-dir".into(), out.display().to_string()]);
     let all: Vec<&str> = all.iter().map(|s| s.as_str()).collect();
-    let mut cmd = trainbook::launch::torchrun(2, 0, &exe(), &all);
+    let mut cmd = trainbook::launch::torchrun(2, restarts, &exe(), &all);
     cmd.env("TRAINBOOK_DIST_TIMEOUT", "120");
+    cmd
+}
+
+/// Runs `args` under torchrun with two processes into `out`; returns stdout.
+fn torchrun(data: &Path, out: &Path, args: &[String]) -> String {
+    let mut cmd = torchrun_command(data, out, args, 0);
     let o = common::run_with_deadline(&mut cmd, Duration::from_secs(1200), "classify recipe");
     assert!(o.status.success(), "{}", common::text(&o));
     String::from_utf8_lossy(&o.stdout).into_owned()
@@ -187,6 +196,35 @@ fn two_published_recipes_run_as_written_under_torchrun() {
         assert!(r.ema_val_acc.is_some(), "--model-ema is validated: {r:?}");
     }
     assert!(out.join("model_ema.safetensors").is_file());
+
+    // The same line with rank 1 SIGKILLed once epoch 0's checkpoint exists: torchrun restarts
+    // the group, which continues from that checkpoint (the optimizer's state, the schedule,
+    // the EMA and its count of updates, the random streams of the augmentations, MixUp/CutMix
+    // and the repeated-augmentation sampler) and ends with the uninterrupted run's weights and
+    // average, bit for bit: the same binary, arguments, world size and thread counts run the
+    // same kernels in the same order.
+    let killed = work.join("resnet50-killed");
+    let mut child = torchrun_command(&data, &killed, &args, 1)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    common::kill_rank_after_first_checkpoint(
+        &mut child,
+        &killed.join("checkpoints"),
+        1,
+        Duration::from_secs(600),
+    );
+    let o = common::wait_with_deadline(child, Duration::from_secs(1200), "killed classify recipe");
+    assert!(o.status.success(), "{}", common::text(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("resuming from"), "{}", common::text(&o));
+    for file in ["model.safetensors", "model_ema.safetensors"] {
+        common::assert_same_weights(
+            &out.join(file),
+            &killed.join(file),
+            &format!("ResNet50 V2 recipe after a killed worker vs uninterrupted: {file}"),
+        );
+    }
 
     // MobileNetV3-Large: RMSprop, StepLR every 2 epochs (so epoch 1 keeps the rate: use 1).
     let args = made_small(MOBILENET_V3_LARGE, &[SMALL, &[("--lr-step-size", "1")]].concat());
