@@ -37,7 +37,7 @@ pub use batch_size_find::{
     BatchSizeTrial, ScaleMode,
 };
 pub use clip::{clip_grad_norm, clip_grad_value, total_norm, GradClip};
-pub use cuda_graph::{StepGraph, DEFAULT_WARMUP_STEPS};
+pub use cuda_graph::{ImageStep, StepGraph, DEFAULT_WARMUP_STEPS};
 pub use determinism::{
     determinism, use_deterministic_algorithms, Determinism, CUBLAS_WORKSPACE_CONFIG,
 };

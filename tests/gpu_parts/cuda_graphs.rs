@@ -1,18 +1,22 @@
 //! The training step as a CUDA graph on the GPU (`StepGraph`, `Trainer::cuda_graphs`): in the
 //! deterministic mode the graphed runs end with the eager runs' weights bit for bit, in float32
 //! and in bf16 autocast + channels_last, through `train_epoch` (the course ResNet34, Adam,
-//! gradient clipping, a partial last batch that runs eagerly) and through `fit` with a resume
-//! from a mid-epoch checkpoint (the graph captured again after it).
+//! gradient clipping, a partial last batch that runs eagerly), through `fit` with a resume
+//! from a mid-epoch checkpoint (the graph captured again after it), and for a step of one's own
+//! on a picture and a vector (`train_epoch_step`, the vector a static buffer of its own).
 use std::cell::RefCell;
 use std::path::Path;
 
-use tch::nn::VarStore;
+use rand::Rng;
+use tch::nn::{self, Module, VarStore};
 use tch::{Device, Kind, Tensor};
-use trainbook::data::{DataLoader, TensorDataset};
+use trainbook::data::{DataLoader, Dataset, TensorDataset};
 use trainbook::models::{resnet34_classifier, to_channels_last};
 use trainbook::train::{
-    train_epoch, CrossEntropyLoss, EpochOptions, GradClip, Optimizer, Precision, StepGraph,
+    train_epoch, train_epoch_step, CrossEntropyLoss, EpochOptions, GradClip, Optimizer, Precision,
+    StepBatch, StepGraph, StepOutput, TrainStep,
 };
+use trainbook::transforms::{AugRng, TensorImage};
 
 use crate::common;
 use crate::common::gpu::gpu;
@@ -89,6 +93,89 @@ fn cuda_graph_probe() {
         );
     }
     fit_probe(device, &dir);
+    let (replays, eager) = two_input_epochs(device, &dir, false);
+    assert_eq!((replays, eager), (0, 0), "no graph given");
+    let (replays, eager) = two_input_epochs(device, &dir, true);
+    assert_eq!((replays, eager), (3 + 6, 3 + 2), "two inputs: replays and eager steps");
+    common::assert_same_weights(
+        &dir.join("two-inputs-eager.safetensors"),
+        &dir.join("two-inputs-graphed.safetensors"),
+        "a step of one's own with an extra input: graphed against eager",
+    );
+}
+
+/// 52 samples: a 3x8x8 picture and a `[4]` vector of random values from the sample's stream,
+/// label `index % 3`.
+struct PictureAndVector;
+
+impl Dataset for PictureAndVector {
+    fn len(&self) -> usize {
+        52
+    }
+    fn get(&self, index: usize, rng: &mut AugRng) -> trainbook::Result<(TensorImage, i64)> {
+        let data: Vec<f32> = (0..3 * 8 * 8).map(|_| rng.random::<f32>()).collect();
+        Ok((TensorImage { channels: 3, height: 8, width: 8, data }, self.label(index)))
+    }
+    fn label(&self, index: usize) -> i64 {
+        index as i64 % 3
+    }
+    fn classes(&self) -> Vec<String> {
+        ["C0", "C2", "C4"].map(String::from).to_vec()
+    }
+    fn extra_inputs(&self, _index: usize, rng: &mut AugRng) -> trainbook::Result<Vec<Tensor>> {
+        Ok(vec![Tensor::from_slice(&(0..4).map(|_| rng.random::<f32>()).collect::<Vec<_>>())])
+    }
+}
+
+/// A convolution over the picture, pooled, beside the vector, into a linear head.
+struct PictureBesideVector {
+    conv: nn::Conv2D,
+    head: nn::Linear,
+}
+
+impl PictureBesideVector {
+    fn logits(&self, b: &StepBatch<'_>) -> Tensor {
+        let pooled = self.conv.forward(b.images).relu().mean_dim([2, 3].as_slice(), false, None);
+        self.head.forward(&Tensor::cat(&[&pooled, &b.extra_inputs[0]], 1))
+    }
+}
+
+impl TrainStep for PictureBesideVector {
+    fn train_step(&self, b: &StepBatch<'_>) -> trainbook::Result<StepOutput> {
+        let output = self.logits(b);
+        Ok(StepOutput { loss: CrossEntropyLoss::default().mean(&output, b.target), output })
+    }
+    fn eval_step(&self, b: &StepBatch<'_>) -> trainbook::Result<StepOutput> {
+        let output = self.logits(b);
+        Ok(StepOutput { loss: CrossEntropyLoss::default().per_sample(&output, b.target), output })
+    }
+}
+
+/// Two epochs of [`PictureBesideVector`] on [`PictureAndVector`] in batches of 8 (6 full and
+/// one of 4), graphed or not: writes the weights, returns the graph's (replays, eager steps).
+fn two_input_epochs(device: Device, dir: &Path, graphed: bool) -> (u64, u64) {
+    let mut loader = DataLoader::new(PictureAndVector, 8).shuffle(true).num_workers(2);
+    tch::manual_seed(7);
+    let vs = VarStore::new(device);
+    let step = PictureBesideVector {
+        conv: nn::conv2d(vs.root(), 3, 16, 3, Default::default()),
+        head: nn::linear(vs.root(), 16 + 4, 3, Default::default()),
+    };
+    let mut opt = Optimizer::adam(&vs, 1e-2);
+    let graph = RefCell::new(StepGraph::new());
+    let mut opts = EpochOptions::on(device).quiet();
+    if graphed {
+        opts = opts.cuda_graph(&graph);
+    }
+    for epoch in 0..2 {
+        loader.set_epoch(epoch);
+        train_epoch_step(&step, &mut loader, &mut opt, &opts, &mut ()).unwrap();
+    }
+    let name = format!("two-inputs-{}.safetensors", if graphed { "graphed" } else { "eager" });
+    let weights: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
+    Tensor::write_safetensors(&weights, dir.join(name)).unwrap();
+    let g = graph.borrow();
+    (g.replays(), g.eager_steps())
 }
 
 /// `fit` with `cuda_graphs(true)`: the same weights as without, and a run resumed from its

@@ -7,7 +7,8 @@
 //! ResNet step at batch 16, where the GPU otherwise waits for the host. The optimizer step,
 //! clipping, EMA and the metrics run eagerly after it on the same tensors (the gradients the
 //! graph writes), so schedules and every optimizer work unchanged, with the same kernels as the
-//! eager step. A batch of another shape (the last, partial one) runs eagerly. Where the step
+//! eager step. A model of several inputs (a batch with extra inputs) gets a static buffer for
+//! each. A batch of another shape (the last, partial one) runs eagerly. Where the step
 //! cannot be captured (CPU, DDP over ranks, accumulation, float16 loss scaling, anomaly
 //! detection, a build without `cuda`) it runs eagerly and says why once; `graph.rs` wraps the
 //! C++ shim.
@@ -23,9 +24,18 @@ use crate::Result;
 /// Warm-up steps before the capture when none is given (as in torch's whole-network example).
 pub const DEFAULT_WARMUP_STEPS: usize = 3;
 
-/// The forward pass, loss and backward pass of one training step, on the given batch: returns
-/// the model's output and the mean loss.
-pub(crate) type ForwardBackward<'f> = dyn FnMut(&Tensor, &Tensor) -> Result<(Tensor, Tensor)> + 'f;
+/// The forward pass, loss and backward pass of one training step, on the given batch (its
+/// images, its target, then its extra inputs): returns the model's output and the mean loss.
+pub(crate) type ForwardBackward<'f> = dyn FnMut(&[Tensor]) -> Result<(Tensor, Tensor)> + 'f;
+
+/// The forward pass, loss and backward pass of a step of images and targets (a loop of one's
+/// own: [`StepGraph::step`]).
+pub type ImageStep<'f> = dyn FnMut(&Tensor, &Tensor) -> Result<(Tensor, Tensor)> + 'f;
+
+/// The batch's tensors as the step's inputs: the images, the target, the extra inputs.
+fn inputs_of(x: &Tensor, y: &Tensor) -> [Tensor; 2] {
+    [x.shallow_clone(), y.shallow_clone()]
+}
 
 /// The training step captured as a CUDA graph and replayed for every batch of the captured
 /// shape (`Trainer::cuda_graphs(true)`; the examples' `--cuda-graphs`). One per model and
@@ -76,8 +86,8 @@ enum State {
 /// What the capture left: the graph, its input buffers and outputs, and the gradients it writes.
 struct Captured {
     graph: CudaGraph,
-    x: Tensor,
-    y: Tensor,
+    /// The static input buffers: the images, the target, then any extra inputs.
+    inputs: Vec<Tensor>,
     output: Tensor,
     loss: Tensor,
     params: Vec<Tensor>,
@@ -167,10 +177,11 @@ impl StepGraph {
         device: Device,
         (x, y): (&Tensor, &Tensor),
         optimizer: &mut Optimizer,
-        fwd_bwd: &mut ForwardBackward<'_>,
+        fwd_bwd: &mut ImageStep<'_>,
     ) -> Result<(Tensor, Tensor)> {
         self.check(device, || Self::device_blocker(device), false);
-        match self.advance(device, false, (x, y), optimizer, fwd_bwd)? {
+        let mut on_inputs = |t: &[Tensor]| fwd_bwd(&t[0], &t[1]);
+        match self.advance(device, false, &inputs_of(x, y), optimizer, &mut on_inputs)? {
             Some(out) => Ok(out),
             None => {
                 optimizer.zero_grad();
@@ -186,22 +197,13 @@ impl StepGraph {
     pub(crate) fn train_step(
         &mut self,
         opts: &EpochOptions,
-        (x, y): (&Tensor, &Tensor),
+        inputs: &[Tensor],
         optimizer: &mut Optimizer,
         fwd_bwd: &mut ForwardBackward<'_>,
     ) -> Result<Option<(Tensor, Tensor)>> {
         let main = opts.strategy.is_main();
         self.check(opts.device, || Self::blocker(opts), main);
-        self.advance(opts.device, main && opts.progress, (x, y), optimizer, fwd_bwd)
-    }
-
-    /// This step runs eagerly, for `why` (said once if `say`): for good when the graph was
-    /// not yet checked, else this step only (a captured graph stays for the batches it fits).
-    pub(crate) fn run_eagerly(&mut self, why: &str, say: bool) {
-        if let State::Unchecked = self.state {
-            self.state = Self::give_up(say, why.to_string());
-        }
-        self.eager_steps += 1;
+        self.advance(opts.device, main && opts.progress, inputs, optimizer, fwd_bwd)
     }
 
     /// On the first step: warm up, or run eagerly for good with the reason (said if `say`).
@@ -222,7 +224,7 @@ impl StepGraph {
         &mut self,
         device: Device,
         say: bool,
-        (x, y): (&Tensor, &Tensor),
+        inputs: &[Tensor],
         optimizer: &mut Optimizer,
         fwd_bwd: &mut ForwardBackward<'_>,
     ) -> Result<Option<(Tensor, Tensor)>> {
@@ -236,24 +238,27 @@ impl StepGraph {
                 *done += 1;
                 self.eager_steps += 1;
                 optimizer.zero_grad();
-                graph.on_side_stream(|| fwd_bwd(x, y))?.map(Some)
+                graph.on_side_stream(|| fwd_bwd(inputs))?.map(Some)
             }
-            State::Warming { .. } => self.capture(device, say, (x, y), optimizer, fwd_bwd),
+            State::Warming { .. } => self.capture(device, say, inputs, optimizer, fwd_bwd),
             State::Captured(c) if c.trainable != trainable(optimizer) => {
                 // What trains changed (a backbone unfrozen): warm up and capture again.
                 self.state = State::Warming { graph: CudaGraph::new(device)?, done: 0 };
-                self.advance(device, say, (x, y), optimizer, fwd_bwd)
+                self.advance(device, say, inputs, optimizer, fwd_bwd)
             }
             State::Captured(c) => {
                 let same = |a: &Tensor, b: &Tensor| {
                     a.size() == b.size() && a.stride() == b.stride() && a.kind() == b.kind()
                 };
-                if !same(&c.x, x) || !same(&c.y, y) {
+                let fits = c.inputs.len() == inputs.len()
+                    && c.inputs.iter().zip(inputs).all(|(a, b)| same(a, b));
+                if !fits {
                     self.eager_steps += 1;
                     return Ok(None);
                 }
-                c.x.copy_(x);
-                c.y.copy_(y);
+                for (buffer, input) in c.inputs.iter_mut().zip(inputs) {
+                    buffer.copy_(input);
+                }
                 c.replay()?;
                 self.replays += 1;
                 Ok(Some((c.output.shallow_clone(), c.loss.shallow_clone())))
@@ -268,7 +273,7 @@ impl StepGraph {
         &mut self,
         device: Device,
         say: bool,
-        (x, y): (&Tensor, &Tensor),
+        inputs: &[Tensor],
         optimizer: &mut Optimizer,
         fwd_bwd: &mut ForwardBackward<'_>,
     ) -> Result<Option<(Tensor, Tensor)>> {
@@ -283,9 +288,9 @@ impl StepGraph {
             tch::Cuda::synchronize(index as i64);
             crate::cuda::empty_cache(device)?;
         }
-        let (sx, sy) = (x.detach().copy(), y.detach().copy());
+        let buffers: Vec<Tensor> = inputs.iter().map(|t| t.detach().copy()).collect();
         optimizer.zero_grad();
-        match graph.capture(|| fwd_bwd(&sx, &sy)) {
+        match graph.capture(|| fwd_bwd(&buffers)) {
             Ok((output, loss)) => {
                 let (params, grads): (Vec<Tensor>, Vec<Tensor>) = optimizer
                     .param_tensors()
@@ -295,14 +300,14 @@ impl StepGraph {
                 let (output, loss) = (output.detach(), loss.detach());
                 let trainable = trainable(optimizer);
                 let mut c =
-                    Captured { graph, x: sx, y: sy, output, loss, params, grads, trainable };
+                    Captured { graph, inputs: buffers, output, loss, params, grads, trainable };
                 c.replay()?;
                 if say {
                     println!(
                         "trainbook: CUDA graphs: the training step (forward, loss, backward) \
                          is captured for batches of {:?} after {} eager steps; the optimizer \
                          step runs after each replay",
-                        c.x.size(),
+                        c.inputs[0].size(),
                         self.warmup
                     );
                 }

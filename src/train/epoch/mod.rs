@@ -95,8 +95,7 @@ pub fn train_epoch_with<D: Dataset + 'static>(
 /// [`train_epoch_with`] for a step of one's own ([`TrainStep`]): its forward pass and loss on
 /// each batch, and everything else as for a model and a loss (the accumulation, the loss
 /// scaling, the optimizer step, the exact metrics of the step's output, the listener). A CUDA
-/// graph captures the step like the model's, except for batches with extra inputs, which run
-/// eagerly.
+/// graph captures the step like the model's, with a static buffer for each extra input.
 pub fn train_epoch_step<D: Dataset + 'static>(
     step: &dyn TrainStep,
     loader: &mut DataLoader<D>,
@@ -148,20 +147,15 @@ pub fn train_epoch_step<D: Dataset + 'static>(
         let window = k.min(total_batches - window_start);
         let last_in_window = position + 1 == window_start + window;
         let (x, y, extra_inputs) = step_inputs(opts, &batch);
-        let graph = opts.cuda_graph.filter(|graph| {
-            let eager = !extra_inputs.is_empty();
-            if eager {
-                let say = opts.strategy.is_main();
-                graph.borrow_mut().run_eagerly("the batches have extra inputs", say);
-            }
-            !eager
-        });
-        let graphed = match graph {
+        let graphed = match opts.cuda_graph {
             Some(graph) => {
-                graph.borrow_mut().train_step(opts, (&x, &y), optimizer, &mut |x, y| {
+                let mut all = vec![x.shallow_clone(), y.shallow_clone()];
+                all.extend(extra_inputs.iter().map(Tensor::shallow_clone));
+                graph.borrow_mut().train_step(opts, &all, optimizer, &mut |t| {
                     // What the eager step below does with one micro-batch per step, no scaler.
                     opts.strategy.pre_forward(true)?;
-                    let inputs = StepBatch { images: x, target: y, extra_inputs: &[], task };
+                    let (images, target, extra_inputs) = (&t[0], &t[1], &t[2..]);
+                    let inputs = StepBatch { images, target, extra_inputs, task };
                     let (logits, loss) = train_forward(step, opts, &inputs)?;
                     let _range = phase_range(phase::BACKWARD);
                     opts.strategy.run_backward(&loss, true)?;
