@@ -1,11 +1,14 @@
 //! Data sets and loading with torch/torchvision semantics: MNIST (IDX files), `ImageFolder`,
 //! Tiny ImageNet, Stanford Dogs' folders, `Subset`/`random_split`, relabelling by class name,
 //! float targets from labels (`TargetTransform`), the `DataLoader`, the `DistributedSampler`
-//! and the `SubsetRandomSampler`.
+//! and the `SubsetRandomSampler`; samples and batches as structs of one's own
+//! ([`TensorFields`], [`tensor_fields!`](crate::tensor_fields)).
 mod dataset;
 mod datasets;
 mod decode;
 mod loading;
+#[doc(hidden)]
+pub mod tensor_fields;
 
 pub use dataset::Dataset;
 pub use datasets::image_folder::{readable_class_name, ImageFolder, IMG_EXTENSIONS};
@@ -27,3 +30,4 @@ pub use loading::sampler::DistributedSampler;
 pub use loading::subset_sampler::SubsetRandomSampler;
 pub use loading::torch_rng::{randperm, TorchGenerator};
 pub use loading::weighted_sampler::WeightedRandomSampler;
+pub use tensor_fields::TensorFields;

@@ -24,6 +24,30 @@ pub struct StepBatch<'a> {
     pub task: Task,
 }
 
+impl StepBatch<'_> {
+    /// The batch's extra inputs as the struct `T` of one's own (declared with
+    /// [`tensor_fields!`](crate::tensor_fields); the data set gave each sample's as
+    /// `T::into_tensors`): each field the samples' tensors stacked, `[B, ...]`, on the run's
+    /// device. An [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `T` and
+    /// its fields when the batch has another number of extra inputs.
+    ///
+    /// ```
+    /// use trainbook::data::TensorFields;
+    /// use trainbook::tch::{Device, Kind, Tensor};
+    /// use trainbook::train::{StepBatch, Task};
+    /// trainbook::tensor_fields! { struct Pair { other: Tensor, distance: Tensor } }
+    /// let (images, target) = (Tensor::zeros([2, 1, 2, 2], (Kind::Float, Device::Cpu)), Tensor::from_slice(&[0i64, 1]));
+    /// let extra = [Tensor::ones([2, 1, 2, 2], (Kind::Float, Device::Cpu)), Tensor::from_slice(&[0.5f32, 1.5])];
+    /// let batch = StepBatch { images: &images, target: &target, extra_inputs: &extra, task: Task::Classification };
+    /// let pair: Pair = batch.fields()?;
+    /// assert_eq!(pair.distance.size(), [2]);
+    /// # Ok::<(), trainbook::Error>(())
+    /// ```
+    pub fn fields<T: crate::data::TensorFields>(&self) -> Result<T> {
+        T::from_tensors(self.extra_inputs.iter().map(Tensor::shallow_clone).collect())
+    }
+}
+
 /// What a step hands back.
 #[derive(Debug)]
 pub struct StepOutput {

@@ -4,7 +4,9 @@
 //! samples whose inputs differ in count, shape or kind with an error naming the sample, and a
 //! step of one's own reads them in `train_epoch_step`, `evaluate_step`, `Trainer::test_step` and
 //! `Trainer::predict_step` (and its test-time augmentation) and `Trainer::lr_find_step`,
-//! where a CUDA graph on the CPU leaves such batches eager and says why.
+//! where a CUDA graph on the CPU leaves such batches eager and says why; a step may read them
+//! as a struct of its own (`tensor_fields!`, `StepBatch::fields`), the data set giving each
+//! sample's as that struct's tensors.
 use crate::common;
 
 use std::cell::RefCell;
@@ -12,12 +14,17 @@ use std::cell::RefCell;
 use rand::Rng;
 use tch::nn::{self, Module};
 use tch::{Device, Kind, Tensor};
-use trainbook::data::{DataLoader, Dataset};
+use trainbook::data::{DataLoader, Dataset, TensorFields};
 use trainbook::train::{
     evaluate_step, train_epoch_step, CrossEntropyLoss, EpochOptions, Optimizer, StepBatch,
     StepGraph, StepOutput, TrainStep,
 };
 use trainbook::transforms::{aug_rng, AugRng, TensorImage};
+
+trainbook::tensor_fields! {
+    /// A sample's extra inputs as a struct of one's own: the `[3]` vector and the index.
+    struct VectorAndIndex { vector: Tensor, index: Tensor }
+}
 
 /// `len` samples: a 1x2x2 image of random values, label `index % 3`, and two extra inputs: a
 /// `[3]` float vector (two random draws after the image's, then the index) and the index as an
@@ -51,7 +58,7 @@ impl Dataset for WithExtras {
         if self.short == Some(index) {
             return Ok(vec![vector]);
         }
-        Ok(vec![vector, Tensor::from(index as i64)])
+        Ok(VectorAndIndex { vector, index: Tensor::from(index as i64) }.into_tensors())
     }
 }
 
@@ -113,14 +120,23 @@ fn samples_whose_extra_inputs_differ_are_errors_naming_them() {
     }
 }
 
-/// A linear model on the flattened image beside the `[3]` vector.
+/// A linear model on the flattened image beside the `[3]` vector (read as the batch's
+/// struct when `as_struct`, else as its first extra input).
 struct Beside {
     head: nn::Linear,
+    as_struct: bool,
 }
 
 impl Beside {
     fn logits(&self, b: &StepBatch<'_>) -> Tensor {
-        self.head.forward(&Tensor::cat(&[&b.images.flatten(1, -1), &b.extra_inputs[0]], 1))
+        let vector = if self.as_struct {
+            let fields: VectorAndIndex = b.fields().unwrap();
+            assert_eq!(fields.index.size(), [b.images.size()[0]], "the index of each sample");
+            fields.vector
+        } else {
+            b.extra_inputs[0].shallow_clone()
+        };
+        self.head.forward(&Tensor::cat(&[&b.images.flatten(1, -1), &vector], 1))
     }
 }
 
@@ -136,11 +152,44 @@ impl TrainStep for Beside {
 }
 
 #[test]
+fn a_step_reading_the_batch_as_its_own_struct_trains_as_one_reading_the_tensors() {
+    let _turn = common::module_turn(module_path!());
+    let train = |as_struct: bool| {
+        tch::manual_seed(0);
+        let vs = nn::VarStore::new(Device::Cpu);
+        let step = Beside { head: nn::linear(vs.root(), 4 + 3, 3, Default::default()), as_struct };
+        let mut opt = Optimizer::sgd(&vs, 0.1, 0.0);
+        let data = WithExtras { len: 10, odd: None, short: None };
+        let mut loader = DataLoader::new(data, 4).shuffle(true).num_workers(2);
+        let opts = EpochOptions::new(Device::Cpu).progress(false);
+        for epoch in 0..2 {
+            loader.set_epoch(epoch);
+            train_epoch_step(&step, &mut loader, &mut opt, &opts, &mut ()).unwrap();
+        }
+        (step.head.ws.copy(), step.head.bs.unwrap().copy())
+    };
+    let (tensors, fields) = (train(false), train(true));
+    assert!(tensors.0.equal(&fields.0) && tensors.1.equal(&fields.1), "the same weights");
+    // A batch whose extra inputs are not the struct's fields: an error naming them.
+    let (images, target) =
+        (Tensor::zeros([1, 1, 2, 2], (Kind::Float, Device::Cpu)), Tensor::from_slice(&[0i64]));
+    let one = [Tensor::zeros([1, 3], (Kind::Float, Device::Cpu))];
+    let task = trainbook::train::Task::Classification;
+    let batch = StepBatch { images: &images, target: &target, extra_inputs: &one, task };
+    let err = batch.fields::<VectorAndIndex>().unwrap_err().to_string();
+    assert!(
+        err.contains("VectorAndIndex has 2 fields (vector, index), but the batch has 1"),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_step_of_ones_own_trains_on_the_extra_inputs_and_a_graph_on_the_cpu_leaves_it_eager() {
     let _turn = common::module_turn(module_path!());
     tch::manual_seed(0);
     let vs = nn::VarStore::new(Device::Cpu);
-    let step = Beside { head: nn::linear(vs.root(), 4 + 3, 3, Default::default()) };
+    let step =
+        Beside { head: nn::linear(vs.root(), 4 + 3, 3, Default::default()), as_struct: false };
     let mut opt = Optimizer::sgd(&vs, 0.1, 0.0);
     let mut loader = DataLoader::new(WithExtras { len: 10, odd: None, short: None }, 4);
     let graph = RefCell::new(StepGraph::new());
