@@ -1,7 +1,7 @@
 """Oracle for tests/parity/jpeg_parity.rs: writes photo-like JPEGs with Pillow in every form a data
 set holds (baseline and progressive; 4:2:0, 4:2:2 and 4:4:4 chroma; qualities 50 to 95; grey;
 CMYK; restart markers; odd sizes down to 1x1; a file with junk bytes before its end marker;
-cut-off files) and what Pillow and torchvision make of them.
+a file whose scan data is corrupt; cut-off files) and what Pillow and torchvision make of them.
 
   jpeg.py DIR -> prints JSON [{file, kind, decoded, tensors: [{steps, shape}], error}], and writes
                  DIR/<file>.rgb    PIL Image.open(f).convert("RGB").tobytes() (when it decodes)
@@ -64,6 +64,15 @@ for i, (w, h) in enumerate(sizes):
 whole = {n: d for n, _, d in cases}
 base = whole["c7_640x480_420_q75_b.jpg"]
 cases.append(("junk_before_eoi.jpg", "extraneous bytes", base[:-2] + b"\x00\x17\x00" + base[-2:]))
+# A corrupt entropy-coded segment: bytes in the middle of the scan data changed (no 0xFF made or
+# broken, so no marker appears or goes); libjpeg warns ("Corrupt JPEG data") and goes on, Pillow
+# decodes what it makes of them.
+scan = base.index(b"\xff\xda") + 2 + int.from_bytes(base[base.index(b"\xff\xda") + 2 : base.index(b"\xff\xda") + 4], "big")
+corrupt = bytearray(base)
+for at in range(scan + (len(base) - scan) // 2, scan + (len(base) - scan) // 2 + 64):
+    if corrupt[at] != 0xFF and corrupt[at - 1] != 0xFF and corrupt[at] ^ 0x5A != 0xFF:
+        corrupt[at] ^= 0x5A
+cases.append(("corrupt_scan.jpg", "corrupt segment", bytes(corrupt)))
 # Cut off: Pillow raises "image file is truncated".
 cases.append(("cut_baseline.jpg", "truncated", base[: len(base) * 2 // 3]))
 prog = whole["c7_640x480_420_q95_p.jpg"]

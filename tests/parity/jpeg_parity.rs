@@ -1,7 +1,8 @@
 //! JPEG decoding against Pillow, the decoder behind torchvision's `ImageFolder`: photo-like files
 //! with noise, hard colour edges and thin coloured lines (where JPEG decoders differ most), of
 //! odd sizes from 1x1 up, baseline and progressive, 4:2:0/4:2:2/4:4:4, grey, CMYK, restart
-//! markers, junk before the end marker, and cut-off files (tests/oracle/jpeg.py writes them).
+//! markers, junk before the end marker, corrupt scan data (libjpeg warns and goes on, as in
+//! Pillow), and cut-off files (tests/oracle/jpeg.py writes them).
 //!
 //! Both sides run libjpeg-turbo's integer decoder with the same settings, so the decoded bytes
 //! must be equal, not close; `Resize` + `ToTensor` on top must then stay within 1/255 of
@@ -80,10 +81,18 @@ fn jpeg_decoding_equals_pillow_and_the_pipeline_torchvision() {
             worst_tensor = worst_tensor.max(diff);
         }
     }
-    let want: BTreeSet<String> =
-        ["baseline", "progressive", "grey", "cmyk", "restart", "extraneous", "truncated"]
-            .map(String::from)
-            .into();
+    let want: BTreeSet<String> = [
+        "baseline",
+        "progressive",
+        "grey",
+        "cmyk",
+        "restart",
+        "extraneous",
+        "corrupt",
+        "truncated",
+    ]
+    .map(String::from)
+    .into();
     assert_eq!(kinds, want, "the oracle covers every kind of file");
     println!(
         "{decoded} JPEGs ({pixels} pixels) decoded exactly as Pillow; decode + Resize + ToTensor \
