@@ -7,6 +7,8 @@
 //! until `fit` has returned, so that some arrive while the interrupt's checkpoint is written;
 //! they are ignored and the checkpoint is whole (the test sets the signal's previous action to
 //! "ignore", so that a late one cannot end the test process once `fit` has restored it).
+//! Ctrl-C twice ends the process as SIGINT does (a child process: this binary's
+//! `second_ctrl_c_worker`, whose data set raises SIGINT twice while one batch is loaded).
 use crate::common;
 
 use std::path::{Path, PathBuf};
@@ -35,6 +37,8 @@ enum Trigger {
     Sigusr1,
     /// SIGTERM or SIGUSR1, sent again and again until `fit` returns.
     Repeated(libc::c_int),
+    /// SIGINT, then SIGINT again at once (Ctrl-C pressed twice).
+    SigintTwice,
 }
 
 /// Set while the repeated-SIGTERM thread must keep sending.
@@ -66,6 +70,10 @@ impl Dataset for Tripwire {
                 Trigger::None => {}
                 Trigger::StopFile => std::fs::write(&self.stop_file, b"").unwrap(),
                 Trigger::Sigint => raise(libc::SIGINT),
+                Trigger::SigintTwice => {
+                    raise(libc::SIGINT);
+                    raise(libc::SIGINT);
+                }
                 Trigger::Sigterm => raise(libc::SIGTERM),
                 Trigger::Sigusr1 => raise(libc::SIGUSR1),
                 Trigger::Repeated(signal) => {
@@ -216,4 +224,29 @@ fn sigterm_again_during_the_save_is_ignored_and_the_checkpoint_is_whole() {
 fn sigusr1_again_during_the_save_is_ignored_and_the_checkpoint_is_whole() {
     let _turn = common::module_turn(module_path!());
     interrupted_then_resumed_equals_uninterrupted(Trigger::Repeated(libc::SIGUSR1), "SIGUSR1");
+}
+
+#[test]
+fn a_second_ctrl_c_ends_the_process_as_sigint_does() {
+    use std::os::unix::process::ExitStatusExt;
+    let _turn = common::module_turn(module_path!());
+    let work = common::WorkDir::new("interrupt-twice");
+    let worker = common::test_name(module_path!(), "second_ctrl_c_worker");
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--ignored", "--exact", &worker, "--nocapture", "--test-threads=1"])
+        .env("TB_OUT", work.join("run"));
+    let o =
+        common::run_with_deadline(&mut cmd, std::time::Duration::from_secs(300), "Ctrl-C twice");
+    let text = common::text(&o);
+    assert_eq!(o.status.signal(), Some(libc::SIGINT), "ended by SIGINT: {text}");
+    assert!(!text.contains("fit returned"), "{text}");
+}
+
+#[test]
+#[ignore = "run by a_second_ctrl_c_ends_the_process_as_sigint_does"]
+fn second_ctrl_c_worker() {
+    let Ok(out) = std::env::var("TB_OUT") else { return };
+    let dist = Dist::single(Device::Cpu);
+    let report = run(&dist, Path::new(&out), Trigger::SigintTwice, false);
+    println!("fit returned: {:?}", report.interrupted);
 }
