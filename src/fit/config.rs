@@ -204,12 +204,6 @@ impl FitConfig {
         }
     }
 
-    /// Whether the run writes step logs, and the names of its own training metrics (the
-    /// columns they add to `steps.csv`).
-    pub(crate) fn step_logs(&self) -> (bool, Vec<String>) {
-        (self.step_log, self.train_metrics.iter().map(|m| m.name().to_string()).collect())
-    }
-
     /// The run's own metrics have usable names, none twice, and a monitor of one
     /// ([`Monitor::Metric`]) names one of them: else
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) saying which.

@@ -161,11 +161,7 @@ fn run_limited<A: Dataset + 'static, B: Dataset + 'static>(
         ckpt,
         watch: StopWatch::start(dist, &cfg.out),
         stopped: None,
-        callbacks: Callbacks::for_run(
-            cfg.step_logs(),
-            cfg.val_every_steps.is_some(),
-            &cfg.callbacks,
-        ),
+        callbacks: Callbacks::for_run(cfg),
         step_records: cfg.step_log || !cfg.callbacks.is_empty(),
         history,
         confusion: None,

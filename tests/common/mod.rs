@@ -205,6 +205,15 @@ pub fn kill_rank_after_first_checkpoint(
     }
 }
 
+/// Runs the torchrun command `cmd` (its output piped) with rank 1 SIGKILLed as soon as
+/// `checkpoints` holds a checkpoint, and waits for it (`what` names it in a timeout): what a
+/// restarted group then made of the run.
+pub fn run_with_rank_1_killed(cmd: &mut Command, checkpoints: &Path, what: &str) -> Output {
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    kill_rank_after_first_checkpoint(&mut child, checkpoints, 1, Duration::from_secs(600));
+    wait_with_deadline(child, Duration::from_secs(1200), what)
+}
+
 /// Copies the files of folder `from` (not its subfolders) into `to`, made if missing: a
 /// checkpoint copied for another run to resume from.
 pub fn copy_dir(from: &Path, to: &Path) {

@@ -12,7 +12,7 @@
 use crate::common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use trainbook::train::read_records;
@@ -204,18 +204,8 @@ fn two_published_recipes_run_as_written_under_torchrun() {
     // average, bit for bit: the same binary, arguments, world size and thread counts run the
     // same kernels in the same order.
     let killed = work.join("resnet50-killed");
-    let mut child = torchrun_command(&data, &killed, &args, 1)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    common::kill_rank_after_first_checkpoint(
-        &mut child,
-        &killed.join("checkpoints"),
-        1,
-        Duration::from_secs(600),
-    );
-    let o = common::wait_with_deadline(child, Duration::from_secs(1200), "killed classify recipe");
+    let mut cmd = torchrun_command(&data, &killed, &args, 1);
+    let o = common::run_with_rank_1_killed(&mut cmd, &killed.join("checkpoints"), "classify");
     assert!(o.status.success(), "{}", common::text(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("resuming from"), "{}", common::text(&o));
     for file in ["model.safetensors", "model_ema.safetensors"] {

@@ -6,7 +6,7 @@
 use crate::common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use trainbook::train::read_records;
@@ -110,14 +110,8 @@ fn designsafe_trains_above_chance_and_survives_a_killed_worker() {
     assert!(o.status.success(), "{}", common::text(&o));
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("SyncBatchNorm over 2 ranks"), "{}", common::text(&o));
-    let mut child = run(&b, 1, true).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    common::kill_rank_after_first_checkpoint(
-        &mut child,
-        &b.join("checkpoints"),
-        1,
-        Duration::from_secs(600),
-    );
-    let o = common::wait_with_deadline(child, Duration::from_secs(1200), "interrupted torchrun");
+    let o =
+        common::run_with_rank_1_killed(&mut run(&b, 1, true), &b.join("checkpoints"), "designsafe");
     assert!(o.status.success(), "{}", common::text(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("resuming from"));
     // Both runs: the same binary, arguments, world size and thread counts (torchrun's
