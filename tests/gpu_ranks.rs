@@ -12,7 +12,9 @@
 //!   as tests/distributed/ddp.rs derives it on the CPU (the float64 run measures float32's
 //!   rounding error on this computation: allowed 4x it plus 8 ulps of the largest weight);
 //! - 2 processes sharing the GPU (dropout on the GPU, a shuffled sharded loader) train to the
-//!   same bits twice in the deterministic mode, and DDP keeps their weights equal.
+//!   same bits twice in the deterministic mode, and DDP keeps their weights equal;
+//! - the same 2 processes with the step as a CUDA graph (the gradients' all-reduce after each
+//!   replay, as the Reducer's buckets) end with the eager DDP run's weights bit for bit.
 //!
 //! Without a CUDA GPU every test prints SKIPPED. Run with `make gpu-test` or from the GPU
 //! bundle (scripts/gpu/gpu-bundle.sh).
@@ -31,7 +33,7 @@ use trainbook::models::MnistNet;
 use trainbook::train::Ddp;
 use trainbook::train::{
     train_epoch, use_deterministic_algorithms, CrossEntropyLoss, EpochOptions, Optimizer,
-    OptimizerKind,
+    OptimizerKind, StepGraph,
 };
 
 const STEPS: usize = 3;
@@ -209,6 +211,12 @@ fn ddp_on_one_gpu_equals_the_accumulated_half_batches_and_batch_16() {
 /// the CNN's initial weights and its dropout from the GPU's generator, DDP, 2 epochs of a
 /// shuffled sharded loader; the weights, then 3 more draws from the GPU's generator.
 fn dropout_rank(dist: &Dist) -> trainbook::Result<Vec<f32>> {
+    Ok(dropout_rank_graphed(dist, false)?.0)
+}
+
+/// [`dropout_rank`], with the step as a CUDA graph if `graphed`; also the graph's (replays,
+/// eager steps).
+fn dropout_rank_graphed(dist: &Dist, graphed: bool) -> trainbook::Result<(Vec<f32>, (u64, u64))> {
     let device = dist.device();
     let x = Tensor::randn([32, 1, 28, 28], (Kind::Float, Device::Cpu));
     let y = Tensor::randint(10, [32], (Kind::Int64, Device::Cpu));
@@ -221,7 +229,11 @@ fn dropout_rank(dist: &Dist) -> trainbook::Result<Vec<f32>> {
         .seed(5)
         .num_workers(0)
         .distributed(dist);
-    let opts = EpochOptions::on(device).quiet().hooks(&ddp);
+    let graph = std::cell::RefCell::new(StepGraph::new());
+    let mut opts = EpochOptions::on(device).quiet().hooks(&ddp);
+    if graphed {
+        opts = opts.cuda_graph(&graph);
+    }
     for epoch in 0..2 {
         loader.set_epoch(epoch);
         train_epoch(&net, &mut loader, &mut opt, &CrossEntropyLoss::new(), &opts)?;
@@ -231,7 +243,11 @@ fn dropout_rank(dist: &Dist) -> trainbook::Result<Vec<f32>> {
     let mut parts: Vec<Tensor> =
         named.iter().map(|(_, t)| t.detach().to_device(Device::Cpu).flatten(0, -1)).collect();
     parts.push(Tensor::rand([3], (Kind::Float, device)).to_device(Device::Cpu));
-    Ok(Vec::try_from(Tensor::cat(&parts, 0))?)
+    let g = graph.borrow();
+    if let Some(why) = g.eager_reason().filter(|_| graphed) {
+        println!("rank {}: the graphed run was eager: {why}", dist.rank());
+    }
+    Ok((Vec::try_from(Tensor::cat(&parts, 0))?, (g.replays(), g.eager_steps())))
 }
 
 fn shared_gpu_job() -> trainbook::Result<Vec<Vec<f32>>> {
@@ -275,4 +291,49 @@ fn ranks_sharing_the_gpu_train_as_processes_not_threads() {
     let n = runs[0][0].len() - 3; // the weights, then 3 draws of each rank's GPU generator
     assert!(runs[0][0][..n] == runs[0][1][..n], "DDP left the ranks' weights apart");
     println!("{test}: {n} weights equal on both ranks and in both runs");
+}
+
+/// The process side of the graphed comparison: each rank trains eagerly, then again from the
+/// same seed with the step as a CUDA graph; rank 0 writes every rank's two runs (values and the
+/// graph's replays and eager steps) to TB_GPU_OUT.
+#[test]
+#[ignore = "run by graphed_ddp_trains_as_eager_ddp under torchrun"]
+fn graphed_ddp_child() {
+    use_deterministic_algorithms(true).unwrap();
+    let opts =
+        SpawnOptions { device: Some(Device::Cuda(0)), share_gpus: true, ..Default::default() };
+    let ranks = spawn_with(2, opts, |dist| {
+        let mut runs = Vec::new();
+        for graphed in [false, true] {
+            tch::manual_seed(3);
+            runs.push(dropout_rank_graphed(dist, graphed)?);
+        }
+        Ok(runs)
+    })
+    .unwrap();
+    if std::env::var("RANK").as_deref() == Ok("0") {
+        let out = std::env::var("TB_GPU_OUT").unwrap();
+        std::fs::write(out, serde_json::to_vec(&ranks).unwrap()).unwrap();
+    }
+}
+
+/// DDP with the step as a CUDA graph on 2 processes sharing the GPU (Gloo with CUDA tensors):
+/// 2 epochs of 4 steps per rank (3 eager warm-up steps, the capture, 4 more replays; dropout
+/// drawn on the GPU) end with the eager DDP run's weights on both ranks, bit for bit.
+#[test]
+fn graphed_ddp_trains_as_eager_ddp() {
+    let Some(_) = gpu("graphed_ddp_trains_as_eager_ddp") else { return };
+    let dir = common::WorkDir::new("gpu-graphed-ddp");
+    let out = dir.join("runs.json");
+    torchrun_child("graphed_ddp_child", &[("TB_GPU_OUT", out.clone().into())]);
+    type Run = (Vec<f32>, (u64, u64));
+    let ranks: Vec<Vec<Run>> = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(ranks.len(), 2);
+    for (rank, runs) in ranks.iter().enumerate() {
+        let ((eager, _), (graphed, counts)) = (&runs[0], &runs[1]);
+        assert_eq!(*counts, (5, 3), "rank {rank}'s graph: (replays, eager steps)");
+        let n = eager.len() - 3; // the weights, then 3 draws of the rank's GPU generator
+        assert!(graphed[..n] == eager[..n], "rank {rank}: graphed DDP vs eager DDP");
+    }
+    println!("graphed_ddp_trains_as_eager_ddp: both ranks' weights equal, 5 replays each");
 }

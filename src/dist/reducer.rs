@@ -38,8 +38,8 @@ pub(crate) struct ReducerConfig {
 pub(crate) struct Reducer {
     raw: *mut ffi::TbReducer,
     names: Vec<String>,
-    // The Reducer keeps its own references to the parameters; these keep the names' order.
-    _params: Vec<Tensor>,
+    // The parameters in the names' order (the Reducer keeps references of its own).
+    params: Vec<Tensor>,
 }
 
 impl Reducer {
@@ -84,7 +84,7 @@ impl Reducer {
             )
         };
         ffi::check("create the DDP reducer", err)?;
-        Ok(Reducer { raw, names, _params: tensors })
+        Ok(Reducer { raw, names, params: tensors })
     }
 
     /// Start of an iteration: `prepare` (a synchronised step) counts the iteration; then the
@@ -148,6 +148,54 @@ impl Reducer {
         &self.names
     }
 
+    /// The gradients averaged over `pg` as this Reducer's backward pass averages them, after a
+    /// backward pass it did not watch (a CUDA graph's replay): bucket by bucket, each gradient
+    /// times 1/world (`mul_out` into the bucket's view of it, which has the parameter's own
+    /// layout), one all-reduce of the bucket, then the sums copied back into the gradients.
+    /// So the values are those of the hooks' path, bucket layout and all (which decides the
+    /// order of a ring's sums over more than two ranks). Errors: a parameter without a
+    /// gradient (named; the Reducer without find_unused_parameters fails too), a failed
+    /// all-reduce.
+    pub fn average_gradients(&self, pg: &ProcessGroup) -> Result<()> {
+        let scale = 1.0 / pg.size() as f64;
+        for bucket in self.buckets()? {
+            let mut grads = Vec::with_capacity(bucket.len());
+            for &i in &bucket {
+                let grad = self.params[i].grad();
+                if !grad.defined() {
+                    return Err(Error::InvalidArgument(format!(
+                        "DDP after a CUDA graph replay: {} has no gradient",
+                        self.names[i]
+                    )));
+                }
+                grads.push((&self.params[i], grad));
+            }
+            let Some((_, first)) = grads.first() else { continue };
+            let numel: i64 = grads.iter().map(|(p, _)| p.numel() as i64).sum();
+            let flat = Tensor::empty([numel], (first.kind(), first.device()));
+            let mut offset = 0;
+            let mut views = Vec::with_capacity(grads.len());
+            for (param, grad) in &grads {
+                let (size, stride, n) = (param.size(), param.stride(), param.numel() as i64);
+                // c10d's initialize_bucket_views: the parameter's strides where it is dense.
+                let mut view = if non_overlapping_and_dense(&size, &stride) {
+                    flat.as_strided(&size, &stride, Some(offset))
+                } else {
+                    flat.narrow(0, offset, n).view(size.as_slice())
+                };
+                view.copy_(&(grad * scale));
+                views.push(view);
+                offset += n;
+            }
+            pg.all_reduce_sum(&flat)?;
+            for ((_, grad), view) in grads.iter().zip(&views) {
+                let mut grad = grad.shallow_clone();
+                grad.copy_(view);
+            }
+        }
+        Ok(())
+    }
+
     /// The Reducer reports unused parameters by index; add their names and trainbook's option.
     fn name_unused(&self, e: Error) -> Error {
         let Error::Dist { op, message } = e else { return e };
@@ -169,6 +217,21 @@ impl Reducer {
         );
         Error::Dist { op, message }
     }
+}
+
+/// c10's `is_non_overlapping_and_dense`: the elements fill a block of memory without gaps,
+/// in some order of the dimensions (contiguous, channels_last, ...).
+fn non_overlapping_and_dense(size: &[i64], stride: &[i64]) -> bool {
+    let mut dims: Vec<usize> = (0..size.len()).filter(|&d| size[d] != 1).collect();
+    dims.sort_by_key(|&d| stride[d]);
+    let mut expected = 1;
+    for d in dims {
+        if stride[d] != expected {
+            return false;
+        }
+        expected *= size[d];
+    }
+    true
 }
 
 impl Drop for Reducer {

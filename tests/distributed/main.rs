@@ -13,6 +13,7 @@ mod common;
 mod c10d_multiprocess;
 mod ddp;
 mod ddp_failures;
+mod ddp_graph_exchange;
 mod mixed_groups;
 mod spawn;
 mod sync_batch_norm;

@@ -1,5 +1,6 @@
 //! `fit` stopped and resumed on the GPU: the resumed run ends with the uninterrupted run's
-//! weights (in the deterministic mode), and the helpers the CUDA-graph checks share with it.
+//! weights (in the deterministic mode), and the helpers the CUDA-graph checks share with it;
+//! the CUDA generator's state that checkpoints keep round-trips.
 use std::path::Path;
 
 use tch::nn::VarStore;
@@ -82,4 +83,23 @@ fn fit_resume_probe() {
         0.0,
         "the resumed GPU run left the uninterrupted trajectory"
     );
+}
+
+/// The CUDA generator's state (what checkpoints keep per rank): restoring it replays the same
+/// random numbers on the GPU; without a GPU, asking for it is an error that names the device.
+#[test]
+fn the_cuda_generator_state_round_trips() {
+    use trainbook::dist::{rng_state, set_rng_state};
+    if !tch::Cuda::is_available() {
+        let err = rng_state(Device::Cuda(0)).unwrap_err().to_string();
+        assert!(err.contains("Cuda(0)"), "{err}");
+        common::skip("the GPU half of the_cuda_generator_state_round_trips", "no CUDA GPU");
+        return;
+    }
+    let device = Device::Cuda(0);
+    let state = rng_state(device).unwrap();
+    let a = Tensor::rand([5], (Kind::Float, device));
+    set_rng_state(device, &state).unwrap();
+    let b = Tensor::rand([5], (Kind::Float, device));
+    assert!(a.equal(&b), "the restored CUDA generator must replay the same numbers");
 }

@@ -13,6 +13,11 @@ trained by PyTorch; and a trainbook model exported as TorchScript, run by PyTorc
       dtype=torch.bfloat16), as fit's Precision::Bf16 runs them. Writes
       DIR/make.safetensors: "images", "labels", and "trained.NAME" (float32) and
       "trained_bf16.NAME" (autocast) for every parameter and buffer of the trained module.
+  torchscript.py make DIR cuda
+      The same on the GPU (tests/gpu_parts/torchscript.rs): the module loaded onto cuda:0,
+      the data moved there, autocast on "cuda", in the deterministic mode
+      (torch.use_deterministic_algorithms(True), cuDNN deterministic and not benchmarking, as
+      the GPU suite's Rust side runs). The tensors are written back on the CPU.
   torchscript.py export DIR
       Loads DIR/traced.pt (written by trainbook) with torch.jit.load and runs it on "input" of
       DIR/export_input.safetensors; writes DIR/export.safetensors {"output": ...} and prints
@@ -43,7 +48,11 @@ class SmallNet(nn.Module):
         return self.head(torch.flatten(x, 1))
 
 
-def make(out):
+def make(out, device="cpu"):
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.use_deterministic_algorithms(True)
+        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
     torch.manual_seed(0)
     torch.jit.script(SmallNet()).save(f"{out}/model.pt")
     g = torch.Generator().manual_seed(1)
@@ -51,17 +60,17 @@ def make(out):
     labels = torch.randint(0, 3, (40,), generator=g)
     state = {}
     for prefix, bf16 in (("trained", False), ("trained_bf16", True)):
-        model = train(f"{out}/model.pt", images, labels, bf16)
-        state.update({f"{prefix}.{k}": v.detach().contiguous() for k, v in model.named_parameters()})
-        state.update({f"{prefix}.{k}": v.contiguous() for k, v in model.named_buffers()})
+        model = train(f"{out}/model.pt", images.to(device), labels.to(device), bf16)
+        tensors = list(model.named_parameters()) + list(model.named_buffers())
+        state.update({f"{prefix}.{k}": v.detach().cpu().contiguous() for k, v in tensors})
     save_file({"images": images, "labels": labels, **state}, f"{out}/make.safetensors")
 
 
 def train(path, images, labels, bf16):
     """The saved module of `path`, loaded and trained as fit trains it (see make)."""
-    model = torch.jit.load(path)
+    model = torch.jit.load(path, map_location=images.device)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, foreach=True)
-    region = lambda: torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16)
+    region = lambda: torch.autocast(images.device.type, dtype=torch.bfloat16, enabled=bf16)
     for _epoch in range(2):
         model.train()
         for b in range(5):
@@ -91,4 +100,4 @@ def export(out):
 
 
 if __name__ == "__main__":
-    {"make": make, "export": export}[sys.argv[1]](sys.argv[2])
+    {"make": make, "export": export}[sys.argv[1]](*sys.argv[2:])

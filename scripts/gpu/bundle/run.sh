@@ -14,7 +14,7 @@
 #                GPU, current device and NCCL group, seeding, GradScaler, exact resume in the
 #                deterministic mode, the CUDA generator's state, the step as a CUDA graph
 #                against the eager step (bit for bit, train_epoch and fit with a resume),
-#                ResNet34 img/s
+#                a TorchScript module trained by fit against PyTorch, ResNet34 img/s
 #   gpu-ranks    bin/gpu_ranks: 2 torchrun processes sharing the GPU over Gloo with CUDA
 #                tensors (Ddp against one process; reproducible twice); thread ranks refused
 #   mnist, mnist-torchrun-2, designsafe, tiny_imagenet, dogs

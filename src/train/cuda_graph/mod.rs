@@ -8,10 +8,12 @@
 //! clipping, EMA and the metrics run eagerly after it on the same tensors (the gradients the
 //! graph writes), so schedules and every optimizer work unchanged, with the same kernels as the
 //! eager step. A model of several inputs (a batch with extra inputs) gets a static buffer for
-//! each. A batch of another shape (the last, partial one) runs eagerly. Where the step
-//! cannot be captured (CPU, DDP over ranks, accumulation, float16 loss scaling, anomaly
-//! detection, a build without `cuda`) it runs eagerly and says why once; `graph.rs` wraps the
-//! C++ shim.
+//! each. A batch of another shape (the last, partial one) runs eagerly. Under DDP the
+//! collectives stay out of the graph: the strategy's exchanges run eagerly around each replay
+//! (rank 0's buffers before, the gradients' all-reduce after). Where the step cannot be
+//! captured (CPU, DDP's find_unused_parameters or a compression hook, accumulation, float16
+//! loss scaling, anomaly detection, a build without `cuda`) it runs eagerly and says why once;
+//! `graph.rs` wraps the C++ shim.
 mod graph;
 
 use tch::{Device, Tensor};
@@ -19,6 +21,7 @@ use tch::{Device, Tensor};
 use self::graph::{set_grads, CudaGraph};
 use super::epoch::EpochOptions;
 use super::optim::Optimizer;
+use super::strategy::{SingleProcess, Strategy};
 use crate::Result;
 
 /// Warm-up steps before the capture when none is given (as in torch's whole-network example).
@@ -181,7 +184,8 @@ impl StepGraph {
     ) -> Result<(Tensor, Tensor)> {
         self.check(device, || Self::device_blocker(device), false);
         let mut on_inputs = |t: &[Tensor]| fwd_bwd(&t[0], &t[1]);
-        match self.advance(device, false, &inputs_of(x, y), optimizer, &mut on_inputs)? {
+        let inputs = inputs_of(x, y);
+        match self.advance((device, &SingleProcess, false), &inputs, optimizer, &mut on_inputs)? {
             Some(out) => Ok(out),
             None => {
                 optimizer.zero_grad();
@@ -203,7 +207,8 @@ impl StepGraph {
     ) -> Result<Option<(Tensor, Tensor)>> {
         let main = opts.strategy.is_main();
         self.check(opts.device, || Self::blocker(opts), main);
-        self.advance(opts.device, main && opts.progress, inputs, optimizer, fwd_bwd)
+        let say = main && opts.progress;
+        self.advance((opts.device, opts.strategy, say), inputs, optimizer, fwd_bwd)
     }
 
     /// On the first step: warm up, or run eagerly for good with the reason (said if `say`).
@@ -220,10 +225,11 @@ impl StepGraph {
         }
     }
 
+    /// The step on `inputs`: a warm-up step, the capture, a replay, or `None` (eager); the
+    /// strategy's exchanges run around the capture and each replay, outside the graph.
     fn advance(
         &mut self,
-        device: Device,
-        say: bool,
+        (device, strategy, say): (Device, &dyn Strategy, bool),
         inputs: &[Tensor],
         optimizer: &mut Optimizer,
         fwd_bwd: &mut ForwardBackward<'_>,
@@ -240,11 +246,13 @@ impl StepGraph {
                 optimizer.zero_grad();
                 graph.on_side_stream(|| fwd_bwd(inputs))?.map(Some)
             }
-            State::Warming { .. } => self.capture(device, say, inputs, optimizer, fwd_bwd),
+            State::Warming { .. } => {
+                self.capture((device, strategy, say), inputs, optimizer, fwd_bwd)
+            }
             State::Captured(c) if c.trainable != trainable(optimizer) => {
                 // What trains changed (a backbone unfrozen): warm up and capture again.
                 self.state = State::Warming { graph: CudaGraph::new(device)?, done: 0 };
-                self.advance(device, say, inputs, optimizer, fwd_bwd)
+                self.advance((device, strategy, say), inputs, optimizer, fwd_bwd)
             }
             State::Captured(c) => {
                 let same = |a: &Tensor, b: &Tensor| {
@@ -259,7 +267,7 @@ impl StepGraph {
                 for (buffer, input) in c.inputs.iter_mut().zip(inputs) {
                     buffer.copy_(input);
                 }
-                c.replay()?;
+                c.replay(strategy)?;
                 self.replays += 1;
                 Ok(Some((c.output.shallow_clone(), c.loss.shallow_clone())))
             }
@@ -271,8 +279,7 @@ impl StepGraph {
     /// eagerly too.
     fn capture(
         &mut self,
-        device: Device,
-        say: bool,
+        (device, strategy, say): (Device, &dyn Strategy, bool),
         inputs: &[Tensor],
         optimizer: &mut Optimizer,
         fwd_bwd: &mut ForwardBackward<'_>,
@@ -290,7 +297,10 @@ impl StepGraph {
         }
         let buffers: Vec<Tensor> = inputs.iter().map(|t| t.detach().copy()).collect();
         optimizer.zero_grad();
-        match graph.capture(|| fwd_bwd(&buffers)) {
+        strategy.set_graph_capture(true);
+        let captured = graph.capture(|| fwd_bwd(&buffers));
+        strategy.set_graph_capture(false);
+        match captured {
             Ok((output, loss)) => {
                 let (params, grads): (Vec<Tensor>, Vec<Tensor>) = optimizer
                     .param_tensors()
@@ -301,7 +311,7 @@ impl StepGraph {
                 let trainable = trainable(optimizer);
                 let mut c =
                     Captured { graph, inputs: buffers, output, loss, params, grads, trainable };
-                c.replay()?;
+                c.replay(strategy)?;
                 if say {
                     println!(
                         "trainbook: CUDA graphs: the training step (forward, loss, backward) \
@@ -340,12 +350,18 @@ fn trainable(optimizer: &Optimizer) -> Vec<bool> {
 
 impl Captured {
     /// The gradients the graph writes become the parameters' `.grad` again (an eager step or a
-    /// `zero_grad` in between replaced them), then the graph runs.
-    fn replay(&mut self) -> Result<()> {
+    /// `zero_grad` in between replaced them), then the graph runs between the strategy's
+    /// exchanges (DDP: rank 0's buffers before, the gradients' all-reduce after).
+    fn replay(&mut self, strategy: &dyn Strategy) -> Result<()> {
         let params: Vec<&Tensor> = self.params.iter().collect();
         let grads: Vec<&Tensor> = self.grads.iter().collect();
         set_grads(&params, &grads)?;
-        let _range = crate::train::phase_range(crate::train::phase::GRAPH_REPLAY);
-        self.graph.replay()
+        strategy.before_graph_replay()?;
+        {
+            let _range = crate::train::phase_range(crate::train::phase::GRAPH_REPLAY);
+            self.graph.replay()?;
+        }
+        let _range = crate::train::phase_range(crate::train::phase::ALL_REDUCE);
+        strategy.after_graph_replay()
     }
 }

@@ -10,7 +10,8 @@ use crate::{Error, Result};
 
 /// The names of the ranges trainbook's training loop opens around its phases (in every trace,
 /// under each `ProfilerStep#N`). Under DDP the gradient all-reduce runs inside the backward
-/// pass, where c10d records its own ranges (`gloo:all_reduce` on Gloo).
+/// pass, where c10d records its own ranges (`gloo:all_reduce` on Gloo), or after a CUDA
+/// graph's replay in a range of its own.
 pub mod phase {
     /// Waiting for the data loader to hand over the next batch.
     pub const DATA_WAIT: &str = "trainbook::data_wait";
@@ -20,6 +21,9 @@ pub mod phase {
     pub const BACKWARD: &str = "trainbook::backward";
     /// Forward, loss and backward as one replay of the captured CUDA graph.
     pub const GRAPH_REPLAY: &str = "trainbook::graph_replay";
+    /// Under DDP, the gradients' all-reduce after a replay of the captured CUDA graph (in an
+    /// eager step it runs inside the backward pass).
+    pub const ALL_REDUCE: &str = "trainbook::all_reduce";
     /// Gradient clipping, the optimizer step and GradScaler's update.
     pub const OPTIMIZER_STEP: &str = "trainbook::optimizer_step";
     /// A checkpoint's part on the training thread: every rank's generator states gathered,

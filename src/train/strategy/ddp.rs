@@ -8,7 +8,10 @@
 //! - during the backward pass each bucket (1 MB first, 25 MB after) is all-reduced as soon as
 //!   its gradients are ready, overlapping communication with the rest of the backward pass;
 //! - [`Ddp::no_sync`] (and `accumulate(k)` in the training loop) skips the exchange for
-//!   gradient accumulation.
+//!   gradient accumulation;
+//! - with the step as a CUDA graph, the capture exchanges nothing, and each replay is followed
+//!   by the Reducer's averaging done by hand over its own buckets (`Reducer::average_gradients`)
+//!   and preceded by the buffers' broadcast.
 use std::cell::Cell;
 
 use tch::nn::VarStore;
@@ -105,6 +108,8 @@ pub struct Ddp<'a> {
     armed: Cell<bool>,
     /// static_graph: whether the first synchronised backward pass has run its delayed exchange.
     static_graph_recorded: Cell<bool>,
+    /// A CUDA graph's capture: forward and backward exchange nothing (see `Strategy`).
+    graph_capture: Cell<bool>,
 }
 
 /// Buffers (non-trainable variables) in the order torch's `module.named_buffers()` yields
@@ -204,6 +209,7 @@ impl<'a> Ddp<'a> {
             forward_sync: Cell::new(true),
             armed: Cell::new(false),
             static_graph_recorded: Cell::new(false),
+            graph_capture: Cell::new(false),
         })
     }
 
@@ -234,18 +240,23 @@ impl<'a> Ddp<'a> {
         if let Some(r) = &self.reducer {
             r.prepare_for_forward(sync)?;
         }
-        if self.reducer.is_some()
-            && self.opts.broadcast_buffers
-            && self.forward_sync.get()
-            && !self.buffers.is_empty()
-        {
-            let buffers: Vec<Tensor> = self.buffers.iter().map(|(_, t)| t.detach()).collect();
-            self.dist
-                .process_group()
-                .map_or(Ok(()), |pg| pg.broadcast_coalesced(&buffers, BROADCAST_BUCKET_BYTES, 0))?;
+        if self.forward_sync.get() {
+            self.broadcast_buffers()?;
         }
         self.armed.set(true);
         Ok(())
+    }
+
+    /// Rank 0's buffers to every rank, in one coalesced collective (with `broadcast_buffers`,
+    /// in a group).
+    fn broadcast_buffers(&self) -> Result<()> {
+        if self.reducer.is_none() || !self.opts.broadcast_buffers || self.buffers.is_empty() {
+            return Ok(());
+        }
+        let buffers: Vec<Tensor> = self.buffers.iter().map(|(_, t)| t.detach()).collect();
+        self.dist
+            .process_group()
+            .map_or(Ok(()), |pg| pg.broadcast_coalesced(&buffers, BROADCAST_BUCKET_BYTES, 0))
     }
 
     /// Runs the backward pass of `loss`; unless inside [`Ddp::no_sync`], the gradients are
@@ -293,10 +304,19 @@ impl<'a> Ddp<'a> {
 
 impl Strategy for Ddp<'_> {
     fn pre_forward(&self, sync: bool) -> Result<()> {
+        if self.graph_capture.get() {
+            self.armed.set(true);
+            return Ok(());
+        }
         self.sync.set(sync);
         self.before_forward()
     }
     fn run_backward(&self, loss: &Tensor, sync: bool) -> Result<()> {
+        if self.graph_capture.get() {
+            // The Reducer's hooks fire but do nothing: no backward pass is expected.
+            self.armed.set(false);
+            return Ok(loss.f_backward()?);
+        }
         self.sync.set(sync);
         let out = self.backward(loss);
         self.sync.set(true);
@@ -321,9 +341,25 @@ impl Strategy for Ddp<'_> {
     }
     fn cuda_graph_blocker(&self) -> Option<String> {
         // In a world of one there is no reducer: the backward pass is a plain one.
-        self.reducer
-            .as_ref()
-            .map(|_| "DDP's gradient all-reduce (c10d's Reducer) is not captured yet".into())
+        self.reducer.as_ref()?;
+        if self.opts.find_unused_parameters {
+            return Some("DDP's find_unused_parameters searches each step's graph".into());
+        }
+        (self.opts.comm_hook != CommHook::AllReduce).then(|| {
+            format!("DDP's {:?} communication hook is not run after a replay", self.opts.comm_hook)
+        })
+    }
+    fn set_graph_capture(&self, capturing: bool) {
+        self.graph_capture.set(capturing);
+    }
+    fn before_graph_replay(&self) -> Result<()> {
+        self.broadcast_buffers()
+    }
+    fn after_graph_replay(&self) -> Result<()> {
+        match (&self.reducer, self.dist.process_group()) {
+            (Some(r), Some(pg)) => r.average_gradients(pg),
+            _ => Ok(()),
+        }
     }
     fn world_size(&self) -> usize {
         self.dist.world_size()

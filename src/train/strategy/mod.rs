@@ -61,6 +61,21 @@ pub trait Strategy {
     fn cuda_graph_blocker(&self) -> Option<String> {
         None
     }
+    /// A CUDA graph keeps the strategy's collectives out of the captured step: from
+    /// `set_graph_capture(true)` to `set_graph_capture(false)` (the capture),
+    /// [`pre_forward`](Self::pre_forward) and [`run_backward`](Self::run_backward) exchange
+    /// nothing; what they exchange runs eagerly around each replay instead.
+    fn set_graph_capture(&self, _capturing: bool) {}
+    /// Before each replay of a captured step: what [`pre_forward`](Self::pre_forward) exchanges
+    /// ([`Ddp`]: rank 0's buffers).
+    fn before_graph_replay(&self) -> Result<()> {
+        Ok(())
+    }
+    /// After each replay of a captured step: what the backward pass exchanges ([`Ddp`]: the
+    /// gradients averaged over the ranks, bucket by bucket as c10d's Reducer averages them).
+    fn after_graph_replay(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// A single process: every step is local, metrics are this process's own.
