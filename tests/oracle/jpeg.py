@@ -2,6 +2,9 @@
 set holds (baseline and progressive; 4:2:0, 4:2:2 and 4:4:4 chroma; qualities 50 to 95; grey;
 CMYK; restart markers; odd sizes down to 1x1; a file with junk bytes before its end marker;
 a file whose scan data is corrupt; cut-off files) and what Pillow and torchvision make of them.
+Pillow cannot write YCCK: the files DIR/ycck_*.jpg that the Rust side wrote with TurboJPEG
+before calling are decoded too (kind "ycck"), after checking that Pillow reads them as YCCK
+(mode CMYK, Adobe transform 2).
 
   jpeg.py DIR -> prints JSON [{file, kind, decoded, tensors: [{steps, shape}], error}], and writes
                  DIR/<file>.rgb    PIL Image.open(f).convert("RGB").tobytes() (when it decodes)
@@ -9,6 +12,7 @@ a file whose scan data is corrupt; cut-off files) and what Pillow and torchvisio
 """
 import io
 import json
+import os
 import sys
 
 import numpy as np
@@ -73,6 +77,14 @@ for at in range(scan + (len(base) - scan) // 2, scan + (len(base) - scan) // 2 +
     if corrupt[at] != 0xFF and corrupt[at - 1] != 0xFF and corrupt[at] ^ 0x5A != 0xFF:
         corrupt[at] ^= 0x5A
 cases.append(("corrupt_scan.jpg", "corrupt segment", bytes(corrupt)))
+# YCCK, written by the Rust side (TurboJPEG compresses CMYK pixels as YCCK).
+for name in sorted(os.listdir(out)):
+    if name.startswith("ycck_") and name.endswith(".jpg"):
+        with open(f"{out}/{name}", "rb") as f:
+            data = f.read()
+        with Image.open(io.BytesIO(data)) as im:
+            assert (im.mode, im.info.get("adobe_transform")) == ("CMYK", 2), (name, im.mode, im.info)
+        cases.append((name, "ycck", data))
 # Cut off: Pillow raises "image file is truncated".
 cases.append(("cut_baseline.jpg", "truncated", base[: len(base) * 2 // 3]))
 prog = whole["c7_640x480_420_q95_p.jpg"]

@@ -2,7 +2,9 @@
 //! with noise, hard colour edges and thin coloured lines (where JPEG decoders differ most), of
 //! odd sizes from 1x1 up, baseline and progressive, 4:2:0/4:2:2/4:4:4, grey, CMYK, restart
 //! markers, junk before the end marker, corrupt scan data (libjpeg warns and goes on, as in
-//! Pillow), and cut-off files (tests/oracle/jpeg.py writes them).
+//! Pillow), and cut-off files (tests/oracle/jpeg.py writes them); YCCK files, which Pillow
+//! cannot write, are written here with TurboJPEG (CMYK pixels compressed as YCCK) and decoded
+//! by both.
 //!
 //! Both sides run libjpeg-turbo's integer decoder with the same settings, so the decoded bytes
 //! must be equal, not close; `Resize` + `ToTensor` on top must then stay within 1/255 of
@@ -17,6 +19,52 @@ use trainbook::compose;
 use trainbook::data::load_rgb;
 use trainbook::transforms::{aug_rng, CenterCrop, Resize, ToTensor};
 
+/// A YCCK JPEG of `w`x`h` CMYK pixels (a gradient with noise from a fixed LCG), as TurboJPEG
+/// writes one: the colour transform to YCCK, Adobe's marker, the chroma subsampled as `subsamp`.
+fn write_ycck(path: &std::path::Path, (w, h): (usize, usize), subsamp: turbojpeg_sys::TJSAMP) {
+    use turbojpeg_sys as tj;
+    let mut state = 2026u32;
+    let cmyk: Vec<u8> = (0..w * h * 4)
+        .map(|i| {
+            state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            let (x, y, c) = ((i / 4) % w, (i / 4) / w, i % 4);
+            let base = [x * 255 / w.max(2), y * 255 / h.max(2), (x + y) * 97 % 256, 40][c];
+            (base as i32 + (state >> 27) as i32 - 16).clamp(0, 255) as u8
+        })
+        .collect();
+    // SAFETY: a compressor handle used and destroyed here; the source holds w*h*4 bytes; the
+    // output buffer is TurboJPEG's, read then freed.
+    let bytes = unsafe {
+        let handle = tj::tj3Init(tj::TJINIT_TJINIT_COMPRESS as i32);
+        assert!(!handle.is_null(), "tj3Init");
+        for (param, value) in [
+            (tj::TJPARAM_TJPARAM_QUALITY, 90),
+            (tj::TJPARAM_TJPARAM_SUBSAMP, subsamp),
+            (tj::TJPARAM_TJPARAM_COLORSPACE, tj::TJCS_TJCS_YCCK as i32),
+        ] {
+            assert_eq!(tj::tj3Set(handle, param as i32, value), 0, "tj3Set {param}");
+        }
+        let (mut buf, mut size) = (std::ptr::null_mut(), 0);
+        let format = tj::TJPF_TJPF_CMYK;
+        let rc = tj::tj3Compress8(
+            handle,
+            cmyk.as_ptr(),
+            w as i32,
+            0,
+            h as i32,
+            format,
+            &mut buf,
+            &mut size,
+        );
+        assert_eq!(rc, 0, "tj3Compress8");
+        let bytes = std::slice::from_raw_parts(buf, size as usize).to_vec();
+        tj::tj3Free(buf as *mut std::ffi::c_void);
+        tj::tj3Destroy(handle);
+        bytes
+    };
+    std::fs::write(path, bytes).unwrap();
+}
+
 fn f32s(bytes: &[u8]) -> Vec<f32> {
     bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
 }
@@ -25,6 +73,10 @@ fn f32s(bytes: &[u8]) -> Vec<f32> {
 fn jpeg_decoding_equals_pillow_and_the_pipeline_torchvision() {
     let _turn = common::module_turn(module_path!());
     let dir = common::WorkDir::new("jpeg-parity");
+    for (w, h, subsamp) in [(1, 1, 2), (17, 33, 2), (233, 157, 0), (640, 480, 2)] {
+        let path = dir.join(format!("ycck_{w}x{h}_{subsamp}.jpg"));
+        write_ycck(&path, (w, h), subsamp);
+    }
     let out = Command::new(common::venv_bin("python"))
         .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/oracle/jpeg.py"))
         .arg(&*dir)
@@ -90,6 +142,7 @@ fn jpeg_decoding_equals_pillow_and_the_pipeline_torchvision() {
         "extraneous",
         "corrupt",
         "truncated",
+        "ycck",
     ]
     .map(String::from)
     .into();
