@@ -9,14 +9,14 @@
 //!   set by where an element sits in its bucket (the bucket must be laid out as the Reducer's);
 //! - the broadcast before the replay gives every rank rank 0's BatchNorm statistics;
 //! - DDP names what keeps the step eager (find_unused_parameters, a compression hook), and
-//!   nothing otherwise.
+//!   nothing otherwise; a loop of one's own (`StepGraph::step_with`) says it.
 //!
 //! The GPU side (the graph replayed between the two) is `tests/gpu_ranks.rs`'s
 //! `graphed_ddp_trains_as_eager_ddp`.
 use crate::common;
 
 use trainbook::prelude::*;
-use trainbook::train::{CommHook, DdpOptions, Strategy};
+use trainbook::train::{CommHook, DdpOptions, StepGraph, Strategy};
 
 /// Copies of the store's gradients (trainable variables), sorted by name.
 fn grads(vs: &VarStore) -> Vec<(String, Tensor)> {
@@ -105,24 +105,59 @@ fn the_exchange_after_a_replay_is_the_reducers() {
 #[test]
 fn ddp_names_what_keeps_a_graphed_step_eager() {
     let _turn = common::module_turn(module_path!());
+    // A loop of one's own under DDP (StepGraph::step_with): the strategy's reason comes first,
+    // then the device's.
     let reasons = spawn(2, |dist| {
         let vs = VarStore::new(Device::Cpu);
-        let _net = MnistNet::new(&vs.root());
+        let net = MnistNet::new(&vs.root());
         let mut out = Vec::new();
-        for (unused, hook) in [(true, CommHook::AllReduce), (false, CommHook::Bf16Compress)] {
+        for (unused, hook) in [
+            (true, CommHook::AllReduce),
+            (false, CommHook::Bf16Compress),
+            (false, CommHook::AllReduce),
+        ] {
             let opts = DdpOptions {
                 find_unused_parameters: unused,
                 comm_hook: hook,
                 ..Default::default()
             };
-            out.push(Ddp::wrap_with(&vs, dist, opts)?.cuda_graph_blocker());
+            let ddp = Ddp::wrap_with(&vs, dist, opts)?;
+            let mut opt = Optimizer::sgd(&vs, 0.1, 0.0);
+            let (x, y) = (
+                Tensor::zeros([2, 1, 28, 28], (Kind::Float, Device::Cpu)),
+                Tensor::zeros([2], (Kind::Int64, Device::Cpu)),
+            );
+            let mut graph = StepGraph::new();
+            let _ = graph.step_with(&ddp, Device::Cpu, (&x, &y), &mut opt, &mut |x, y| {
+                ddp.pre_forward(true)?;
+                let output = net.forward_t(x, false);
+                let loss = CrossEntropyLoss::new().mean(&output, y);
+                ddp.run_backward(&loss, true)?;
+                Ok((output, loss))
+            })?;
+            let grad = vs.variables()["fc2.bias"].grad();
+            out.push((
+                ddp.cuda_graph_blocker(),
+                graph.eager_reason().map(String::from),
+                Vec::<f32>::try_from(grad)?,
+            ));
         }
         Ok(out)
     })
     .unwrap();
-    let [unused, hook] = [reasons[0][0].as_deref(), reasons[0][1].as_deref()];
-    assert!(unused.unwrap().contains("find_unused_parameters"), "{unused:?}");
-    assert!(hook.unwrap().contains("Bf16Compress communication hook"), "{hook:?}");
+    let [unused, hook, plain] = [&reasons[0][0], &reasons[0][1], &reasons[0][2]];
+    assert!(unused.0.as_deref().unwrap().contains("find_unused_parameters"), "{unused:?}");
+    assert!(hook.0.as_deref().unwrap().contains("Bf16Compress communication hook"), "{hook:?}");
+    assert_eq!(plain.0, None, "nothing in DDP's default options keeps the step eager");
+    for (blocker, reason, _) in [unused, hook] {
+        assert_eq!(reason, blocker, "step_with says the strategy's reason");
+    }
+    assert!(plain.1.as_deref().unwrap().contains("not on a CUDA GPU"), "{plain:?}");
+    // The eager steps exchanged the gradients: both ranks hold the same (their batches are equal
+    // here, so the average is each rank's own).
+    for (k, (rank_0, rank_1)) in reasons[0].iter().zip(&reasons[1]).enumerate() {
+        assert_eq!(rank_0.2, rank_1.2, "options {k}: the ranks' gradients");
+    }
     // A world of one has no Reducer, and nothing to keep out of the graph.
     let vs = VarStore::new(Device::Cpu);
     let _net = MnistNet::new(&vs.root());

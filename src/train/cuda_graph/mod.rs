@@ -182,10 +182,27 @@ impl StepGraph {
         optimizer: &mut Optimizer,
         fwd_bwd: &mut ImageStep<'_>,
     ) -> Result<(Tensor, Tensor)> {
-        self.check(device, || Self::device_blocker(device), false);
+        self.step_with(&SingleProcess, device, (x, y), optimizer, fwd_bwd)
+    }
+
+    /// [`step`](Self::step) under a [`Strategy`] (a [`Ddp`](crate::train::Ddp) of one's own),
+    /// whose `pre_forward` and `run_backward` `fwd_bwd` calls: they exchange nothing during the
+    /// capture, and the strategy's exchanges run around each replay (DDP: rank 0's buffers
+    /// before, the gradients' all-reduce after). What the strategy rules out (DDP's
+    /// find_unused_parameters, say) keeps the step eager, as on the CPU.
+    pub fn step_with(
+        &mut self,
+        strategy: &dyn Strategy,
+        device: Device,
+        (x, y): (&Tensor, &Tensor),
+        optimizer: &mut Optimizer,
+        fwd_bwd: &mut ImageStep<'_>,
+    ) -> Result<(Tensor, Tensor)> {
+        let blocker = || strategy.cuda_graph_blocker().or_else(|| Self::device_blocker(device));
+        self.check(device, blocker, false);
         let mut on_inputs = |t: &[Tensor]| fwd_bwd(&t[0], &t[1]);
         let inputs = inputs_of(x, y);
-        match self.advance((device, &SingleProcess, false), &inputs, optimizer, &mut on_inputs)? {
+        match self.advance((device, strategy, false), &inputs, optimizer, &mut on_inputs)? {
             Some(out) => Ok(out),
             None => {
                 optimizer.zero_grad();
