@@ -174,7 +174,9 @@ impl StepGraph {
     /// model's output and the mean loss), run eagerly for the warm-up steps and batches of
     /// another shape, else as a replay of the captured graph. Returns the output and loss
     /// (the graph's own tensors when replayed: read or copy them before the next step); the
-    /// gradients are in the parameters' `.grad` for the optimizer step that follows.
+    /// gradients are in the parameters' `.grad` for the optimizer step that follows. Under DDP
+    /// use [`step_with`](Self::step_with): a `Ddp` called inside `step` would run its
+    /// exchanges inside the capture.
     pub fn step(
         &mut self,
         device: Device,
