@@ -380,7 +380,6 @@ impl Captured {
             let _range = crate::train::phase_range(crate::train::phase::GRAPH_REPLAY);
             self.graph.replay()?;
         }
-        let _range = crate::train::phase_range(crate::train::phase::ALL_REDUCE);
         strategy.after_graph_replay()
     }
 }

@@ -357,7 +357,10 @@ impl Strategy for Ddp<'_> {
     }
     fn after_graph_replay(&self) -> Result<()> {
         match (&self.reducer, self.dist.process_group()) {
-            (Some(r), Some(pg)) => r.average_gradients(pg),
+            (Some(r), Some(pg)) => {
+                let _range = crate::train::phase_range(crate::train::phase::ALL_REDUCE);
+                r.average_gradients(pg)
+            }
             _ => Ok(()),
         }
     }
