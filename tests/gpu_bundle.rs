@@ -73,7 +73,7 @@ fn the_gpu_bundle_builds_and_its_run_sh_runs_to_the_end() {
     let bundle = build_dev_bundle(&work);
 
     // run.sh as on a compute node: nothing of this checkout's environment but the Python.
-    let (json, text) = run_sh(&bundle, &work, "report", None);
+    let (json, text) = run_sh(&bundle, &work, "report", &[]);
     let checks = json["checks"].as_array().expect("checks").clone();
     let names: Vec<&str> = checks.iter().filter_map(|c| c["name"].as_str()).collect();
     assert_eq!(names, CHECKS, "report.json's checks");
@@ -93,6 +93,30 @@ fn the_gpu_bundle_builds_and_its_run_sh_runs_to_the_end() {
     {
         assert!(text.contains(needle), "report.txt lacks {needle:?}\n{text}");
     }
+
+    // A machine lent by the minute: the checks asked for, in the order asked.
+    let (json, _) = run_sh(&bundle, &work, "report-some", &[("CHECKS", "bench gpu-suite")]);
+    let names: Vec<&str> =
+        json["checks"].as_array().unwrap().iter().filter_map(|c| c["name"].as_str()).collect();
+    assert_eq!(names, ["bench", "gpu-suite"], "TRAINBOOK_BUNDLE_CHECKS picks and orders");
+    // Out of time: no check starts, report.json still says which, and the exit status is 1.
+    let (ran, json, _) = run_sh_status(&bundle, &work, "report-late", &[("DEADLINE", "0")]);
+    assert!(!ran, "a run whose checks did not run exits 1");
+    let not_run: Vec<&str> =
+        json["not_run"].as_array().unwrap().iter().filter_map(|c| c.as_str()).collect();
+    assert_eq!(not_run, ["gpu-suite", "gpu-ranks", "bench"], "{json}");
+    // A name that is not a check is refused before anything runs, naming it.
+    let (ran, log) = run_logged(
+        Command::new("bash")
+            .arg(bundle.join("run.sh"))
+            .arg(work.join("report-typo"))
+            .arg(common::venv_bin("python"))
+            .env("TRAINBOOK_BUNDLE_CHECKS", "bench gpu"),
+        &work,
+        "report-typo",
+        Duration::from_secs(120),
+    );
+    assert!(!ran && log.contains("names 'gpu', which is not a check"), "{log}");
 }
 
 /// The examples' invocations of run.sh, run on the CPU (`TRAINBOOK_BUNDLE_DEVICE=cpu`): their
@@ -103,7 +127,7 @@ fn the_gpu_bundle_builds_and_its_run_sh_runs_to_the_end() {
 fn the_bundles_examples_run_on_the_cpu_as_they_would_on_the_gpu() {
     let work = WorkDir::new("gpu-bundle-cpu");
     let bundle = build_dev_bundle(&work);
-    let (json, _) = run_sh(&bundle, &work, "report-cpu", Some("cpu"));
+    let (json, _) = run_sh(&bundle, &work, "report-cpu", &[("DEVICE", "cpu")]);
     for c in json["checks"].as_array().expect("checks") {
         let on_cpu = !matches!(c["name"].as_str(), Some("gpu-suite" | "gpu-ranks" | "bench"));
         let want = if on_cpu { "passed" } else { "skipped" };
@@ -129,32 +153,46 @@ const CHECKS: [&str; 8] = [
 ];
 
 /// Runs `bundle/run.sh work/report` with the project's Python and only what a compute node
-/// would have (no cargo or checkout variables), `TRAINBOOK_BUNDLE_DEVICE` set to `device`;
-/// asserts it exits 0 with no failed check and returns report.json and report.txt.
+/// would have (no cargo or checkout variables), with `TRAINBOOK_BUNDLE_{NAME}` set for each
+/// (NAME, value) of `vars`; asserts it exits 0 with no failed check and returns report.json and
+/// report.txt.
 fn run_sh(
     bundle: &Path,
     work: &Path,
     report: &str,
-    device: Option<&str>,
+    vars: &[(&str, &str)],
 ) -> (serde_json::Value, String) {
+    let (ran, json, log) = run_sh_status(bundle, work, report, vars);
+    assert_eq!(json["failed"], serde_json::json!([]), "failed checks\n{log}");
+    assert!(ran, "run.sh exited non-zero\n{log}");
+    let text = std::fs::read_to_string(work.join(report).join("report.txt")).expect("report.txt");
+    (json, text)
+}
+
+/// As `run_sh`, asserting nothing: whether run.sh exited 0, report.json, and run.sh's output.
+fn run_sh_status(
+    bundle: &Path,
+    work: &Path,
+    report: &str,
+    vars: &[(&str, &str)],
+) -> (bool, serde_json::Value, String) {
     let report = work.join(report);
     let mut run = Command::new("bash");
     run.arg(bundle.join("run.sh")).arg(&report).arg(common::venv_bin("python"));
     for var in ["TRAINBOOK_VENV", "LIBTORCH", "LD_LIBRARY_PATH", "TRAINBOOK_PYTHON"] {
         run.env_remove(var);
     }
-    match device {
-        Some(d) => run.env("TRAINBOOK_BUNDLE_DEVICE", d),
-        None => run.env_remove("TRAINBOOK_BUNDLE_DEVICE"),
-    };
+    for var in ["DEVICE", "CHECKS", "DEADLINE"] {
+        run.env_remove(format!("TRAINBOOK_BUNDLE_{var}"));
+    }
+    for (name, value) in vars {
+        run.env(format!("TRAINBOOK_BUNDLE_{name}"), value);
+    }
     let name = report.file_name().unwrap().to_string_lossy().to_string();
     let (ran, log) = run_logged(&mut run, work, &name, Duration::from_secs(900));
     let json: serde_json::Value = serde_json::from_slice(
         &std::fs::read(report.join("report.json")).expect("run.sh wrote report.json"),
     )
     .unwrap();
-    let text = std::fs::read_to_string(report.join("report.txt")).expect("report.txt");
-    assert_eq!(json["failed"], serde_json::json!([]), "failed checks\n{log}");
-    assert!(ran, "run.sh exited non-zero\n{log}");
-    (json, text)
+    (ran, json, log)
 }
