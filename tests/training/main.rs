@@ -24,6 +24,7 @@ mod param_groups;
 mod profiler;
 mod regression;
 mod schedules;
+mod schedules_in_fit;
 mod swa;
 mod training_loop;
 mod two_inputs;
