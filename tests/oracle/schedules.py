@@ -2,7 +2,9 @@
 configurations on stdin and prints, for each, get_last_lr()[0] after construction and after every
 step (optimizer.step() then scheduler.step(), the usual order; ReduceLROnPlateau is stepped with
 the configuration's metrics; SequentialLR and ChainedScheduler are built from their parts'
-configurations)."""
+configurations). A configuration with "record": "momentum" gives the first param group's
+momentum instead (SGD's "momentum", or betas[0] with "optimizer": "adam"), which OneCycleLR's
+cycle_momentum writes there."""
 import json
 import sys
 import warnings
@@ -29,7 +31,10 @@ def make(c, opt):
         return S.OneCycleLR(opt, max_lr=c["max_lr"], total_steps=c["total_steps"],
                             pct_start=c["pct_start"], anneal_strategy=c["anneal"],
                             div_factor=c["div_factor"], final_div_factor=c["final_div_factor"],
-                            three_phase=c["three_phase"], cycle_momentum=False)
+                            three_phase=c["three_phase"],
+                            cycle_momentum=c.get("cycle_momentum", False),
+                            base_momentum=c.get("base_momentum", 0.85),
+                            max_momentum=c.get("max_momentum", 0.95))
     if kind == "ReduceLROnPlateau":
         return S.ReduceLROnPlateau(opt, mode=c["mode"], factor=c["factor"], patience=c["patience"],
                                    threshold=c["threshold"], threshold_mode=c["threshold_mode"],
@@ -68,17 +73,27 @@ def function(spec):
 
 def sequence(c):
     p = torch.nn.Parameter(torch.zeros(1))
-    opt = torch.optim.SGD([p], lr=c["lr"], momentum=0.9)
+    if c.get("optimizer") == "adam":
+        opt = torch.optim.Adam([p], lr=c["lr"])
+    else:
+        opt = torch.optim.SGD([p], lr=c["lr"], momentum=0.9)
     kind = c["kind"]
     s = make(c, opt)
-    lrs = [s.get_last_lr()[0]]
+
+    def value():
+        if c.get("record") != "momentum":
+            return s.get_last_lr()[0]
+        group = opt.param_groups[0]
+        return group["betas"][0] if "betas" in group else group["momentum"]
+
+    lrs = [value()]
     for k in range(c["steps"]):
         opt.step()
         if kind == "ReduceLROnPlateau":
             s.step(c["metrics"][k])
         else:
             s.step()
-        lrs.append(s.get_last_lr()[0])
+        lrs.append(value())
     return lrs
 
 

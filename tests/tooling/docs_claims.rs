@@ -234,7 +234,7 @@ const BACKED: [(&str, &str, &[&str], &[&str]); 12] = [
 fn exactness_claims_are_asserted_exactly_by_the_tests_they_name() {
     let _turn = common::module_turn(module_path!());
     let docs = documents_flat();
-    let common = read("tests/common/mod.rs");
+    let common = read("tests/common/tensors.rs");
     assert!(
         common.contains("x.data()) != (y.dtype(), y.shape(), y.data())"),
         "assert_same_weights compares the tensors' bytes"

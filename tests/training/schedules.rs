@@ -1,5 +1,6 @@
 //! Learning-rate schedules: every schedule's sequence equals torch's `get_last_lr()` (the
-//! venv's torch is the oracle), to the last bit. The schedules inside `Trainer::fit`, their
+//! venv's torch is the oracle), to the last bit, and so does the momentum that `OneCycleLR`
+//! cycles (SGD's momentum, Adam's beta1, as torch writes it into the param group). The schedules inside `Trainer::fit`, their
 //! resume and their errors are in `schedules_in_fit.rs`.
 use crate::common;
 
@@ -28,7 +29,10 @@ fn schedule(c: &Value) -> Box<dyn LrSchedule> {
                 .anneal_strategy(if c["anneal"] == "cos" { Anneal::Cos } else { Anneal::Linear })
                 .div_factor(f("div_factor"))
                 .final_div_factor(f("final_div_factor"))
-                .three_phase(c["three_phase"].as_bool().unwrap()),
+                .three_phase(c["three_phase"].as_bool().unwrap())
+                .cycle_momentum(c["cycle_momentum"].as_bool().unwrap_or(false))
+                .base_momentum(c["base_momentum"].as_f64().unwrap_or(0.85))
+                .max_momentum(c["max_momentum"].as_f64().unwrap_or(0.95)),
         ),
         "ReduceLROnPlateau" => Box::new(
             ReduceLROnPlateau::new(if c["mode"] == "min" { Mode::Min } else { Mode::Max })
@@ -198,6 +202,20 @@ fn configs() -> Vec<Value> {
                       "pct_start": pct, "anneal": anneal, "div_factor": div,
                       "final_div_factor": final_div, "three_phase": three, "steps": total}));
     }
+    // The momentum that cycle_momentum writes (SGD's momentum, Adam's beta1), step by step.
+    for (total, pct, anneal, three, optimizer, base, max) in [
+        (100, 0.3, "cos", false, "sgd", 0.85, 0.95),
+        (37, 0.25, "linear", false, "adam", 0.85, 0.95),
+        (50, 0.3, "cos", true, "adam", 0.85, 0.95),
+        (20, 0.4, "linear", true, "sgd", 0.8, 0.99),
+        (469 * 3, 0.3, "cos", false, "adam", 0.9, 0.9),
+    ] {
+        c.push(json!({"kind": "OneCycleLR", "lr": 0.5, "max_lr": 0.1, "total_steps": total,
+                      "pct_start": pct, "anneal": anneal, "div_factor": 25.0,
+                      "final_div_factor": 1e4, "three_phase": three, "steps": total,
+                      "cycle_momentum": true, "optimizer": optimizer, "record": "momentum",
+                      "base_momentum": base, "max_momentum": max}));
+    }
     for (lr, milestones, gamma, steps) in
         [(0.1, vec![2, 5], 0.1, 8), (0.05, vec![3, 3, 6, 1], 0.5, 9), (0.2, vec![0, 4], 0.3, 6)]
     {
@@ -281,14 +299,19 @@ fn every_schedule_gives_torch_s_learning_rates_bit_for_bit() {
     let kinds: std::collections::BTreeSet<&str> =
         configs.iter().map(|c| c["kind"].as_str().unwrap()).collect();
     assert_eq!(kinds.len(), 15);
+    let momentums = configs.iter().filter(|c| c["record"] == "momentum").count();
+    assert_eq!(momentums, 5, "OneCycleLR's momentum sequences");
     for (c, want) in configs.iter().zip(&want) {
         let mut s = schedule(c);
+        // The rate, or with "record": "momentum" the momentum the schedule sets with it.
+        let momentum = c["record"] == "momentum";
+        let value = |s: &dyn LrSchedule, lr: f64| if momentum { s.momentum().unwrap() } else { lr };
         let mut lr = s.start(c["lr"].as_f64().unwrap()).unwrap();
-        let mut got = vec![lr];
+        let mut got = vec![value(s.as_ref(), lr)];
         for k in 0..c["steps"].as_u64().unwrap() as usize {
             let m = c["metrics"].get(k).and_then(Value::as_f64).unwrap_or(0.0);
             lr = s.advance(lr, Some(Validation { loss: m, accuracy: m, monitored: None })).unwrap();
-            got.push(lr);
+            got.push(value(s.as_ref(), lr));
         }
         assert_eq!(got.len(), want.len(), "{c}");
         for (k, (a, b)) in got.iter().zip(want).enumerate() {

@@ -39,14 +39,14 @@ fn loader(seed: i64, n: i64) -> DataLoader<TensorDataset> {
 }
 
 /// `EPOCHS` epochs of the MNIST CNN (Adam, lr 0.01) on random data under `schedule`; returns
-/// the report and the optimizer's final rate.
+/// the report and the optimizer's final rate and momentum (beta1).
 fn fit(
     out: &Path,
     schedule: Option<Box<dyn LrSchedule>>,
     policy: Policy,
     model_seed: i64,
     resume: bool,
-) -> trainbook::Result<(FitReport, f64)> {
+) -> trainbook::Result<(FitReport, f64, Option<f64>)> {
     let dist = Dist::single(Device::Cpu);
     tch::manual_seed(model_seed);
     let mut vs = VarStore::new(Device::Cpu);
@@ -65,7 +65,7 @@ fn fit(
     tch::manual_seed(99); // the dropout stream; a resumed run restores it from the checkpoint
     let report =
         Trainer::with_config(&dist, cfg).fit(&mut vs, &net, &mut opt, &mut train, &mut val)?;
-    Ok((report, opt.lr()))
+    Ok((report, opt.lr(), opt.momentum()))
 }
 
 fn no_checkpoints() -> Policy {
@@ -79,7 +79,7 @@ fn fit_follows_the_standalone(name: &str, schedules: Vec<Box<dyn LrSchedule>>) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let work = common::WorkDir::new(name);
     for (i, s) in schedules.into_iter().enumerate() {
-        let (report, final_lr) =
+        let (report, final_lr, final_momentum) =
             fit(&work.join(i.to_string()), Some(s.clone()), no_checkpoints(), 7, false).unwrap();
         assert_eq!(report.history.len(), EPOCHS as usize);
         let mut standalone = s.clone();
@@ -107,6 +107,9 @@ fn fit_follows_the_standalone(name: &str, schedules: Vec<Box<dyn LrSchedule>>) {
         let got: Vec<f64> = report.history.iter().map(|r| r.lr).collect();
         assert_eq!(got, want, "{s:?}");
         assert_eq!(final_lr, lr, "{s:?}: the optimizer's rate at the end");
+        // OneCycleLR moves Adam's beta1 (0.9 from Optimizer::adam) as torch's cycle_momentum.
+        let want_momentum = standalone.momentum().or(Some(0.9));
+        assert_eq!(final_momentum, want_momentum, "{s:?}: the optimizer's momentum at the end");
         assert!(want.windows(2).any(|w| w[0] != w[1]), "{s:?} never changed the rate: {want:?}");
         println!("{}: {want:?}", s.name());
     }
@@ -179,7 +182,8 @@ fn a_run_resumed_mid_epoch_follows_the_same_rates_and_weights() {
         let (whole, resumed) =
             (work.join(format!("{}-whole", s.name())), work.join(format!("{}-resumed", s.name())));
         let t = std::time::Instant::now();
-        let (a, lr_a) = fit(&whole, Some(s.clone()), every_step.clone(), 7, false).unwrap();
+        let (a, lr_a, momentum_a) =
+            fit(&whole, Some(s.clone()), every_step.clone(), 7, false).unwrap();
         // Stopped after step 8: two batches into the second epoch, the schedule stepped.
         let step8 = "checkpoints/step-000000008";
         let saved = manifest(&whole.join(step8));
@@ -192,9 +196,11 @@ fn a_run_resumed_mid_epoch_follows_the_same_rates_and_weights() {
         );
         common::copy_dir(&whole.join(step8), &resumed.join(step8));
         // A model initialised differently on purpose: everything comes from the checkpoint.
-        let (b, lr_b) = fit(&resumed, Some(s.clone()), every_step.clone(), 8, true).unwrap();
+        let (b, lr_b, momentum_b) =
+            fit(&resumed, Some(s.clone()), every_step.clone(), 8, true).unwrap();
         assert_eq!(b.resumed_from.as_ref().map(|r| (r.1, r.2)), Some((1, 2)));
         assert_eq!(lr_a.to_bits(), lr_b.to_bits(), "{}: final rate", s.name());
+        assert_eq!(momentum_a.map(f64::to_bits), momentum_b.map(f64::to_bits), "{}", s.name());
         let rates = |r: &FitReport| r.history.iter().map(|h| h.lr.to_bits()).collect::<Vec<_>>();
         // (The resumed run's log starts at its checkpoint's epoch: metrics.jsonl was not copied.)
         assert_eq!(
@@ -228,7 +234,7 @@ fn bad_schedule_arguments_are_errors_of_fit() {
     let _turn = common::module_turn(module_path!());
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let work = common::WorkDir::new("schedules-bad");
-    let expect = |r: trainbook::Result<(FitReport, f64)>, param: &str| match r {
+    let expect = |r: trainbook::Result<(FitReport, f64, Option<f64>)>, param: &str| match r {
         Err(Error::InvalidArgument(m)) => assert!(m.contains(param), "{m}"),
         Err(e) => panic!("expected InvalidArgument naming {param}, got {e}"),
         Ok(_) => panic!("expected InvalidArgument naming {param}, fit succeeded"),

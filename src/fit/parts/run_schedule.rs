@@ -46,16 +46,26 @@ impl RunSchedule {
             .collect::<Result<_>>()?;
         opt.set_group_lrs(&lrs)?;
         *self.groups.borrow_mut() = copies;
-        Ok(())
+        self.set_momentum(opt)
+    }
+
+    /// Writes the schedule's momentum into the optimizer, if it moves one (OneCycleLR's
+    /// `cycle_momentum`): every group's copy computes the same.
+    fn set_momentum(&self, opt: &mut Optimizer) -> Result<()> {
+        match self.groups.borrow().first().and_then(|s| s.momentum()) {
+            Some(m) => opt.set_momentum(m),
+            None => Ok(()),
+        }
     }
 
     /// Starts the schedule unless a checkpoint's state set it already (a new run, or a
-    /// checkpoint of a run without a schedule).
+    /// checkpoint of a run without a schedule); after a checkpoint's, writes its momentum back
+    /// into the optimizer (torch keeps it in the optimizer's param groups).
     pub(crate) fn ensure_started(&self, opt: &mut Optimizer) -> Result<()> {
         if self.groups.borrow().is_empty() {
-            self.start(opt)?;
+            return self.start(opt);
         }
-        Ok(())
+        self.set_momentum(opt)
     }
 
     pub(crate) fn state(&self) -> serde_json::Value {
@@ -86,7 +96,9 @@ impl RunSchedule {
             .zip(opt.group_lrs())
             .map(|(s, lr)| s.advance(lr, v))
             .collect::<Result<_>>()?;
-        opt.set_group_lrs(&lrs)
+        drop(groups);
+        opt.set_group_lrs(&lrs)?;
+        self.set_momentum(opt)
     }
 
     /// After an optimizer step: each group's rate for the next step.
@@ -186,5 +198,49 @@ mod tests {
         let one = StepLR::new(1, 0.5).state();
         let err = again.load_state_dict(PartState::of_value(one)).unwrap_err().to_string();
         assert!(err.contains("2 param groups"), "{err}");
+    }
+
+    #[test]
+    fn one_cycle_moves_the_momentum_and_puts_it_back_after_a_checkpoint() {
+        use crate::train::OneCycleLR;
+        let vs = VarStore::new(Device::Cpu);
+        let _ = vs.root().zeros("w", &[2]);
+        let mut opt = Optimizer::adam(&vs, 0.1);
+        let cycle = OneCycleLR::new(0.1, 10);
+        let boxed: Box<dyn LrSchedule> = Box::new(cycle.clone());
+        let s = RunSchedule::new(Some(boxed.as_ref()), 1).unwrap();
+        s.start(&mut opt).unwrap();
+        assert_eq!(opt.momentum(), Some(cycle.momentum_at(0).unwrap()));
+        for _ in 0..3 {
+            s.advance_step(&mut opt).unwrap();
+        }
+        let at3 = cycle.momentum_at(3).unwrap();
+        assert_eq!(opt.momentum(), Some(at3));
+        assert!(at3 < 0.95 && at3 > 0.85, "{at3}");
+        // A resumed run: the optimizer is made anew (beta1 0.9), the checkpoint's schedule
+        // sets the momentum of its step back.
+        let saved = s.state();
+        let mut fresh = Optimizer::adam(&vs, 0.1);
+        let mut again = RunSchedule::new(Some(boxed.as_ref()), 1).unwrap();
+        again.load_state_dict(PartState::of_value(saved.clone())).unwrap();
+        again.ensure_started(&mut fresh).unwrap();
+        assert_eq!(fresh.momentum(), Some(at3));
+        // A checkpoint written before the momentum cycled (no such fields): it does not cycle.
+        let mut old = saved.clone();
+        for k in ["cycle_momentum", "base_momentum", "max_momentum"] {
+            old.as_object_mut().unwrap().remove(k);
+        }
+        let mut fresh = Optimizer::adam(&vs, 0.1);
+        let mut again = RunSchedule::new(Some(boxed.as_ref()), 1).unwrap();
+        again.load_state_dict(PartState::of_value(old)).unwrap();
+        again.ensure_started(&mut fresh).unwrap();
+        again.advance_step(&mut fresh).unwrap();
+        assert_eq!(fresh.momentum(), Some(0.9));
+        // An optimizer without a momentum: an error naming it, unless the momentum stays.
+        let mut rms = Optimizer::rmsprop(&vs, 0.1);
+        let err = s.start(&mut rms).unwrap_err().to_string();
+        assert!(err.contains("RMSprop") && err.contains("cycle_momentum(false)"), "{err}");
+        let lr_only: Box<dyn LrSchedule> = Box::new(cycle.cycle_momentum(false));
+        RunSchedule::new(Some(lr_only.as_ref()), 1).unwrap().start(&mut rms).unwrap();
     }
 }

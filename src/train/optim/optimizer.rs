@@ -126,6 +126,40 @@ impl Optimizer {
             g.lr = lr;
         }
     }
+    /// The momentum a schedule may move (torch's `param_groups[i]["momentum"]` for SGD,
+    /// `["betas"][0]` for Adam and AdamW); `None` for an [`UpdateRule`](super::UpdateRule)'s.
+    pub fn momentum(&self) -> Option<f64> {
+        match self.kind {
+            OptimizerKind::Sgd { momentum, .. } => Some(momentum),
+            OptimizerKind::Adam { beta1, .. } | OptimizerKind::AdamW { beta1, .. } => Some(beta1),
+            OptimizerKind::Rule { .. } => None,
+        }
+    }
+    /// Sets the momentum of every group for the next steps, where torch's schedulers write it
+    /// ([`LrSchedule::momentum`](crate::train::LrSchedule::momentum): `OneCycleLR`'s
+    /// `cycle_momentum`): SGD's momentum (a momentum buffer starts at the next step if there was
+    /// none, as in torch), Adam's and AdamW's beta1. [`Error::InvalidArgument`] for an
+    /// [`UpdateRule`](super::UpdateRule)'s optimizer, whose hyper-parameters are its own (torch's
+    /// "optimizer must support momentum or beta1"), and for a momentum that is not finite and
+    /// >= 0; nothing changes then.
+    pub fn set_momentum(&mut self, m: f64) -> Result<()> {
+        if !(m >= 0.0 && m.is_finite()) {
+            return Err(Error::InvalidArgument(format!(
+                "a momentum must be finite and >= 0, got {m}"
+            )));
+        }
+        match &mut self.kind {
+            OptimizerKind::Sgd { momentum, .. } => *momentum = m,
+            OptimizerKind::Adam { beta1, .. } | OptimizerKind::AdamW { beta1, .. } => *beta1 = m,
+            OptimizerKind::Rule { .. } => {
+                let rule = self.rule.as_ref().map_or("an update rule", |r| r.name());
+                return Err(Error::InvalidArgument(format!(
+                    "a schedule's momentum (OneCycleLR's cycle_momentum) cannot be set on {rule}'s                      optimizer: its hyper-parameters are the rule's own (use                      OneCycleLR::cycle_momentum(false))"
+                )));
+            }
+        }
+        Ok(())
+    }
     /// The parameters this optimizer updates, with their names, in creation order.
     pub fn parameters(&self) -> &[(String, Tensor)] {
         &self.params

@@ -3,7 +3,7 @@
 //! [`CosineAnnealingLR`] (per epoch by default), [`MultiStepLR`], [`ExponentialLR`],
 //! [`PolynomialLR`], [`CosineAnnealingWarmRestarts`], [`LambdaLR`] and [`MultiplicativeLR`]
 //! (per epoch by default), [`LinearLR`] and [`ConstantLR`] (warmups, per optimizer step by
-//! default), [`OneCycleLR`] (per optimizer step) and [`SWALR`] (stochastic weight averaging's,
+//! default), [`OneCycleLR`] (per optimizer step, its momentum too) and [`SWALR`] (stochastic weight averaging's,
 //! per epoch), and two that combine others:
 //! [`SequentialLR`] (one after another) and [`ChainedScheduler`] (all at once). Each is a small serde struct whose state
 //! goes into checkpoints as JSON ([`LrSchedule::state`], [`LrSchedule::load_state`]).
@@ -17,6 +17,7 @@ mod compose;
 mod decay;
 mod factor;
 mod lambda;
+mod one_cycle;
 mod plateau;
 mod restarts;
 mod swa_lr;
@@ -28,10 +29,11 @@ pub use compose::{ChainedScheduler, SequentialLR};
 pub use decay::{CosineAnnealingLR, StepLR};
 pub use factor::{ExponentialLR, MultiStepLR, PolynomialLR};
 pub use lambda::{LambdaLR, LrLambda, MultiplicativeLR};
+pub use one_cycle::OneCycleLR;
 pub use plateau::ReduceLROnPlateau;
 pub use restarts::CosineAnnealingWarmRestarts;
 pub use swa_lr::SWALR;
-pub use warmup::{Anneal, ConstantLR, LinearLR, OneCycleLR};
+pub use warmup::{Anneal, ConstantLR, LinearLR};
 
 use crate::{Error, Result};
 
@@ -137,6 +139,17 @@ pub trait LrSchedule: std::fmt::Debug + Send + Sync {
     /// [`ReduceLROnPlateau`] needs it.
     fn advance(&mut self, lr: f64, validation: Option<Validation>) -> Result<f64>;
 
+    /// The momentum the schedule sets with its rate, for the next optimizer step: after
+    /// [`start`](Self::start), [`advance`](Self::advance) or [`load_state`](Self::load_state),
+    /// what torch's scheduler has written into the param groups' `momentum` (SGD) or `betas[0]`
+    /// (Adam) by then. Only [`OneCycleLR`] sets one (torch's `cycle_momentum`); the default,
+    /// `None`, leaves the optimizer's momentum alone.
+    /// [`Optimizer::set_momentum`](crate::train::Optimizer::set_momentum) writes it;
+    /// `Trainer::fit` does.
+    fn momentum(&self) -> Option<f64> {
+        None
+    }
+
     /// Steps taken since [`start`](Self::start) (torch's `last_epoch`).
     fn steps(&self) -> u64;
 
@@ -184,6 +197,9 @@ impl LrSchedule for Box<dyn LrSchedule> {
     }
     fn advance(&mut self, lr: f64, validation: Option<Validation>) -> Result<f64> {
         (**self).advance(lr, validation)
+    }
+    fn momentum(&self) -> Option<f64> {
+        (**self).momentum()
     }
     fn steps(&self) -> u64 {
         (**self).steps()

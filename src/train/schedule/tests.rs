@@ -43,6 +43,8 @@ fn bad_arguments_name_the_parameter() {
         (Box::new(OneCycleLR::new(0.1, 10).pct_start(1.5)), "pct_start"),
         (Box::new(OneCycleLR::new(0.1, 10).div_factor(0.0)), "div_factor"),
         (Box::new(OneCycleLR::new(0.1, 10).final_div_factor(-1.0)), "final_div_factor"),
+        (Box::new(OneCycleLR::new(0.1, 10).base_momentum(-0.1)), "base_momentum"),
+        (Box::new(OneCycleLR::new(0.1, 10).max_momentum(f64::NAN)), "max_momentum"),
         (Box::new(ReduceLROnPlateau::new(Mode::Min).factor(1.0)), "factor"),
         (Box::new(ReduceLROnPlateau::new(Mode::Min).factor(-0.5)), "factor"),
         (Box::new(ReduceLROnPlateau::new(Mode::Min).min_lr(-1.0)), "min_lr"),

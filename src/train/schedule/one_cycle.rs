@@ -1,0 +1,261 @@
+//! [`OneCycleLR`], torch's one-cycle policy: the learning rate up then down over a fixed number of
+//! optimizer steps, and the momentum (SGD's, or Adam's beta1) the other way round.
+use serde::{Deserialize, Serialize};
+
+use super::{check, from_state, state_methods, to_state, Anneal, Cadence, LrSchedule, Validation};
+use crate::{Error, Result};
+
+/// `torch.optim.lr_scheduler.OneCycleLR`, stepped after every optimizer step: from
+/// `max_lr / div_factor` up to `max_lr` over the first `pct_start` of `total_steps`, then down
+/// to `max_lr / div_factor / final_div_factor` (with `three_phase`: up, back down to the
+/// initial rate, then to the minimum). [`start`](LrSchedule::start) sets the initial rate
+/// whatever the optimizer's was, as torch does. torch's defaults: `pct_start` 0.3, cosine
+/// annealing, `div_factor` 25, `final_div_factor` 1e4, two phases.
+///
+/// The momentum cycles the other way (torch's `cycle_momentum`, on by default): from
+/// `max_momentum` (0.95) down to `base_momentum` (0.85) while the rate rises, and back up while
+/// it falls (with `three_phase`, it stays at `max_momentum` in the last phase).
+/// [`momentum`](LrSchedule::momentum) gives it after every [`start`](LrSchedule::start) and
+/// [`advance`](LrSchedule::advance), and [`Optimizer::set_momentum`] writes it where torch does:
+/// SGD's momentum, Adam's and AdamW's beta1. `Trainer::fit` does both; an optimizer without a
+/// momentum (an [`UpdateRule`](crate::train::UpdateRule)'s) is an error there, as in torch,
+/// unless [`cycle_momentum`](Self::cycle_momentum)`(false)`. A checkpoint written before the
+/// momentum cycled resumes without it, as it ran.
+///
+/// Stepping more than `total_steps` times is an [`Error::InvalidArgument`], as it is a
+/// `ValueError` in torch.
+///
+/// ```
+/// use tch::nn::VarStore;
+/// use trainbook::train::{LrSchedule, OneCycleLR, Optimizer};
+/// # fn main() -> trainbook::Result<()> {
+/// let vs = VarStore::new(tch::Device::Cpu);
+/// let _w = vs.root().zeros("w", &[4]);
+/// let mut opt = Optimizer::sgd(&vs, 0.1, 0.9);
+/// // OneCycleLR(optimizer, max_lr=0.1, total_steps=100)
+/// let mut sched = OneCycleLR::new(0.1, 100);
+/// let mut lr = sched.start(opt.lr())?;
+/// assert!((lr - 0.1 / 25.0).abs() < 1e-15); // torch: 0.0040000000000000036
+/// for _step in 0..29 {
+///     // opt.step()? here, then:
+///     lr = sched.advance(lr, None)?;
+///     opt.set_lr(lr);
+///     if let Some(m) = sched.momentum() {
+///         opt.set_momentum(m)?;
+///     }
+/// }
+/// assert!((lr - 0.1).abs() < 1e-12); // the peak, after 30% of the steps
+/// assert!((opt.momentum().unwrap() - 0.85).abs() < 1e-12); // the lowest momentum
+/// # Ok(()) }
+/// ```
+///
+/// [`Optimizer::set_momentum`]: crate::train::Optimizer::set_momentum
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OneCycleLR {
+    /// The peak learning rate (> 0).
+    pub max_lr: f64,
+    /// Steps in the cycle (at least 1; torch's `epochs * steps_per_epoch` when given so).
+    pub total_steps: u64,
+    /// Fraction of the cycle spent increasing the rate, in [0, 1].
+    pub pct_start: f64,
+    /// Cosine or linear annealing (of the rate and of the momentum).
+    pub anneal_strategy: Anneal,
+    /// The initial rate is `max_lr / div_factor` (> 0).
+    pub div_factor: f64,
+    /// The final rate is the initial one divided by this (> 0).
+    pub final_div_factor: f64,
+    /// Three phases (up, down to the initial rate, down to the minimum) instead of two.
+    pub three_phase: bool,
+    /// Whether the momentum cycles against the rate (torch's `cycle_momentum`; `true` from
+    /// [`new`](Self::new); a checkpoint without the field ran without it).
+    #[serde(default)]
+    pub cycle_momentum: bool,
+    /// The momentum at the peak rate (torch's `base_momentum`, 0.85; finite and >= 0).
+    #[serde(default = "default_base_momentum")]
+    pub base_momentum: f64,
+    /// The momentum at the lowest rates (torch's `max_momentum`, 0.95; finite and >= 0).
+    #[serde(default = "default_max_momentum")]
+    pub max_momentum: f64,
+    last_epoch: u64,
+}
+
+fn default_base_momentum() -> f64 {
+    0.85
+}
+
+fn default_max_momentum() -> f64 {
+    0.95
+}
+
+impl OneCycleLR {
+    /// `OneCycleLR(optimizer, max_lr, total_steps)` with torch's other defaults. Arguments
+    /// are checked by [`LrSchedule::validate`]: `total_steps` 0, for one, is an
+    /// [`Error::InvalidArgument`].
+    pub fn new(max_lr: f64, total_steps: u64) -> Self {
+        OneCycleLR {
+            max_lr,
+            total_steps,
+            pct_start: 0.3,
+            anneal_strategy: Anneal::Cos,
+            div_factor: 25.0,
+            final_div_factor: 1e4,
+            three_phase: false,
+            cycle_momentum: true,
+            base_momentum: default_base_momentum(),
+            max_momentum: default_max_momentum(),
+            last_epoch: 0,
+        }
+    }
+    /// Sets [`pct_start`](Self::pct_start).
+    pub fn pct_start(mut self, pct: f64) -> Self {
+        self.pct_start = pct;
+        self
+    }
+    /// Sets [`anneal_strategy`](Self::anneal_strategy).
+    pub fn anneal_strategy(mut self, anneal: Anneal) -> Self {
+        self.anneal_strategy = anneal;
+        self
+    }
+    /// Sets [`div_factor`](Self::div_factor).
+    pub fn div_factor(mut self, f: f64) -> Self {
+        self.div_factor = f;
+        self
+    }
+    /// Sets [`final_div_factor`](Self::final_div_factor).
+    pub fn final_div_factor(mut self, f: f64) -> Self {
+        self.final_div_factor = f;
+        self
+    }
+    /// Sets [`three_phase`](Self::three_phase).
+    pub fn three_phase(mut self, on: bool) -> Self {
+        self.three_phase = on;
+        self
+    }
+    /// Sets [`cycle_momentum`](Self::cycle_momentum) (torch's `cycle_momentum=False` is
+    /// `cycle_momentum(false)`).
+    pub fn cycle_momentum(mut self, on: bool) -> Self {
+        self.cycle_momentum = on;
+        self
+    }
+    /// Sets [`base_momentum`](Self::base_momentum).
+    pub fn base_momentum(mut self, m: f64) -> Self {
+        self.base_momentum = m;
+        self
+    }
+    /// Sets [`max_momentum`](Self::max_momentum).
+    pub fn max_momentum(mut self, m: f64) -> Self {
+        self.max_momentum = m;
+        self
+    }
+
+    /// The rate after `step` steps (torch's `get_lr()` at `last_epoch == step`).
+    pub fn lr_at(&self, step: u64) -> Result<f64> {
+        let (phase, pct) = self.phase_at(step)?;
+        let initial = self.max_lr / self.div_factor;
+        let min_lr = initial / self.final_div_factor;
+        let (from, to) = match (self.three_phase, phase) {
+            (_, 0) => (initial, self.max_lr),
+            (false, _) => (self.max_lr, min_lr),
+            (true, 1) => (self.max_lr, initial),
+            (true, _) => (initial, min_lr),
+        };
+        Ok(self.anneal(from, to, pct))
+    }
+
+    /// The momentum after `step` steps, whether or not it cycles (the value torch's `get_lr()`
+    /// writes into the param groups at `last_epoch == step`).
+    pub fn momentum_at(&self, step: u64) -> Result<f64> {
+        let (phase, pct) = self.phase_at(step)?;
+        let (base, max) = (self.base_momentum, self.max_momentum);
+        let (from, to) = match (self.three_phase, phase) {
+            (_, 0) => (max, base),
+            (false, _) | (true, 1) => (base, max),
+            (true, _) => (max, max),
+        };
+        Ok(self.anneal(from, to, pct))
+    }
+
+    /// torch's `_annealing_cos` and `_annealing_linear`, the same operations in the same order.
+    fn anneal(&self, from: f64, to: f64, pct: f64) -> f64 {
+        match self.anneal_strategy {
+            Anneal::Cos => to + (from - to) / 2.0 * ((std::f64::consts::PI * pct).cos() + 1.0),
+            Anneal::Linear => (to - from) * pct + from,
+        }
+    }
+
+    /// The phase that step `step` is in, and how far into it (torch's `pct`).
+    fn phase_at(&self, step: u64) -> Result<(usize, f64)> {
+        self.validate()?;
+        if step > self.total_steps {
+            return Err(Error::InvalidArgument(format!(
+                "OneCycleLR: tried to step {step} times; total_steps is {}",
+                self.total_steps
+            )));
+        }
+        let (t, pct) = (self.total_steps as f64, self.pct_start);
+        let ends: &[f64] = if self.three_phase {
+            &[pct * t - 1.0, 2.0 * pct * t - 2.0, t - 1.0]
+        } else {
+            &[pct * t - 1.0, t - 1.0]
+        };
+        let x = step as f64;
+        let mut start_step = 0.0;
+        for (i, &end_step) in ends.iter().enumerate() {
+            if x <= end_step || i == ends.len() - 1 {
+                if end_step == start_step {
+                    return Err(Error::InvalidArgument(format!(
+                        "OneCycleLR: a phase of zero steps ends at step {end_step} (pct_start \
+                         {pct} of total_steps {t}); torch divides by zero there"
+                    )));
+                }
+                return Ok((i, (x - start_step) / (end_step - start_step)));
+            }
+            start_step = end_step;
+        }
+        // Not reached: the last phase always matches.
+        Err(Error::InvalidArgument(format!("OneCycleLR: no phase holds step {step}")))
+    }
+}
+
+impl LrSchedule for OneCycleLR {
+    fn name(&self) -> &'static str {
+        "OneCycleLR"
+    }
+    fn cadence(&self) -> Cadence {
+        Cadence::Step
+    }
+    fn validate(&self) -> Result<()> {
+        let name = self.name();
+        check(self.total_steps >= 1, name, "total_steps", "a positive integer", self.total_steps)?;
+        let positive = |x: f64| x > 0.0 && x.is_finite();
+        check(positive(self.max_lr), name, "max_lr", "finite and > 0", self.max_lr)?;
+        let pct = self.pct_start;
+        check((0.0..=1.0).contains(&pct), name, "pct_start", "in [0, 1]", pct)?;
+        check(positive(self.div_factor), name, "div_factor", "finite and > 0", self.div_factor)?;
+        let f = self.final_div_factor;
+        check(positive(f), name, "final_div_factor", "finite and > 0", f)?;
+        for (param, m) in
+            [("base_momentum", self.base_momentum), ("max_momentum", self.max_momentum)]
+        {
+            check(m >= 0.0 && m.is_finite(), name, param, "finite and >= 0", m)?;
+        }
+        Ok(())
+    }
+    /// Returns the rate of step 0, `max_lr / div_factor` (as torch computes it, which may
+    /// differ in the last bits), whatever `lr` is.
+    fn start(&mut self, _lr: f64) -> Result<f64> {
+        let lr = self.lr_at(0)?;
+        self.last_epoch = 0;
+        Ok(lr)
+    }
+    fn advance(&mut self, _lr: f64, _validation: Option<Validation>) -> Result<f64> {
+        let lr = self.lr_at(self.last_epoch + 1)?;
+        self.last_epoch += 1;
+        Ok(lr)
+    }
+    fn momentum(&self) -> Option<f64> {
+        self.cycle_momentum.then(|| self.momentum_at(self.last_epoch).ok()).flatten()
+    }
+    state_methods!();
+}
