@@ -6,7 +6,10 @@
       steps from the same initial weights of zero_grad, cross-entropy, backward and step, with
       torch's single-tensor loop (foreach=False). Writes OUT/rules.safetensors: `init.*`, `x`,
       `y`, and per setting `<name>.<param>` (the weights after 10 steps), `<name>.state.<param>.
-      <key>` (the optimizer's state tensors) and `<name>.losses`.
+      <key>` (the optimizer's state tensors) and `<name>.losses`. The `*_one_cycle` settings
+      step a OneCycleLR(max_lr=0.05, total_steps=10) after every step, its momentum cycling
+      (torch's default): RMSprop's momentum, NAdam's and RAdam's beta1, and SGD's momentum and
+      Adam's beta1 with the kernels trainbook uses by default (foreach SGD, fused Adam).
 """
 import sys
 
@@ -30,6 +33,11 @@ SETTINGS = {
     "radam_l2": lambda p: torch.optim.RAdam(p, lr=1e-3, weight_decay=0.01, foreach=False),
     "radamw": lambda p: torch.optim.RAdam(
         p, lr=1e-3, weight_decay=0.01, decoupled_weight_decay=True, foreach=False),
+    "rmsprop_one_cycle": lambda p: torch.optim.RMSprop(p, lr=0.01, foreach=False),
+    "nadam_one_cycle": lambda p: torch.optim.NAdam(p, lr=2e-3, foreach=False),
+    "radam_one_cycle": lambda p: torch.optim.RAdam(p, lr=1e-3, foreach=False),
+    "sgd_one_cycle": lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9, foreach=True),
+    "adam_one_cycle": lambda p: torch.optim.Adam(p, lr=1e-3, fused=True),
 }
 
 
@@ -53,12 +61,17 @@ def main(out):
         net = model()
         net.load_state_dict(init)
         opt = make(list(net.parameters()))
+        cycle = None
+        if name.endswith("_one_cycle"):
+            cycle = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.05, total_steps=10)
         losses = []
         for _ in range(10):
             opt.zero_grad()
             loss = F.cross_entropy(net(x), y)
             loss.backward()
             opt.step()
+            if cycle is not None:
+                cycle.step()
             losses.append(loss.item())
         names = dict(zip([id(p) for p in net.parameters()], [n for n, _ in net.named_parameters()]))
         for pname, p in net.named_parameters():

@@ -3,7 +3,9 @@
 //! setting (defaults, RMSprop centered with momentum and weight decay, NAdam and RAdam with L2
 //! and decoupled decay, RMSprop with two param groups) ends with torch's weights and state
 //! tensors bit for bit and took the same losses; its state exported and restored after 5 steps
-//! changes nothing. Both sides on one thread. Through `fit`, a run with RMSprop stopped after an
+//! changes nothing. With a `OneCycleLR` whose momentum cycles (torch's default), RMSprop, NAdam,
+//! RAdam, SGD and Adam end with torch's weights bit for bit too. Both sides on one thread.
+//! Through `fit`, a run with RMSprop stopped after an
 //! epoch and resumed ends on the uninterrupted run's weights; under GradScaler a rule steps on
 //! the unscaled gradients (the weights of an unscaled run, bit for bit) and skips the step of
 //! an inf gradient.
@@ -17,7 +19,8 @@ use trainbook::data::{DataLoader, TensorDataset};
 use trainbook::dist::Dist;
 use trainbook::fit::Trainer;
 use trainbook::train::{
-    CrossEntropyLoss, NAdam, Optimizer, ParamGroup, RAdam, RMSprop, SharedRule,
+    CrossEntropyLoss, LrSchedule, NAdam, OneCycleLR, Optimizer, ParamGroup, RAdam, RMSprop,
+    SharedRule,
 };
 
 /// The tests here seed and draw from libtorch's global generator: they take turns.
@@ -27,7 +30,7 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-const SETTINGS: [&str; 9] = [
+const SETTINGS: [&str; 14] = [
     "rmsprop",
     "rmsprop_full",
     "nadam",
@@ -37,6 +40,11 @@ const SETTINGS: [&str; 9] = [
     "radam_l2",
     "radamw",
     "rmsprop_groups",
+    "rmsprop_one_cycle",
+    "nadam_one_cycle",
+    "radam_one_cycle",
+    "sgd_one_cycle",
+    "adam_one_cycle",
 ];
 
 /// The oracle's `nn.Sequential(Linear(6, 5), Tanh(), Linear(5, 3))` under its names.
@@ -62,6 +70,11 @@ fn optimizer(vs: &VarStore, setting: &str) -> Optimizer {
             };
             (Arc::new(full), 0.01)
         }
+        "sgd_one_cycle" => return Optimizer::sgd(vs, 0.01, 0.9),
+        "adam_one_cycle" => return Optimizer::adam(vs, 1e-3),
+        "rmsprop_one_cycle" => (Arc::new(RMSprop::default()), 0.01),
+        "nadam_one_cycle" => (Arc::new(NAdam::default()), 2e-3),
+        "radam_one_cycle" => (Arc::new(RAdam::default()), 1e-3),
         "nadam" => (Arc::new(NAdam::default()), 2e-3),
         "nadam_l2" => (Arc::new(NAdam { weight_decay: 0.01, ..Default::default() }), 2e-3),
         "nadamw" => {
@@ -103,6 +116,19 @@ fn rmsprop_nadam_and_radam_equal_torch_optim_bit_for_bit() {
             }
         });
         let mut opt = optimizer(&vs, setting);
+        // OneCycleLR with torch's momentum cycling, set as `fit` sets it.
+        let mut cycle = setting.ends_with("_one_cycle").then(|| OneCycleLR::new(0.05, 10));
+        let follow = |cycle: &Option<OneCycleLR>, opt: &mut Optimizer, lr: f64| {
+            if let Some(c) = cycle {
+                opt.set_lr(lr);
+                opt.set_momentum(c.momentum().unwrap()).unwrap();
+            }
+        };
+        let mut lr = match &mut cycle {
+            Some(c) => c.start(opt.lr()).unwrap(),
+            None => opt.lr(),
+        };
+        follow(&cycle, &mut opt, lr);
         let mut losses = Vec::new();
         for step in 0..10 {
             if step == 5 {
@@ -111,12 +137,22 @@ fn rmsprop_nadam_and_radam_equal_torch_optim_bit_for_bit() {
                 let mut fresh = optimizer(&vs, setting);
                 fresh.load_state_dict(&tensors, &meta).unwrap();
                 opt = fresh;
+                follow(&cycle, &mut opt, lr);
             }
             opt.zero_grad();
             let loss = CrossEntropyLoss::new().mean(&net.forward(&x), &y);
             loss.backward();
             opt.step().unwrap();
+            if let Some(c) = &mut cycle {
+                lr = c.advance(lr, None).unwrap();
+            }
+            follow(&cycle, &mut opt, lr);
             losses.push(loss.double_value(&[]));
+        }
+        if let Some(c) = &cycle {
+            // The momentum moved (from 0.95 down to 0.85 and back), and was written.
+            let m = opt.momentum().unwrap();
+            assert!(m != 0.9 && m != 0.0 && m == c.momentum().unwrap(), "{setting}: {m}");
         }
         let want: Vec<f64> = Vec::try_from(get(&format!("{setting}.losses"))).unwrap();
         assert_eq!(losses, want, "{setting}: the losses");

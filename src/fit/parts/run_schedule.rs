@@ -236,11 +236,32 @@ mod tests {
         again.ensure_started(&mut fresh).unwrap();
         again.advance_step(&mut fresh).unwrap();
         assert_eq!(fresh.momentum(), Some(0.9));
-        // An optimizer without a momentum: an error naming it, unless the momentum stays.
+        // An update rule's momentum: RMSprop's (0 by default, as torch's).
         let mut rms = Optimizer::rmsprop(&vs, 0.1);
-        let err = s.start(&mut rms).unwrap_err().to_string();
-        assert!(err.contains("RMSprop") && err.contains("cycle_momentum(false)"), "{err}");
+        assert_eq!(rms.momentum(), Some(0.0));
+        s.start(&mut rms).unwrap();
+        assert_eq!(rms.momentum(), Some(cycle.momentum_at(0).unwrap()));
+        // A rule without a momentum: an error naming it, unless the momentum stays.
+        struct SignSgd;
+        impl crate::train::UpdateRule for SignSgd {
+            fn name(&self) -> &str {
+                "SignSGD"
+            }
+            fn update(
+                &self,
+                s: &crate::train::RuleStep,
+                p: &mut tch::Tensor,
+                grad: &tch::Tensor,
+                _: &mut crate::train::RuleState,
+            ) -> Result<()> {
+                crate::train::ops::add_(p, &grad.sign(), -s.lr)
+            }
+        }
+        let mut sign = Optimizer::with_rule(&vs, std::sync::Arc::new(SignSgd), 0.1);
+        let err = s.start(&mut sign).unwrap_err().to_string();
+        assert!(err.contains("SignSGD") && err.contains("cycle_momentum(false)"), "{err}");
+        assert_eq!(sign.momentum(), None);
         let lr_only: Box<dyn LrSchedule> = Box::new(cycle.cycle_momentum(false));
-        RunSchedule::new(Some(lr_only.as_ref()), 1).unwrap().start(&mut rms).unwrap();
+        RunSchedule::new(Some(lr_only.as_ref()), 1).unwrap().start(&mut sign).unwrap();
     }
 }

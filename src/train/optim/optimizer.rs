@@ -127,20 +127,22 @@ impl Optimizer {
         }
     }
     /// The momentum a schedule may move (torch's `param_groups[i]["momentum"]` for SGD,
-    /// `["betas"][0]` for Adam and AdamW); `None` for an [`UpdateRule`](super::UpdateRule)'s.
+    /// `["betas"][0]` for Adam and AdamW; an [`UpdateRule`](super::UpdateRule)'s own:
+    /// RMSprop's momentum, NAdam's and RAdam's beta1); `None` for a rule without one.
     pub fn momentum(&self) -> Option<f64> {
         match self.kind {
             OptimizerKind::Sgd { momentum, .. } => Some(momentum),
             OptimizerKind::Adam { beta1, .. } | OptimizerKind::AdamW { beta1, .. } => Some(beta1),
-            OptimizerKind::Rule { .. } => None,
+            OptimizerKind::Rule { .. } => self.rule.as_ref().and_then(|r| r.momentum()),
         }
     }
     /// Sets the momentum of every group for the next steps, where torch's schedulers write it
     /// ([`LrSchedule::momentum`](crate::train::LrSchedule::momentum): `OneCycleLR`'s
     /// `cycle_momentum`): SGD's momentum (a momentum buffer starts at the next step if there was
-    /// none, as in torch), Adam's and AdamW's beta1. [`Error::InvalidArgument`] for an
-    /// [`UpdateRule`](super::UpdateRule)'s optimizer, whose hyper-parameters are its own (torch's
-    /// "optimizer must support momentum or beta1"), and for a momentum that is not finite and
+    /// none), Adam's and AdamW's beta1, and an [`UpdateRule`](super::UpdateRule)'s through
+    /// [`with_momentum`](super::UpdateRule::with_momentum) (RMSprop's momentum, NAdam's and
+    /// RAdam's beta1). [`Error::InvalidArgument`] for a rule without a momentum (torch's
+    /// "optimizer must support momentum or beta1") and for a momentum that is not finite and
     /// >= 0; nothing changes then.
     pub fn set_momentum(&mut self, m: f64) -> Result<()> {
         if !(m >= 0.0 && m.is_finite()) {
@@ -152,10 +154,18 @@ impl Optimizer {
             OptimizerKind::Sgd { momentum, .. } => *momentum = m,
             OptimizerKind::Adam { beta1, .. } | OptimizerKind::AdamW { beta1, .. } => *beta1 = m,
             OptimizerKind::Rule { .. } => {
-                let rule = self.rule.as_ref().map_or("an update rule", |r| r.name());
-                return Err(Error::InvalidArgument(format!(
-                    "a schedule's momentum (OneCycleLR's cycle_momentum) cannot be set on {rule}'s                      optimizer: its hyper-parameters are the rule's own (use                      OneCycleLR::cycle_momentum(false))"
-                )));
+                let rule = self.rule.as_ref();
+                match rule.and_then(|r| r.with_momentum(m)) {
+                    Some(moved) => self.rule = Some(moved),
+                    None => {
+                        let name = rule.map_or("an update rule", |r| r.name());
+                        return Err(Error::InvalidArgument(format!(
+                            "a schedule's momentum (OneCycleLR's cycle_momentum) cannot be set \
+                             on {name}'s optimizer: the rule has no momentum \
+                             (UpdateRule::with_momentum; or OneCycleLR::cycle_momentum(false))"
+                        )));
+                    }
+                }
             }
         }
         Ok(())

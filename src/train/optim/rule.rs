@@ -88,6 +88,17 @@ pub trait UpdateRule: Send + Sync {
     fn weight_decay(&self) -> f64 {
         0.0
     }
+    /// The momentum a schedule may move (torch's `momentum`, or `betas[0]`); `None` (the
+    /// default) for a rule without one.
+    fn momentum(&self) -> Option<f64> {
+        None
+    }
+    /// The same rule with that momentum set to `m` (what `OneCycleLR`'s `cycle_momentum` writes
+    /// into torch's param groups, through [`Optimizer::set_momentum`]); `None` (the default) for a
+    /// rule without one.
+    fn with_momentum(&self, _m: f64) -> Option<SharedRule> {
+        None
+    }
     /// One step of one parameter `p` (under `no_grad`) from its gradient.
     fn update(
         &self,

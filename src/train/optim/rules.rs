@@ -8,7 +8,7 @@ use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
 use super::ops;
-use super::rule::{RuleState, RuleStep, UpdateRule};
+use super::rule::{RuleState, RuleStep, SharedRule, UpdateRule};
 use super::Optimizer;
 use crate::Result;
 
@@ -71,6 +71,12 @@ fn zeros(state: &mut RuleState, name: &str, p: &Tensor) -> Tensor {
 impl UpdateRule for RMSprop {
     fn name(&self) -> &str {
         "RMSprop"
+    }
+    fn momentum(&self) -> Option<f64> {
+        Some(self.momentum)
+    }
+    fn with_momentum(&self, m: f64) -> Option<SharedRule> {
+        Some(Arc::new(RMSprop { momentum: m, ..*self }))
     }
     fn weight_decay(&self) -> f64 {
         self.weight_decay
@@ -141,6 +147,12 @@ impl UpdateRule for NAdam {
     fn name(&self) -> &str {
         "NAdam"
     }
+    fn momentum(&self) -> Option<f64> {
+        Some(self.beta1)
+    }
+    fn with_momentum(&self, m: f64) -> Option<SharedRule> {
+        Some(Arc::new(NAdam { beta1: m, ..*self }))
+    }
     fn weight_decay(&self) -> f64 {
         self.weight_decay
     }
@@ -200,6 +212,12 @@ impl Default for RAdam {
 impl UpdateRule for RAdam {
     fn name(&self) -> &str {
         "RAdam"
+    }
+    fn momentum(&self) -> Option<f64> {
+        Some(self.beta1)
+    }
+    fn with_momentum(&self, m: f64) -> Option<SharedRule> {
+        Some(Arc::new(RAdam { beta1: m, ..*self }))
     }
     fn weight_decay(&self) -> f64 {
         self.weight_decay
