@@ -6,6 +6,7 @@
 use crate::common;
 
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 use tch::nn::VarStore;
@@ -16,7 +17,7 @@ use trainbook::dist::Dist;
 use trainbook::fit::{FitConfig, FitReport, Trainer};
 use trainbook::models::MnistNet;
 use trainbook::train::{
-    Cadence, ChainedScheduler, CosineAnnealingLR, LinearLR, LrSchedule, Mode, OneCycleLR,
+    Cadence, ChainedScheduler, CosineAnnealingLR, LinearLR, LrSchedule, Mode, Monitor, OneCycleLR,
     Optimizer, ReduceLROnPlateau, SequentialLR, StepLR, Validation,
 };
 use trainbook::Error;
@@ -47,21 +48,24 @@ fn fit(
     model_seed: i64,
     resume: bool,
 ) -> trainbook::Result<(FitReport, f64, Option<f64>)> {
+    let cfg = FitConfig { policy, resume, schedule, ..Default::default() };
+    fit_with(out, cfg, model_seed)
+}
+
+/// As [`fit`], with the run's other settings from `cfg` (its epochs, output folder and progress
+/// set here).
+fn fit_with(
+    out: &Path,
+    cfg: FitConfig,
+    model_seed: i64,
+) -> trainbook::Result<(FitReport, f64, Option<f64>)> {
     let dist = Dist::single(Device::Cpu);
     tch::manual_seed(model_seed);
     let mut vs = VarStore::new(Device::Cpu);
     let net = MnistNet::new(&vs.root());
     let mut opt = Optimizer::adam(&vs, 0.01);
     let (mut train, mut val) = (loader(1, SAMPLES), loader(2, 8));
-    let cfg = FitConfig {
-        epochs: EPOCHS,
-        out: out.to_path_buf(),
-        policy,
-        resume,
-        schedule,
-        progress: false,
-        ..Default::default()
-    };
+    let cfg = FitConfig { epochs: EPOCHS, out: out.to_path_buf(), progress: false, ..cfg };
     tch::manual_seed(99); // the dropout stream; a resumed run restores it from the checkpoint
     let report =
         Trainer::with_config(&dist, cfg).fit(&mut vs, &net, &mut opt, &mut train, &mut val)?;
@@ -322,4 +326,70 @@ fn composite_schedules_refuse_what_torch_refuses_and_restore_their_parts() {
     }
     let mut moved = SequentialLR::new(vec![warmup(), cosine()], vec![5]);
     assert!(matches!(moved.load_state(&a.state()), Err(Error::Checkpoint(_))));
+}
+
+/// A per-epoch schedule that keeps the rate and records the validation results `fit` hands it.
+#[derive(Clone, Debug, Default)]
+struct Recorder(Arc<Mutex<Vec<Validation>>>, u64);
+
+impl LrSchedule for Recorder {
+    fn name(&self) -> &'static str {
+        "Recorder"
+    }
+    fn cadence(&self) -> Cadence {
+        Cadence::Epoch
+    }
+    fn validate(&self) -> trainbook::Result<()> {
+        Ok(())
+    }
+    fn start(&mut self, lr: f64) -> trainbook::Result<f64> {
+        Ok(lr)
+    }
+    fn advance(&mut self, lr: f64, v: Option<Validation>) -> trainbook::Result<f64> {
+        self.0.lock().unwrap().push(v.expect("a per-epoch schedule gets the epoch's validation"));
+        self.1 += 1;
+        Ok(lr)
+    }
+    fn steps(&self) -> u64 {
+        self.1
+    }
+    fn state(&self) -> Value {
+        serde_json::json!({ "last_epoch": self.1 })
+    }
+    fn load_state(&mut self, state: &Value) -> trainbook::Result<()> {
+        self.1 = state["last_epoch"].as_u64().unwrap_or(0);
+        Ok(())
+    }
+    fn box_clone(&self) -> Box<dyn LrSchedule> {
+        Box::new(self.clone())
+    }
+}
+
+#[test]
+fn a_per_epoch_schedule_gets_the_monitored_metric_with_the_loss_and_accuracy() {
+    let _turn = common::module_turn(module_path!());
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let work = common::WorkDir::new("schedules-monitor");
+    for monitor in [None, Some(Monitor::ValAcc), Some(Monitor::ValLoss)] {
+        let seen = Recorder::default();
+        let cfg = FitConfig {
+            schedule: Some(Box::new(seen.clone())),
+            policy: no_checkpoints(),
+            monitor,
+            ..Default::default()
+        };
+        let (report, _, _) = fit_with(&work.join(format!("{monitor:?}")), cfg, 7).unwrap();
+        let seen = seen.0.lock().unwrap().clone();
+        assert_eq!(seen.len(), report.history.len(), "one validation per epoch");
+        for (v, r) in seen.iter().zip(&report.history) {
+            let (loss, acc) = (r.val_loss.unwrap(), r.val_acc.unwrap());
+            assert_eq!((v.loss.to_bits(), v.accuracy.to_bits()), (loss.to_bits(), acc.to_bits()));
+            let want = match monitor {
+                None => None,
+                Some(Monitor::ValAcc) => Some(acc),
+                _ => Some(loss),
+            };
+            assert_eq!(v.monitored.map(f64::to_bits), want.map(f64::to_bits), "{monitor:?}");
+        }
+    }
 }
