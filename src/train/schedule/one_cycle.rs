@@ -37,12 +37,15 @@ use crate::{Error, Result};
 /// let mut sched = OneCycleLR::new(0.1, 100);
 /// let mut lr = sched.start(opt.lr())?;
 /// assert!((lr - 0.1 / 25.0).abs() < 1e-15); // torch: 0.0040000000000000036
-/// for _step in 0..29 {
-///     // opt.step()? here, then:
-///     lr = sched.advance(lr, None)?;
+/// for step in 0..30 {
+///     // What torch's constructor, then each scheduler.step(), writes into the param groups.
 ///     opt.set_lr(lr);
 ///     if let Some(m) = sched.momentum() {
 ///         opt.set_momentum(m)?;
+///     }
+///     if step < 29 {
+///         // opt.step()? here, then:
+///         lr = sched.advance(lr, None)?;
 ///     }
 /// }
 /// assert!((lr - 0.1).abs() < 1e-12); // the peak, after 30% of the steps
