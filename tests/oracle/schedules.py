@@ -28,7 +28,10 @@ def make(c, opt):
     if kind == "ConstantLR":
         return S.ConstantLR(opt, factor=c["factor"], total_iters=c["total_iters"])
     if kind == "OneCycleLR":
-        return S.OneCycleLR(opt, max_lr=c["max_lr"], total_steps=c["total_steps"],
+        # torch's two ways to give the length: total_steps, or epochs and steps_per_epoch.
+        length = ({"total_steps": c["total_steps"]} if "total_steps" in c else
+                  {"epochs": c["epochs"], "steps_per_epoch": c["steps_per_epoch"]})
+        return S.OneCycleLR(opt, max_lr=c["max_lr"], **length,
                             pct_start=c["pct_start"], anneal_strategy=c["anneal"],
                             div_factor=c["div_factor"], final_div_factor=c["final_div_factor"],
                             three_phase=c["three_phase"],

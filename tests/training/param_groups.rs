@@ -1,7 +1,8 @@
 //! Param groups against PyTorch (tests/oracle/param_groups.py, the venv's torch, one thread):
 //! three groups (the default, a head with ten times the rate, norms and biases without weight
 //! decay) under SGD (`foreach`) and AdamW (`fused`), and a warmup-then-cosine `SequentialLR`
-//! started on each group's own rate. Given torch's gradients, every group's rates, the final
+//! started on each group's own rate; and SGD under a `OneCycleLR` with one peak per group
+//! (`max_lr=[...]`), its momentum cycling. Given torch's gradients, every group's rates, the final
 //! weights and the optimizer's state equal torch's bit for bit: the same libtorch kernels run
 //! on the same tensors, one call per group as torch.optim makes them.
 use crate::common;
@@ -11,8 +12,8 @@ use tch::nn::VarStore;
 use tch::{Device, Tensor};
 use trainbook::models::load_state_dict;
 use trainbook::train::{
-    Cadence, CosineAnnealingLR, LinearLR, LrSchedule, Optimizer, OptimizerKind, ParamGroup,
-    SequentialLR,
+    Cadence, CosineAnnealingLR, LinearLR, LrSchedule, OneCycleLR, Optimizer, OptimizerKind,
+    ParamGroup, SequentialLR,
 };
 
 const NAMES: [&str; 6] =
@@ -45,78 +46,95 @@ fn three_groups_and_a_schedule_follow_torch_bit_for_bit() {
     tch::set_num_threads(1);
     let dir = common::WorkDir::new("param-groups");
     let ts = common::oracle_tensors("param_groups.py", "groups", &dir);
-    let kinds = [
-        (
-            "sgd",
-            0.05,
-            OptimizerKind::Sgd {
-                momentum: 0.9,
-                dampening: 0.0,
-                nesterov: false,
-                weight_decay: 5e-4,
-            },
-        ),
-        (
-            "adamw",
-            1e-3,
-            OptimizerKind::AdamW { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.05 },
-        ),
-    ];
-    for (name, lr, kind) in kinds {
-        let vs = stand_in_model(&ts);
-        let mut opt = Optimizer::new(&vs, kind, lr)
-            .param_group(ParamGroup::prefix("fc.").lr(lr * 10.0))
-            .unwrap()
-            .param_group(ParamGroup::norm_and_bias())
+    let sgd =
+        OptimizerKind::Sgd { momentum: 0.9, dampening: 0.0, nesterov: false, weight_decay: 5e-4 };
+    let adamw = OptimizerKind::AdamW { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.05 };
+    // A copy of the schedule per group, each started on its group's rate (torch's base_lrs).
+    let sequential = |_: usize| warmup_then_cosine();
+    follow_torch(&ts, "sgd", 0.05, sgd, &sequential);
+    follow_torch(&ts, "adamw", 1e-3, adamw, &sequential);
+    // OneCycleLR with one peak per group (torch's max_lr as a list), the momentum cycling.
+    let cycle = OneCycleLR::new(1.0, 6).pct_start(0.5).group_max_lrs(vec![0.05, 0.5, 0.02]);
+    let per_group = |group: usize| cycle.for_group(group, 3).unwrap();
+    follow_torch(&ts, "sgd_one_cycle", 0.05, sgd, &per_group);
+}
+
+/// Six of the oracle's steps of the three groups under `kind`, each group's schedule made by
+/// `schedule(group)`, against the oracle's run `name`: every group's rates (and momenta, where
+/// the oracle recorded them), the final weights and the optimizer's state, bit for bit.
+fn follow_torch(
+    ts: &[(String, Tensor)],
+    name: &str,
+    lr: f64,
+    kind: OptimizerKind,
+    schedule: &dyn Fn(usize) -> Box<dyn LrSchedule>,
+) {
+    let vs = stand_in_model(ts);
+    let mut opt = Optimizer::new(&vs, kind, lr)
+        .param_group(ParamGroup::prefix("fc.").lr(lr * 10.0))
+        .unwrap()
+        .param_group(ParamGroup::norm_and_bias())
+        .unwrap();
+    assert_eq!(opt.group_labels(), ["default", "fc.", "no_decay"]);
+    assert_eq!(opt.group_parameter_names(0), ["conv.weight"]);
+    assert_eq!(opt.group_parameter_names(1), ["fc.weight", "fc.bias"], "the first group wins");
+    let mut scheds: Vec<_> = (0..3).map(schedule).collect();
+    let lrs: Vec<f64> =
+        scheds.iter_mut().zip(opt.group_lrs()).map(|(s, lr)| s.start(lr).unwrap()).collect();
+    opt.set_group_lrs(&lrs).unwrap();
+    // One momentum range for every group: each group's copy gives the same.
+    let set_momentum = |opt: &mut Optimizer, scheds: &[Box<dyn LrSchedule>]| {
+        if let Some(m) = scheds[0].momentum() {
+            assert!(scheds.iter().all(|s| s.momentum() == Some(m)));
+            opt.set_momentum(m).unwrap();
+        }
+        vec![opt.momentum().unwrap(); 3]
+    };
+    let mut seen = vec![opt.group_lrs()];
+    let mut momenta = vec![set_momentum(&mut opt, &scheds)];
+    let vars = vs.variables();
+    for step in 0..6 {
+        opt.zero_grad();
+        // d/dp sum(p * g) = g exactly: torch's gradients, set through autograd.
+        let loss = NAMES
+            .iter()
+            .map(|n| (&vars[*n] * get(ts, &format!("grad.{step}.{n}"))).sum(None))
+            .reduce(|a, b| a + b)
             .unwrap();
-        assert_eq!(opt.group_labels(), ["default", "fc.", "no_decay"]);
-        assert_eq!(opt.group_parameter_names(0), ["conv.weight"]);
-        assert_eq!(opt.group_parameter_names(1), ["fc.weight", "fc.bias"], "the first group wins");
-        // A copy of the schedule per group, each started on its group's rate (torch's base_lrs).
-        let mut scheds: Vec<_> = (0..3).map(|_| warmup_then_cosine()).collect();
-        let lrs: Vec<f64> =
-            scheds.iter_mut().zip(opt.group_lrs()).map(|(s, lr)| s.start(lr).unwrap()).collect();
+        loss.backward();
+        opt.step().unwrap();
+        let lrs: Vec<f64> = scheds
+            .iter_mut()
+            .zip(opt.group_lrs())
+            .map(|(s, lr)| s.advance(lr, None).unwrap())
+            .collect();
         opt.set_group_lrs(&lrs).unwrap();
-        let mut seen = vec![opt.group_lrs()];
-        let vars = vs.variables();
-        for step in 0..6 {
-            opt.zero_grad();
-            // d/dp sum(p * g) = g exactly: torch's gradients, set through autograd.
-            let loss = NAMES
-                .iter()
-                .map(|n| (&vars[*n] * get(&ts, &format!("grad.{step}.{n}"))).sum(None))
-                .reduce(|a, b| a + b)
-                .unwrap();
-            loss.backward();
-            opt.step().unwrap();
-            let lrs: Vec<f64> = scheds
-                .iter_mut()
-                .zip(opt.group_lrs())
-                .map(|(s, lr)| s.advance(lr, None).unwrap())
-                .collect();
-            opt.set_group_lrs(&lrs).unwrap();
-            seen.push(opt.group_lrs());
-        }
-        let want = get(&ts, &format!("{name}.lrs"));
-        let want: Vec<Vec<f64>> =
-            (0..7).map(|i| Vec::<f64>::try_from(want.get(i)).unwrap()).collect();
-        assert_eq!(seen, want, "{name}: every group's learning rates");
-        for n in NAMES {
-            let w = get(&ts, &format!("{name}.final.{n}"));
-            assert!(vars[n].equal(w), "{name}: {n} differs from torch's");
-        }
-        let (state, meta) = opt.state_dict();
-        let mut compared = 0;
-        for (key, t) in &state {
-            let w = get(&ts, &format!("{name}.{}", state_key(key)));
-            assert!(t.equal(w), "{name}: optimizer state {key} differs from torch's");
-            compared += 1;
-        }
-        let per_param = if name == "sgd" { 1 } else { 2 };
-        assert_eq!(compared, NAMES.len() * per_param, "{name}: every state tensor compared");
-        assert_eq!(meta.group_lrs, *seen.last().unwrap());
-        assert!(meta.steps.values().all(|s| *s == 6), "{:?}", meta.steps);
+        seen.push(opt.group_lrs());
+        momenta.push(set_momentum(&mut opt, &scheds));
     }
+    let rows = |key: &str| -> Vec<Vec<f64>> {
+        let t = get(ts, &format!("{name}.{key}"));
+        (0..7).map(|i| Vec::<f64>::try_from(t.get(i)).unwrap()).collect()
+    };
+    assert_eq!(seen, rows("lrs"), "{name}: every group's learning rates");
+    if ts.iter().any(|(k, _)| *k == format!("{name}.momenta")) {
+        assert_eq!(momenta, rows("momenta"), "{name}: every group's momentum");
+    }
+    for n in NAMES {
+        let w = get(ts, &format!("{name}.final.{n}"));
+        assert!(vars[n].equal(w), "{name}: {n} differs from torch's");
+    }
+    let (state, meta) = opt.state_dict();
+    let mut compared = 0;
+    for (key, t) in &state {
+        let w = get(ts, &format!("{name}.{}", state_key(key)));
+        assert!(t.equal(w), "{name}: optimizer state {key} differs from torch's");
+        compared += 1;
+    }
+    let per_param = if name.starts_with("sgd") { 1 } else { 2 };
+    assert_eq!(compared, NAMES.len() * per_param, "{name}: every state tensor compared");
+    assert_eq!(meta.group_lrs, *seen.last().unwrap());
+    assert!(meta.steps.values().all(|s| *s == 6), "{:?}", meta.steps);
 }
 
 /// `conv.weight.exp_avg` (trainbook's key) as the oracle's `exp_avg.conv.weight`.

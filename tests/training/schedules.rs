@@ -24,15 +24,20 @@ fn schedule(c: &Value) -> Box<dyn LrSchedule> {
         "LinearLR" => Box::new(LinearLR::new(f("start_factor"), f("end_factor"), u("total_iters"))),
         "ConstantLR" => Box::new(ConstantLR::new(f("factor"), u("total_iters"))),
         "OneCycleLR" => Box::new(
-            OneCycleLR::new(f("max_lr"), u("total_steps"))
-                .pct_start(f("pct_start"))
-                .anneal_strategy(if c["anneal"] == "cos" { Anneal::Cos } else { Anneal::Linear })
-                .div_factor(f("div_factor"))
-                .final_div_factor(f("final_div_factor"))
-                .three_phase(c["three_phase"].as_bool().unwrap())
-                .cycle_momentum(c["cycle_momentum"].as_bool().unwrap_or(false))
-                .base_momentum(c["base_momentum"].as_f64().unwrap_or(0.85))
-                .max_momentum(c["max_momentum"].as_f64().unwrap_or(0.95)),
+            match c.get("epochs") {
+                None => OneCycleLR::new(f("max_lr"), u("total_steps")),
+                Some(_) => {
+                    OneCycleLR::with_epochs(f("max_lr"), u("epochs"), u("steps_per_epoch")).unwrap()
+                }
+            }
+            .pct_start(f("pct_start"))
+            .anneal_strategy(if c["anneal"] == "cos" { Anneal::Cos } else { Anneal::Linear })
+            .div_factor(f("div_factor"))
+            .final_div_factor(f("final_div_factor"))
+            .three_phase(c["three_phase"].as_bool().unwrap())
+            .cycle_momentum(c["cycle_momentum"].as_bool().unwrap_or(false))
+            .base_momentum(c["base_momentum"].as_f64().unwrap_or(0.85))
+            .max_momentum(c["max_momentum"].as_f64().unwrap_or(0.95)),
         ),
         "ReduceLROnPlateau" => Box::new(
             ReduceLROnPlateau::new(if c["mode"] == "min" { Mode::Min } else { Mode::Max })
@@ -202,6 +207,10 @@ fn configs() -> Vec<Value> {
                       "pct_start": pct, "anneal": anneal, "div_factor": div,
                       "final_div_factor": final_div, "three_phase": three, "steps": total}));
     }
+    // torch's other constructor: OneCycleLR(..., epochs=3, steps_per_epoch=469).
+    c.push(json!({"kind": "OneCycleLR", "lr": 0.5, "max_lr": 0.02, "epochs": 3,
+                  "steps_per_epoch": 469, "pct_start": 0.3, "anneal": "cos", "div_factor": 25.0,
+                  "final_div_factor": 1e4, "three_phase": false, "steps": 469 * 3}));
     // The momentum that cycle_momentum writes (SGD's momentum, Adam's beta1), step by step.
     for (total, pct, anneal, three, optimizer, base, max) in [
         (100, 0.3, "cos", false, "sgd", 0.85, 0.95),

@@ -8,7 +8,8 @@ use crate::train::{Cadence, LrSchedule, Optimizer, Validation};
 use crate::{Error, Result};
 
 /// The schedule of a run, if it has one: a copy per param group, as torch's scheduler keeps a
-/// rate per group (each group's schedule starts from its own rate, torch's `initial_lr`).
+/// rate per group (each group's schedule starts from its own rate, torch's `initial_lr`, and
+/// takes its own entry of a per-group list: [`LrSchedule::for_group`]).
 pub(crate) struct RunSchedule {
     template: Option<Box<dyn LrSchedule>>,
     groups: RefCell<Vec<Box<dyn LrSchedule>>>,
@@ -17,25 +18,29 @@ pub(crate) struct RunSchedule {
 }
 
 impl RunSchedule {
-    /// The configured schedule (checked: a bad setting is an error naming it).
+    /// The configured schedule (checked: a bad setting, or a per-group list that does not
+    /// have one entry per group, is an error naming it).
     pub(crate) fn new(
         schedule: Option<&dyn LrSchedule>,
         group_count: usize,
     ) -> Result<RunSchedule> {
         if let Some(s) = schedule {
             s.validate()?;
+            for group in 0..group_count {
+                s.for_group(group, group_count)?;
+            }
         }
         let template = schedule.map(|s| s.box_clone());
         Ok(RunSchedule { template, groups: RefCell::default(), group_count })
     }
 
-    fn copies(&self, n: usize) -> Vec<Box<dyn LrSchedule>> {
-        self.template.iter().flat_map(|t| (0..n).map(|_| t.box_clone())).collect()
+    fn copies(&self, n: usize) -> Result<Vec<Box<dyn LrSchedule>>> {
+        self.template.iter().flat_map(|t| (0..n).map(|group| t.for_group(group, n))).collect()
     }
 
     /// A new run: the schedule sets the first step's rate (LinearLR, OneCycleLR) of each group.
     pub(crate) fn start(&self, opt: &mut Optimizer) -> Result<()> {
-        let mut copies = self.copies(opt.group_lrs().len());
+        let mut copies = self.copies(opt.group_lrs().len())?;
         if copies.is_empty() {
             return Ok(());
         }
@@ -137,7 +142,7 @@ impl Stateful for RunSchedule {
                 )))
             }
         };
-        let mut copies = self.copies(n);
+        let mut copies = self.copies(n)?;
         for (s, saved) in copies.iter_mut().zip(states) {
             s.load_state(saved)?;
         }
@@ -198,6 +203,34 @@ mod tests {
         let one = StepLR::new(1, 0.5).state();
         let err = again.load_state_dict(PartState::of_value(one)).unwrap_err().to_string();
         assert!(err.contains("2 param groups"), "{err}");
+    }
+
+    #[test]
+    fn one_cycle_gives_each_group_its_own_peak_and_refuses_a_list_of_another_length() {
+        use crate::train::OneCycleLR;
+        let vs = VarStore::new(Device::Cpu);
+        let _ = vs.root().zeros("w", &[2, 2]);
+        let _ = vs.root().zeros("b", &[2]);
+        let mut opt = Optimizer::sgd(&vs, 0.1, 0.9)
+            .param_group(crate::train::ParamGroup::norm_and_bias())
+            .unwrap();
+        let cycle = OneCycleLR::new(0.1, 10).group_max_lrs(vec![0.1, 2.0]);
+        let boxed: Box<dyn LrSchedule> = Box::new(cycle.clone());
+        let s = RunSchedule::new(Some(boxed.as_ref()), 2).unwrap();
+        s.start(&mut opt).unwrap();
+        s.advance_step(&mut opt).unwrap();
+        let (w, b) = (OneCycleLR::new(0.1, 10), OneCycleLR::new(2.0, 10));
+        assert_eq!(opt.group_lrs(), [w.lr_at(1).unwrap(), b.lr_at(1).unwrap()]);
+        // Each group's state keeps its own peak: a resumed run goes on with both.
+        let mut again = RunSchedule::new(Some(boxed.as_ref()), 2).unwrap();
+        again.load_state_dict(PartState::of_value(s.state())).unwrap();
+        again.advance_step(&mut opt).unwrap();
+        assert_eq!(opt.group_lrs(), [w.lr_at(2).unwrap(), b.lr_at(2).unwrap()]);
+        for groups in [1, 3] {
+            let err = RunSchedule::new(Some(boxed.as_ref()), groups).err().unwrap().to_string();
+            let want = format!("expected {groups} values for max_lr (one per param group), got 2");
+            assert!(err.contains(&want), "{err}");
+        }
     }
 
     #[test]

@@ -150,6 +150,16 @@ pub trait LrSchedule: std::fmt::Debug + Send + Sync {
         None
     }
 
+    /// The copy of the schedule for param group `group` of an optimizer with `groups` groups,
+    /// before [`start`](Self::start): a schedule whose hyper-parameters torch also takes as a
+    /// list, one per group, picks that group's ([`OneCycleLR::group_max_lrs`]); a list of
+    /// another length is an [`Error::InvalidArgument`], as torch's `ValueError`. `Trainer::fit`
+    /// starts one copy per group this way. The default is a plain copy.
+    fn for_group(&self, group: usize, groups: usize) -> Result<Box<dyn LrSchedule>> {
+        let _ = (group, groups);
+        Ok(self.box_clone())
+    }
+
     /// Steps taken since [`start`](Self::start) (torch's `last_epoch`).
     fn steps(&self) -> u64;
 
@@ -200,6 +210,9 @@ impl LrSchedule for Box<dyn LrSchedule> {
     }
     fn momentum(&self) -> Option<f64> {
         (**self).momentum()
+    }
+    fn for_group(&self, group: usize, groups: usize) -> Result<Box<dyn LrSchedule>> {
+        (**self).for_group(group, groups)
     }
     fn steps(&self) -> u64 {
         (**self).steps()

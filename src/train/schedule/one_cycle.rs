@@ -23,6 +23,10 @@ use crate::{Error, Result};
 /// in torch, unless [`cycle_momentum`](Self::cycle_momentum)`(false)`. A checkpoint written
 /// before the momentum cycled resumes without it, as it ran.
 ///
+/// Param groups: torch's `max_lr` may be a list, one peak per group, and so may
+/// [`group_max_lrs`](Self::group_max_lrs) here; `Trainer::fit` gives each group its copy of the
+/// schedule ([`LrSchedule::for_group`]). One momentum range holds for every group.
+///
 /// Stepping more than `total_steps` times is an [`Error::InvalidArgument`], as it is a
 /// `ValueError` in torch.
 ///
@@ -59,7 +63,12 @@ use crate::{Error, Result};
 pub struct OneCycleLR {
     /// The peak learning rate (> 0).
     pub max_lr: f64,
-    /// Steps in the cycle (at least 1; torch's `epochs * steps_per_epoch` when given so).
+    /// One peak per param group, in the optimizer's group order (torch's `max_lr` as a list),
+    /// or `None`: [`max_lr`](Self::max_lr) for every group. Each entry finite and > 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_max_lrs: Option<Vec<f64>>,
+    /// Steps in the cycle (at least 1; torch's `epochs * steps_per_epoch` when given so:
+    /// [`with_epochs`](Self::with_epochs)).
     pub total_steps: u64,
     /// Fraction of the cycle spent increasing the rate, in [0, 1].
     pub pct_start: f64,
@@ -99,6 +108,7 @@ impl OneCycleLR {
     pub fn new(max_lr: f64, total_steps: u64) -> Self {
         OneCycleLR {
             max_lr,
+            group_max_lrs: None,
             total_steps,
             pct_start: 0.3,
             anneal_strategy: Anneal::Cos,
@@ -110,6 +120,51 @@ impl OneCycleLR {
             max_momentum: default_max_momentum(),
             last_epoch: 0,
         }
+    }
+    /// `OneCycleLR(optimizer, max_lr, epochs=epochs, steps_per_epoch=steps_per_epoch)`: a
+    /// cycle of `epochs * steps_per_epoch` optimizer steps. Either being 0 is an
+    /// [`Error::InvalidArgument`] naming it, as torch's `ValueError`.
+    ///
+    /// ```
+    /// use trainbook::train::OneCycleLR;
+    /// // 10 epochs of 469 batches (MNIST's 60000 images at batch 128).
+    /// let sched = OneCycleLR::with_epochs(0.1, 10, 469)?;
+    /// assert_eq!(sched.total_steps, 4690);
+    /// assert!(OneCycleLR::with_epochs(0.1, 0, 469).unwrap_err().to_string().contains("epochs"));
+    /// # Ok::<(), trainbook::Error>(())
+    /// ```
+    pub fn with_epochs(max_lr: f64, epochs: u64, steps_per_epoch: u64) -> Result<Self> {
+        let name = "OneCycleLR";
+        check(epochs >= 1, name, "epochs", "a positive integer", epochs)?;
+        check(
+            steps_per_epoch >= 1,
+            name,
+            "steps_per_epoch",
+            "a positive integer",
+            steps_per_epoch,
+        )?;
+        let total = epochs.checked_mul(steps_per_epoch).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "OneCycleLR: epochs * steps_per_epoch ({epochs} * {steps_per_epoch}) overflows"
+            ))
+        })?;
+        Ok(Self::new(max_lr, total))
+    }
+    /// Sets [`group_max_lrs`](Self::group_max_lrs): one peak per param group, as torch's
+    /// `max_lr=[...]`.
+    ///
+    /// ```
+    /// use trainbook::train::{LrSchedule, OneCycleLR};
+    /// // OneCycleLR(optimizer, max_lr=[0.01, 0.1], total_steps=100) on two param groups
+    /// let sched = OneCycleLR::new(0.1, 100).group_max_lrs(vec![0.01, 0.1]);
+    /// let mut head = sched.for_group(1, 2)?;
+    /// assert!((head.start(0.0)? - 0.1 / 25.0).abs() < 1e-15);
+    /// assert!(sched.for_group(0, 3).is_err()); // three groups, two peaks
+    /// # Ok::<(), trainbook::Error>(())
+    /// ```
+    pub fn group_max_lrs(mut self, max_lrs: Vec<f64>) -> Self {
+        self.group_max_lrs = Some(max_lrs);
+        self
     }
     /// Sets [`pct_start`](Self::pct_start).
     pub fn pct_start(mut self, pct: f64) -> Self {
@@ -234,6 +289,12 @@ impl LrSchedule for OneCycleLR {
         check(self.total_steps >= 1, name, "total_steps", "a positive integer", self.total_steps)?;
         let positive = |x: f64| x > 0.0 && x.is_finite();
         check(positive(self.max_lr), name, "max_lr", "finite and > 0", self.max_lr)?;
+        if let Some(lrs) = &self.group_max_lrs {
+            check(!lrs.is_empty(), name, "group_max_lrs", "one value per param group", "[]")?;
+            for &lr in lrs {
+                check(positive(lr), name, "group_max_lrs", "finite and > 0", lr)?;
+            }
+        }
         let pct = self.pct_start;
         check((0.0..=1.0).contains(&pct), name, "pct_start", "in [0, 1]", pct)?;
         check(positive(self.div_factor), name, "div_factor", "finite and > 0", self.div_factor)?;
@@ -257,6 +318,23 @@ impl LrSchedule for OneCycleLR {
         let lr = self.lr_at(self.last_epoch + 1)?;
         self.last_epoch += 1;
         Ok(lr)
+    }
+    fn for_group(&self, group: usize, groups: usize) -> Result<Box<dyn LrSchedule>> {
+        self.validate()?;
+        let mut copy = self.clone();
+        if let Some(lrs) = copy.group_max_lrs.take() {
+            if lrs.len() != groups {
+                return Err(Error::InvalidArgument(format!(
+                    "OneCycleLR: expected {groups} values for max_lr (one per param group), got \
+                     {} (group_max_lrs)",
+                    lrs.len()
+                )));
+            }
+            copy.max_lr = *lrs.get(group).ok_or_else(|| {
+                Error::InvalidArgument(format!("OneCycleLR: no param group {group} of {groups}"))
+            })?;
+        }
+        Ok(Box::new(copy))
     }
     fn momentum(&self) -> Option<f64> {
         self.cycle_momentum.then(|| self.momentum_at(self.last_epoch).ok()).flatten()
