@@ -13,4 +13,5 @@ mod data_loading;
 mod data_preparation;
 mod data_split;
 mod extra_inputs;
+mod tiny_imagenet;
 mod weighted_sampler;

@@ -12,6 +12,7 @@ mod common;
 
 mod c10d_multiprocess;
 mod ddp;
+mod ddp_evaluation;
 mod ddp_failures;
 mod ddp_graph_exchange;
 mod mixed_groups;

@@ -6,7 +6,8 @@
 //! One module per former test binary (`tests/launch/<module>.rs`); a test's full name is
 //! `<module>::<test>`. Every test first takes its module's turn (`common::module_turn`), so that
 //! under `cargo test` the modules run one after another, as their binaries did, while the tests of
-//! one module still run side by side.
+//! one module still run side by side. `slurm_cluster` holds no test: it is `slurm`'s one-node
+//! cluster.
 #[path = "../common/mod.rs"]
 mod common;
 
@@ -17,4 +18,5 @@ mod example_mnist;
 mod fault_tolerance;
 mod launchers;
 mod slurm;
+mod slurm_cluster;
 mod torchrun_flags;
