@@ -37,10 +37,10 @@ pub use crate::models::{
 pub use crate::train::{
     evaluate, history_table, read_records, train_epoch, Anneal, BCEWithLogitsLoss, Cadence,
     ChainedScheduler, ConfusionMatrix, CosineAnnealingLR, CosineAnnealingWarmRestarts,
-    CrossEntropyLoss, EpochOptions, EpochRecord, EpochSummary, ExponentialLR, HuberLoss, L1Loss,
-    LambdaLR, LinearLR, Loss, LrSchedule, MSELoss, Mode, Monitor, MultiStepLR, MultiplicativeLR,
-    OneCycleLR, Optimizer, ParamGroup, PolynomialLR, Precision, Prediction, ReduceLROnPlateau,
-    SequentialLR, SmoothL1Loss, StepLR, Task,
+    CrossEntropyLoss, CyclicLR, EpochOptions, EpochRecord, EpochSummary, ExponentialLR, HuberLoss,
+    L1Loss, LambdaLR, LinearLR, Loss, LrSchedule, MSELoss, Mode, Monitor, MultiStepLR,
+    MultiplicativeLR, OneCycleLR, Optimizer, ParamGroup, PolynomialLR, Precision, Prediction,
+    ReduceLROnPlateau, SequentialLR, SmoothL1Loss, StepLR, Task,
 };
 pub use crate::train::{predict, predictions};
 pub use crate::train::{Ddp, DdpOptions};

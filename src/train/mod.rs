@@ -72,8 +72,9 @@ pub use profile::{
 };
 pub use schedule::{
     Anneal, Cadence, ChainedScheduler, ConstantLR, CosineAnnealingLR, CosineAnnealingWarmRestarts,
-    ExponentialLR, LambdaLR, LinearLR, LrLambda, LrSchedule, MultiStepLR, MultiplicativeLR,
-    OneCycleLR, PolynomialLR, ReduceLROnPlateau, SequentialLR, StepLR, Validation, SWALR,
+    CyclicLR, CyclicMode, ExponentialLR, LambdaLR, LinearLR, LrLambda, LrSchedule, MultiStepLR,
+    MultiplicativeLR, OneCycleLR, PolynomialLR, ReduceLROnPlateau, SequentialLR, StepLR,
+    Validation, SWALR,
 };
 pub use step::{ModelStep, StepBatch, StepOutput, TrainStep};
 pub use strategy::{Ddp, DdpOptions, SingleProcess, Strategy};

@@ -38,6 +38,12 @@ def make(c, opt):
                             cycle_momentum=c.get("cycle_momentum", False),
                             base_momentum=c.get("base_momentum", 0.85),
                             max_momentum=c.get("max_momentum", 0.95))
+    if kind == "CyclicLR":
+        return S.CyclicLR(opt, base_lr=c["base_lr"], max_lr=c["max_lr"], step_size_up=c["up"],
+                          step_size_down=c.get("down"), mode=c["mode"], gamma=c.get("gamma", 1.0),
+                          cycle_momentum=c.get("cycle_momentum", False),
+                          base_momentum=c.get("base_momentum", 0.8),
+                          max_momentum=c.get("max_momentum", 0.9))
     if kind == "ReduceLROnPlateau":
         return S.ReduceLROnPlateau(opt, mode=c["mode"], factor=c["factor"], patience=c["patience"],
                                    threshold=c["threshold"], threshold_mode=c["threshold_mode"],

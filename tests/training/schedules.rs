@@ -1,6 +1,6 @@
 //! Learning-rate schedules: every schedule's sequence equals torch's `get_last_lr()` (the
-//! venv's torch is the oracle), to the last bit, and so does the momentum that `OneCycleLR`
-//! cycles (SGD's momentum, Adam's beta1, as torch writes it into the param group). The schedules inside `Trainer::fit`, their
+//! venv's torch is the oracle), to the last bit, and so does the momentum that `OneCycleLR` and
+//! `CyclicLR` cycle (SGD's momentum, Adam's beta1, as torch writes it into the param group). The schedules inside `Trainer::fit`, their
 //! resume and their errors are in `schedules_in_fit.rs`.
 use crate::common;
 
@@ -10,8 +10,9 @@ use std::process::{Command, Stdio};
 use serde_json::{json, Value};
 use trainbook::train::{
     Anneal, Cadence, ChainedScheduler, ConstantLR, CosineAnnealingLR, CosineAnnealingWarmRestarts,
-    ExponentialLR, LambdaLR, LinearLR, LrSchedule, Mode, MultiStepLR, MultiplicativeLR, OneCycleLR,
-    PolynomialLR, ReduceLROnPlateau, SequentialLR, StepLR, Validation, SWALR,
+    CyclicLR, CyclicMode, ExponentialLR, LambdaLR, LinearLR, LrSchedule, Mode, MultiStepLR,
+    MultiplicativeLR, OneCycleLR, PolynomialLR, ReduceLROnPlateau, SequentialLR, StepLR,
+    Validation, SWALR,
 };
 
 /// The schedule a torch configuration describes (the keys of tests/oracle/schedules.py).
@@ -39,6 +40,23 @@ fn schedule(c: &Value) -> Box<dyn LrSchedule> {
             .base_momentum(c["base_momentum"].as_f64().unwrap_or(0.85))
             .max_momentum(c["max_momentum"].as_f64().unwrap_or(0.95)),
         ),
+        "CyclicLR" => {
+            let mode = match c["mode"].as_str().unwrap() {
+                "triangular" => CyclicMode::Triangular,
+                "triangular2" => CyclicMode::Triangular2,
+                _ => CyclicMode::ExpRange,
+            };
+            let s = CyclicLR::new(f("base_lr"), f("max_lr"), u("up"))
+                .mode(mode)
+                .gamma(c["gamma"].as_f64().unwrap_or(1.0))
+                .cycle_momentum(c["cycle_momentum"].as_bool().unwrap_or(false))
+                .base_momentum(c["base_momentum"].as_f64().unwrap_or(0.8))
+                .max_momentum(c["max_momentum"].as_f64().unwrap_or(0.9));
+            match c["down"].as_u64() {
+                Some(down) => Box::new(s.step_size_down(down)),
+                None => Box::new(s),
+            }
+        }
         "ReduceLROnPlateau" => Box::new(
             ReduceLROnPlateau::new(if c["mode"] == "min" { Mode::Min } else { Mode::Max })
                 .factor(f("factor"))
@@ -207,6 +225,23 @@ fn configs() -> Vec<Value> {
                       "pct_start": pct, "anneal": anneal, "div_factor": div,
                       "final_div_factor": final_div, "three_phase": three, "steps": total}));
     }
+    // CyclicLR's three modes, a longer or no way down, a top below the bottom, long runs.
+    for (base, max, up, down, mode, gamma, steps) in [
+        (0.001, 0.1, 4, None, "triangular", 1.0, 20),
+        (0.01, 0.05, 3, Some(5), "triangular2", 1.0, 40),
+        (0.0, 0.3, 7, Some(2), "exp_range", 0.97, 50),
+        (0.1, 0.01, 5, None, "triangular", 1.0, 25),
+        (0.02, 0.2, 3, Some(0), "triangular", 1.0, 10),
+        (0.001, 0.006, 250, None, "exp_range", 0.99994, 2100),
+        (0.001, 0.006, 200, Some(300), "triangular2", 1.0, 2600),
+    ] {
+        let mut cfg = json!({"kind": "CyclicLR", "lr": 0.5, "base_lr": base, "max_lr": max,
+                             "up": up, "mode": mode, "gamma": gamma, "steps": steps});
+        if let Some(down) = down {
+            cfg["down"] = json!(down);
+        }
+        c.push(cfg);
+    }
     // torch's other constructor: OneCycleLR(..., epochs=3, steps_per_epoch=469).
     c.push(json!({"kind": "OneCycleLR", "lr": 0.5, "max_lr": 0.02, "epochs": 3,
                   "steps_per_epoch": 469, "pct_start": 0.3, "anneal": "cos", "div_factor": 25.0,
@@ -224,6 +259,21 @@ fn configs() -> Vec<Value> {
                       "final_div_factor": 1e4, "three_phase": three, "steps": total,
                       "cycle_momentum": true, "optimizer": optimizer, "record": "momentum",
                       "base_momentum": base, "max_momentum": max}));
+    }
+    // CyclicLR's momentum (cycle_momentum, on by default in torch).
+    for (optimizer, mode, gamma, up, down, steps, base, max) in [
+        ("sgd", "triangular", 1.0, 4, None, 20, 0.8, 0.9),
+        ("adam", "exp_range", 0.95, 3, Some(6), 30, 0.85, 0.95),
+        ("sgd", "triangular2", 1.0, 5, None, 40, 0.8, 0.9),
+    ] {
+        let mut cfg = json!({"kind": "CyclicLR", "lr": 0.5, "base_lr": 0.001, "max_lr": 0.1,
+                             "up": up, "mode": mode, "gamma": gamma, "steps": steps,
+                             "cycle_momentum": true, "optimizer": optimizer,
+                             "record": "momentum", "base_momentum": base, "max_momentum": max});
+        if let Some(down) = down {
+            cfg["down"] = json!(down);
+        }
+        c.push(cfg);
     }
     for (lr, milestones, gamma, steps) in
         [(0.1, vec![2, 5], 0.1, 8), (0.05, vec![3, 3, 6, 1], 0.5, 9), (0.2, vec![0, 4], 0.3, 6)]
@@ -307,9 +357,9 @@ fn every_schedule_gives_torch_s_learning_rates_bit_for_bit() {
     let want = torch_sequences(&configs);
     let kinds: std::collections::BTreeSet<&str> =
         configs.iter().map(|c| c["kind"].as_str().unwrap()).collect();
-    assert_eq!(kinds.len(), 15);
+    assert_eq!(kinds.len(), 16);
     let momentums = configs.iter().filter(|c| c["record"] == "momentum").count();
-    assert_eq!(momentums, 5, "OneCycleLR's momentum sequences");
+    assert_eq!(momentums, 8, "OneCycleLR's and CyclicLR's momentum sequences");
     for (c, want) in configs.iter().zip(&want) {
         let mut s = schedule(c);
         // The rate, or with "record": "momentum" the momentum the schedule sets with it.

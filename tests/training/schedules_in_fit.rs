@@ -17,8 +17,8 @@ use trainbook::dist::Dist;
 use trainbook::fit::{FitConfig, FitReport, Trainer};
 use trainbook::models::MnistNet;
 use trainbook::train::{
-    Cadence, ChainedScheduler, CosineAnnealingLR, LinearLR, LrSchedule, Mode, Monitor, OneCycleLR,
-    Optimizer, ReduceLROnPlateau, SequentialLR, StepLR, Validation,
+    Cadence, ChainedScheduler, CosineAnnealingLR, CyclicLR, CyclicMode, LinearLR, LrSchedule, Mode,
+    Monitor, OneCycleLR, Optimizer, ReduceLROnPlateau, SequentialLR, StepLR, Validation,
 };
 use trainbook::Error;
 
@@ -111,7 +111,8 @@ fn fit_follows_the_standalone(name: &str, schedules: Vec<Box<dyn LrSchedule>>) {
         let got: Vec<f64> = report.history.iter().map(|r| r.lr).collect();
         assert_eq!(got, want, "{s:?}");
         assert_eq!(final_lr, lr, "{s:?}: the optimizer's rate at the end");
-        // OneCycleLR moves Adam's beta1 (0.9 from Optimizer::adam) as torch's cycle_momentum.
+        // OneCycleLR and CyclicLR move Adam's beta1 (0.9 from Optimizer::adam) as torch's
+        // cycle_momentum.
         let want_momentum = standalone.momentum().or(Some(0.9));
         assert_eq!(final_momentum, want_momentum, "{s:?}: the optimizer's momentum at the end");
         assert!(want.windows(2).any(|w| w[0] != w[1]), "{s:?} never changed the rate: {want:?}");
@@ -149,6 +150,7 @@ fn fit_follows_per_step_schedules() {
         "schedules-step",
         vec![
             Box::new(OneCycleLR::new(0.02, EPOCHS * STEPS_PER_EPOCH as u64)),
+            Box::new(CyclicLR::new(0.001, 0.02, 4).mode(CyclicMode::Triangular2)),
             Box::new(LinearLR::new(0.1, 1.0, 10)),
             Box::new(CosineAnnealingLR::new(0.01, 4, 0.0).stepping(Cadence::Step)),
             warmup_then_cosine(),
@@ -301,6 +303,8 @@ fn composite_schedules_refuse_what_torch_refuses_and_restore_their_parts() {
     invalid(Box::new(ChainedScheduler::new(vec![warmup(), plateau])), "ReduceLROnPlateau");
     let one_cycle = Box::new(OneCycleLR::new(0.1, 10));
     invalid(Box::new(SequentialLR::new(vec![warmup(), one_cycle], vec![3])), "OneCycleLR");
+    let cyclic = Box::new(CyclicLR::new(0.01, 0.1, 2));
+    invalid(Box::new(ChainedScheduler::new(vec![cosine(), cyclic])), "CyclicLR");
     // A per-epoch cosine after a per-step warmup: which steps would the milestone count?
     let per_epoch = Box::new(CosineAnnealingLR::new(0.1, 5, 0.0));
     invalid(Box::new(SequentialLR::new(vec![warmup(), per_epoch], vec![3])), "stepped like");

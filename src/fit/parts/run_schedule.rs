@@ -234,6 +234,28 @@ mod tests {
     }
 
     #[test]
+    fn cyclic_gives_each_group_its_own_bounds() {
+        use crate::train::CyclicLR;
+        let vs = VarStore::new(Device::Cpu);
+        let _ = vs.root().zeros("w", &[2, 2]);
+        let _ = vs.root().zeros("b", &[2]);
+        let mut opt = Optimizer::adam(&vs, 0.1)
+            .param_group(crate::train::ParamGroup::norm_and_bias())
+            .unwrap();
+        let cyclic = CyclicLR::new(0.0, 0.0, 4).group_lrs(vec![(0.001, 0.01), (0.01, 0.2)]);
+        let boxed: Box<dyn LrSchedule> = Box::new(cyclic);
+        let s = RunSchedule::new(Some(boxed.as_ref()), 2).unwrap();
+        s.start(&mut opt).unwrap();
+        assert_eq!(opt.group_lrs(), [0.001, 0.01]);
+        s.advance_step(&mut opt).unwrap();
+        let (w, b) = (CyclicLR::new(0.001, 0.01, 4), CyclicLR::new(0.01, 0.2, 4));
+        assert_eq!(opt.group_lrs(), [w.lr_at(1).unwrap(), b.lr_at(1).unwrap()]);
+        assert_eq!(opt.momentum(), Some(w.momentum_at(1).unwrap()));
+        let err = RunSchedule::new(Some(boxed.as_ref()), 3).err().unwrap().to_string();
+        assert!(err.contains("expected 3 values for base_lr and max_lr"), "{err}");
+    }
+
+    #[test]
     fn one_cycle_moves_the_momentum_and_puts_it_back_after_a_checkpoint() {
         use crate::train::OneCycleLR;
         let vs = VarStore::new(Device::Cpu);

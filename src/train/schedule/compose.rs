@@ -8,8 +8,9 @@ use super::{check, Cadence, LrSchedule, Validation};
 use crate::{Error, Result};
 
 /// The sub-schedules' common checks: at least one, none a [`ReduceLROnPlateau`](super::ReduceLROnPlateau)
-/// (torch refuses it: its `step` needs the metric) or a [`OneCycleLR`](super::OneCycleLR) (torch
-/// takes it, but its constructor overwrites the `initial_lr` the others start from), all
+/// (torch refuses it: its `step` needs the metric), a [`OneCycleLR`](super::OneCycleLR) or a
+/// [`CyclicLR`](super::CyclicLR) (torch takes them, but their constructors overwrite the rate
+/// the others start from), all
 /// stepped at the same cadence.
 fn check_parts(name: &str, parts: &[Box<dyn LrSchedule>]) -> Result<()> {
     check(!parts.is_empty(), name, "schedules", "at least one schedule", "none")?;
@@ -21,14 +22,18 @@ fn check_parts(name: &str, parts: &[Box<dyn LrSchedule>]) -> Result<()> {
             "a schedule stepped without a metric (torch refuses ReduceLROnPlateau here)",
             "ReduceLROnPlateau",
         )?;
-        check(
-            part.name() != "OneCycleLR",
-            name,
-            &format!("schedules[{i}]"),
-            "not OneCycleLR (in torch it rewrites the optimizer's initial_lr, which the other \
-             schedules start from; use it on its own)",
-            "OneCycleLR",
-        )?;
+        for own_start in ["OneCycleLR", "CyclicLR"] {
+            check(
+                part.name() != own_start,
+                name,
+                &format!("schedules[{i}]"),
+                &format!(
+                    "not {own_start} (in torch its constructor rewrites the optimizer's rate, \
+                     from which the other schedules start; use it on its own)"
+                ),
+                own_start,
+            )?;
+        }
         check(
             part.cadence() == parts[0].cadence(),
             name,
@@ -87,8 +92,8 @@ fn load(name: &str, state: &Value, parts: &mut [Box<dyn LrSchedule>]) -> Result<
 /// `torch.optim.lr_scheduler.SequentialLR`: `schedules[0]` runs until the first milestone,
 /// then `schedules[1]` restarts from the optimizer's initial rate (torch's `step(0)`, the
 /// closed form at step 0) and runs until the next, and so on. `milestones` has one entry fewer
-/// than `schedules`, in steps of the schedules' common [`Cadence`]. A `ReduceLROnPlateau` or a
-/// `OneCycleLR` among them is an [`Error::InvalidArgument`].
+/// than `schedules`, in steps of the schedules' common [`Cadence`]. A `ReduceLROnPlateau`, a
+/// `OneCycleLR` or a `CyclicLR` among them is an [`Error::InvalidArgument`].
 ///
 /// ```
 /// use trainbook::train::{Cadence, CosineAnnealingLR, LinearLR, LrSchedule, SequentialLR};

@@ -3,7 +3,7 @@
 //! [`CosineAnnealingLR`] (per epoch by default), [`MultiStepLR`], [`ExponentialLR`],
 //! [`PolynomialLR`], [`CosineAnnealingWarmRestarts`], [`LambdaLR`] and [`MultiplicativeLR`]
 //! (per epoch by default), [`LinearLR`] and [`ConstantLR`] (warmups, per optimizer step by
-//! default), [`OneCycleLR`] (per optimizer step, its momentum too) and [`SWALR`] (stochastic weight averaging's,
+//! default), [`OneCycleLR`] and [`CyclicLR`] (per optimizer step, their momentum too) and [`SWALR`] (stochastic weight averaging's,
 //! per epoch), and two that combine others:
 //! [`SequentialLR`] (one after another) and [`ChainedScheduler`] (all at once). Each is a small serde struct whose state
 //! goes into checkpoints as JSON ([`LrSchedule::state`], [`LrSchedule::load_state`]).
@@ -11,9 +11,10 @@
 //! The values are those of torch's `get_last_lr()` when its scheduler is stepped the usual way
 //! (`scheduler.step()` without an epoch argument): the chainable (recursive) forms for
 //! `StepLR`, `CosineAnnealingLR`, `LinearLR`, `ConstantLR`, `MultiStepLR`, `ExponentialLR`, `PolynomialLR` and
-//! `MultiplicativeLR`, the closed form for `OneCycleLR`, `CosineAnnealingWarmRestarts` and
+//! `MultiplicativeLR`, the closed form for `OneCycleLR`, `CyclicLR`, `CosineAnnealingWarmRestarts` and
 //! `LambdaLR`, which torch computes only that way.
 mod compose;
+mod cyclic;
 mod decay;
 mod factor;
 mod lambda;
@@ -26,6 +27,7 @@ mod warmup;
 use serde::{Deserialize, Serialize};
 
 pub use compose::{ChainedScheduler, SequentialLR};
+pub use cyclic::{CyclicLR, CyclicMode};
 pub use decay::{CosineAnnealingLR, StepLR};
 pub use factor::{ExponentialLR, MultiStepLR, PolynomialLR};
 pub use lambda::{LambdaLR, LrLambda, MultiplicativeLR};
@@ -142,7 +144,7 @@ pub trait LrSchedule: std::fmt::Debug + Send + Sync {
     /// The momentum the schedule sets with its rate, for the next optimizer step: after
     /// [`start`](Self::start), [`advance`](Self::advance) or [`load_state`](Self::load_state),
     /// what torch's scheduler has written into the param groups' `momentum` (SGD) or `betas[0]`
-    /// (Adam) by then. Only [`OneCycleLR`] sets one (torch's `cycle_momentum`); the default,
+    /// (Adam) by then. Only [`OneCycleLR`] and [`CyclicLR`] set one (torch's `cycle_momentum`); the default,
     /// `None`, leaves the optimizer's momentum alone.
     /// [`Optimizer::set_momentum`](crate::train::Optimizer::set_momentum) writes it;
     /// `Trainer::fit` does.

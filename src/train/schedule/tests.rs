@@ -12,6 +12,7 @@ fn all() -> Vec<Box<dyn LrSchedule>> {
         Box::new(LinearLR::new(0.25, 1.0, 4)),
         Box::new(OneCycleLR::new(0.3, 12)),
         Box::new(OneCycleLR::new(0.3, 12).three_phase(true).anneal_strategy(Anneal::Linear)),
+        Box::new(CyclicLR::new(0.01, 0.1, 3).mode(CyclicMode::ExpRange).gamma(0.9)),
         Box::new(MultiStepLR::new(vec![2, 4, 4], 0.5)),
         Box::new(ExponentialLR::new(0.9)),
         Box::new(PolynomialLR::new(8, 2.0)),
@@ -45,6 +46,13 @@ fn bad_arguments_name_the_parameter() {
         (Box::new(OneCycleLR::new(0.1, 10).final_div_factor(-1.0)), "final_div_factor"),
         (Box::new(OneCycleLR::new(0.1, 10).base_momentum(-0.1)), "base_momentum"),
         (Box::new(OneCycleLR::new(0.1, 10).max_momentum(f64::NAN)), "max_momentum"),
+        (Box::new(OneCycleLR::new(0.1, 10).group_max_lrs(vec![0.1, -1.0])), "group_max_lrs"),
+        (Box::new(CyclicLR::new(-0.1, 0.1, 5)), "base_lr"),
+        (Box::new(CyclicLR::new(0.1, f64::INFINITY, 5)), "max_lr"),
+        (Box::new(CyclicLR::new(0.01, 0.1, 0)), "step_size_up"),
+        (Box::new(CyclicLR::new(0.01, 0.1, 5).gamma(0.0)), "gamma"),
+        (Box::new(CyclicLR::new(0.01, 0.1, 5).base_momentum(-1.0)), "base_momentum"),
+        (Box::new(CyclicLR::new(0.01, 0.1, 5).group_lrs(vec![])), "group_lrs"),
         (Box::new(ReduceLROnPlateau::new(Mode::Min).factor(1.0)), "factor"),
         (Box::new(ReduceLROnPlateau::new(Mode::Min).factor(-0.5)), "factor"),
         (Box::new(ReduceLROnPlateau::new(Mode::Min).min_lr(-1.0)), "min_lr"),
@@ -190,7 +198,7 @@ fn cadences_and_boxed_copies() {
     use Cadence::{Epoch, Step};
     assert_eq!(
         cadences,
-        [Epoch, Epoch, Epoch, Step, Step, Step, Epoch, Epoch, Epoch, Epoch, Epoch, Epoch]
+        [Epoch, Epoch, Epoch, Step, Step, Step, Step, Epoch, Epoch, Epoch, Epoch, Epoch, Epoch]
     );
     assert_eq!(StepLR::new(2, 0.5).stepping(Step).cadence(), Step);
     assert_eq!(LinearLR::new(0.5, 1.0, 3).stepping(Epoch).cadence(), Epoch);
