@@ -2,8 +2,11 @@
 //! two bounds, again and again, and the momentum the other way round.
 use serde::{Deserialize, Serialize};
 
-use super::{check, from_state, state_methods, to_state, Cadence, LrSchedule, Validation};
-use crate::{Error, Result};
+use super::{
+    check, check_momenta, from_state, group_entry, state_methods, to_state, Cadence, LrSchedule,
+    Validation,
+};
+use crate::Result;
 
 /// How [`CyclicLR`] scales its cycles (torch's `mode`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -188,12 +191,7 @@ impl LrSchedule for CyclicLR {
         check(self.step_size_up >= 1, name, "step_size_up", "at least 1", self.step_size_up)?;
         let g = self.gamma;
         check(g > 0.0 && g.is_finite(), name, "gamma", "finite and > 0", g)?;
-        for (param, m) in
-            [("base_momentum", self.base_momentum), ("max_momentum", self.max_momentum)]
-        {
-            check(bound(m), name, param, "finite and >= 0", m)?;
-        }
-        Ok(())
+        check_momenta(name, self.base_momentum, self.max_momentum)
     }
     /// Returns `base_lr`, whatever `lr` is (torch's constructor sets it).
     fn start(&mut self, _lr: f64) -> Result<f64> {
@@ -210,16 +208,8 @@ impl LrSchedule for CyclicLR {
         self.validate()?;
         let mut copy = self.clone();
         if let Some(lrs) = copy.group_lrs.take() {
-            if lrs.len() != groups {
-                return Err(Error::InvalidArgument(format!(
-                    "CyclicLR: expected {groups} values for base_lr and max_lr (one per param \
-                     group), got {} (group_lrs)",
-                    lrs.len()
-                )));
-            }
-            (copy.base_lr, copy.max_lr) = *lrs.get(group).ok_or_else(|| {
-                Error::InvalidArgument(format!("CyclicLR: no param group {group} of {groups}"))
-            })?;
+            (copy.base_lr, copy.max_lr) =
+                group_entry(self.name(), "base_lr and max_lr", "group_lrs", &lrs, (group, groups))?;
         }
         Ok(Box::new(copy))
     }

@@ -267,6 +267,36 @@ fn from_state<T: serde::de::DeserializeOwned + LrSchedule>(
     Ok(s)
 }
 
+/// Checks a cycling momentum's two bounds (`base_momentum`, `max_momentum`): finite and >= 0.
+fn check_momenta(schedule: &str, base: f64, max: f64) -> Result<()> {
+    for (param, m) in [("base_momentum", base), ("max_momentum", max)] {
+        check(m >= 0.0 && m.is_finite(), schedule, param, "finite and >= 0", m)?;
+    }
+    Ok(())
+}
+
+/// Entry `group` of the per-group list `field` that stands for torch's list form of `params`
+/// (one value per param group): an [`Error::InvalidArgument`] as torch's `ValueError` ("expected
+/// {groups} values for ...") when the list is not `groups` long.
+fn group_entry<T: Copy>(
+    schedule: &str,
+    params: &str,
+    field: &str,
+    list: &[T],
+    (group, groups): (usize, usize),
+) -> Result<T> {
+    if list.len() != groups {
+        return Err(Error::InvalidArgument(format!(
+            "{schedule}: expected {groups} values for {params} (one per param group), got {} \
+             ({field})",
+            list.len()
+        )));
+    }
+    list.get(group).copied().ok_or_else(|| {
+        Error::InvalidArgument(format!("{schedule}: no param group {group} of {groups}"))
+    })
+}
+
 /// [`Error::InvalidArgument`] for `schedule`'s parameter `param` unless `ok`.
 fn check(
     ok: bool,

@@ -2,7 +2,10 @@
 //! optimizer steps, and the momentum (SGD's, or Adam's beta1) the other way round.
 use serde::{Deserialize, Serialize};
 
-use super::{check, from_state, state_methods, to_state, Anneal, Cadence, LrSchedule, Validation};
+use super::{
+    check, check_momenta, from_state, group_entry, state_methods, to_state, Anneal, Cadence,
+    LrSchedule, Validation,
+};
 use crate::{Error, Result};
 
 /// `torch.optim.lr_scheduler.OneCycleLR`, stepped after every optimizer step: from
@@ -300,12 +303,7 @@ impl LrSchedule for OneCycleLR {
         check(positive(self.div_factor), name, "div_factor", "finite and > 0", self.div_factor)?;
         let f = self.final_div_factor;
         check(positive(f), name, "final_div_factor", "finite and > 0", f)?;
-        for (param, m) in
-            [("base_momentum", self.base_momentum), ("max_momentum", self.max_momentum)]
-        {
-            check(m >= 0.0 && m.is_finite(), name, param, "finite and >= 0", m)?;
-        }
-        Ok(())
+        check_momenta(name, self.base_momentum, self.max_momentum)
     }
     /// Returns the rate of step 0, `max_lr / div_factor` (as torch computes it, which may
     /// differ in the last bits), whatever `lr` is.
@@ -323,16 +321,8 @@ impl LrSchedule for OneCycleLR {
         self.validate()?;
         let mut copy = self.clone();
         if let Some(lrs) = copy.group_max_lrs.take() {
-            if lrs.len() != groups {
-                return Err(Error::InvalidArgument(format!(
-                    "OneCycleLR: expected {groups} values for max_lr (one per param group), got \
-                     {} (group_max_lrs)",
-                    lrs.len()
-                )));
-            }
-            copy.max_lr = *lrs.get(group).ok_or_else(|| {
-                Error::InvalidArgument(format!("OneCycleLR: no param group {group} of {groups}"))
-            })?;
+            copy.max_lr =
+                group_entry(self.name(), "max_lr", "group_max_lrs", &lrs, (group, groups))?;
         }
         Ok(Box::new(copy))
     }
