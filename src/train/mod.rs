@@ -61,8 +61,8 @@ pub use metrics::{
     MulticlassAuroc, MulticlassScore, RunningMetrics, SharedMetric, AUROC_THRESHOLDS,
 };
 pub use optim::{
-    ops, Kernels, NAdam, Optimizer, OptimizerKind, OptimizerMeta, ParamGroup, RAdam, RMSprop,
-    RuleState, RuleStep, SharedRule, UpdateRule,
+    ops, Adadelta, Adagrad, Adamax, Kernels, NAdam, Optimizer, OptimizerKind, OptimizerMeta,
+    ParamGroup, RAdam, RMSprop, RuleState, RuleStep, SharedRule, UpdateRule,
 };
 pub use predict::{predict, predictions, Prediction};
 pub(crate) use profile::phase_range;

@@ -1,4 +1,5 @@
-"""Oracle for tests/parity/optimizer_rules.rs: torch.optim's RMSprop, NAdam and RAdam.
+"""Oracle for tests/parity/optimizer_rules.rs: torch.optim's RMSprop, NAdam, RAdam, Adagrad,
+Adadelta and Adamax.
 
   optimizer_rules.py rules OUT
       A two-layer MLP (Linear 6->5, Tanh, Linear 5->3) drawn after torch.manual_seed(3), 16
@@ -33,6 +34,17 @@ SETTINGS = {
     "radam_l2": lambda p: torch.optim.RAdam(p, lr=1e-3, weight_decay=0.01, foreach=False),
     "radamw": lambda p: torch.optim.RAdam(
         p, lr=1e-3, weight_decay=0.01, decoupled_weight_decay=True, foreach=False),
+    "adagrad": lambda p: torch.optim.Adagrad(p, lr=0.05, foreach=False),
+    "adagrad_full": lambda p: torch.optim.Adagrad(
+        p, lr=0.05, lr_decay=0.01, weight_decay=1e-3, initial_accumulator_value=0.1, eps=1e-6,
+        foreach=False),
+    "adadelta": lambda p: torch.optim.Adadelta(p, foreach=False),
+    "adadelta_full": lambda p: torch.optim.Adadelta(
+        p, lr=0.5, rho=0.8, eps=1e-5, weight_decay=1e-3, foreach=False),
+    "adamax": lambda p: torch.optim.Adamax(p, foreach=False),
+    "adamax_full": lambda p: torch.optim.Adamax(
+        p, lr=5e-3, betas=(0.8, 0.99), eps=1e-6, weight_decay=1e-3, foreach=False),
+    "adamax_one_cycle": lambda p: torch.optim.Adamax(p, foreach=False),
     "rmsprop_one_cycle": lambda p: torch.optim.RMSprop(p, lr=0.01, foreach=False),
     "nadam_one_cycle": lambda p: torch.optim.NAdam(p, lr=2e-3, foreach=False),
     "radam_one_cycle": lambda p: torch.optim.RAdam(p, lr=1e-3, foreach=False),

@@ -1,10 +1,11 @@
-//! RMSprop, NAdam and RAdam (`UpdateRule`s) against torch.optim's single-tensor loops
-//! (tests/oracle/optimizer_rules.py): an MLP trained 10 steps from PyTorch's weights with each
-//! setting (defaults, RMSprop centered with momentum and weight decay, NAdam and RAdam with L2
-//! and decoupled decay, RMSprop with two param groups) ends with torch's weights and state
+//! RMSprop, NAdam, RAdam, Adagrad, Adadelta and Adamax (`UpdateRule`s) against torch.optim's
+//! single-tensor loops (tests/oracle/optimizer_rules.py): an MLP trained 10 steps from PyTorch's
+//! weights with each setting (defaults, RMSprop centered with momentum and weight decay, NAdam
+//! and RAdam with L2 and decoupled decay, Adagrad, Adadelta and Adamax with every
+//! hyper-parameter set, RMSprop with two param groups) ends with torch's weights and state
 //! tensors bit for bit and took the same losses; its state exported and restored after 5 steps
 //! changes nothing. With a `OneCycleLR` whose momentum cycles (torch's default), RMSprop, NAdam,
-//! RAdam, SGD and Adam end with torch's weights bit for bit too. Both sides on one thread.
+//! RAdam, Adamax, SGD and Adam end with torch's weights bit for bit too. Both sides on one thread.
 //! Through `fit`, a run with RMSprop stopped after an
 //! epoch and resumed ends on the uninterrupted run's weights; under GradScaler a rule steps on
 //! the unscaled gradients (the weights of an unscaled run, bit for bit) and skips the step of
@@ -19,8 +20,8 @@ use trainbook::data::{DataLoader, TensorDataset};
 use trainbook::dist::Dist;
 use trainbook::fit::Trainer;
 use trainbook::train::{
-    CrossEntropyLoss, LrSchedule, NAdam, OneCycleLR, Optimizer, ParamGroup, RAdam, RMSprop,
-    SharedRule,
+    Adadelta, Adagrad, Adamax, CrossEntropyLoss, LrSchedule, NAdam, OneCycleLR, Optimizer,
+    ParamGroup, RAdam, RMSprop, SharedRule,
 };
 
 /// The tests here seed and draw from libtorch's global generator: they take turns.
@@ -30,7 +31,7 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-const SETTINGS: [&str; 14] = [
+const SETTINGS: [&str; 21] = [
     "rmsprop",
     "rmsprop_full",
     "nadam",
@@ -40,6 +41,13 @@ const SETTINGS: [&str; 14] = [
     "radam_l2",
     "radamw",
     "rmsprop_groups",
+    "adagrad",
+    "adagrad_full",
+    "adadelta",
+    "adadelta_full",
+    "adamax",
+    "adamax_full",
+    "adamax_one_cycle",
     "rmsprop_one_cycle",
     "nadam_one_cycle",
     "radam_one_cycle",
@@ -89,6 +97,23 @@ fn optimizer(vs: &VarStore, setting: &str) -> Optimizer {
                 RAdam { weight_decay: 0.01, decoupled_weight_decay: true, ..Default::default() };
             (Arc::new(w), 1e-3)
         }
+        "adagrad" => (Arc::new(Adagrad::default()), 0.05),
+        "adagrad_full" => {
+            let full = Adagrad {
+                lr_decay: 0.01,
+                weight_decay: 1e-3,
+                initial_accumulator_value: 0.1,
+                eps: 1e-6,
+            };
+            (Arc::new(full), 0.05)
+        }
+        "adadelta" => (Arc::new(Adadelta::default()), 1.0),
+        "adadelta_full" => (Arc::new(Adadelta { rho: 0.8, eps: 1e-5, weight_decay: 1e-3 }), 0.5),
+        "adamax" | "adamax_one_cycle" => (Arc::new(Adamax::default()), 2e-3),
+        "adamax_full" => {
+            let full = Adamax { beta1: 0.8, beta2: 0.99, eps: 1e-6, weight_decay: 1e-3 };
+            (Arc::new(full), 5e-3)
+        }
         other => panic!("unknown setting {other}"),
     };
     let opt = Optimizer::with_rule(vs, rule, lr);
@@ -99,7 +124,7 @@ fn optimizer(vs: &VarStore, setting: &str) -> Optimizer {
 }
 
 #[test]
-fn rmsprop_nadam_and_radam_equal_torch_optim_bit_for_bit() {
+fn update_rules_equal_torch_optim_bit_for_bit() {
     let _turn = common::module_turn(module_path!());
     let _serial = serial();
     tch::set_num_threads(1);

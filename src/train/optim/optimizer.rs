@@ -128,7 +128,7 @@ impl Optimizer {
     }
     /// The momentum a schedule may move (torch's `param_groups[i]["momentum"]` for SGD,
     /// `["betas"][0]` for Adam and AdamW; an [`UpdateRule`](super::UpdateRule)'s own:
-    /// RMSprop's momentum, NAdam's and RAdam's beta1); `None` for a rule without one.
+    /// RMSprop's momentum, the beta1 of NAdam, RAdam and Adamax); `None` for a rule without one.
     pub fn momentum(&self) -> Option<f64> {
         match self.kind {
             OptimizerKind::Sgd { momentum, .. } => Some(momentum),
@@ -137,11 +137,11 @@ impl Optimizer {
         }
     }
     /// Sets the momentum of every group for the next steps, where torch's schedulers write it
-    /// ([`LrSchedule::momentum`](crate::train::LrSchedule::momentum): `OneCycleLR`'s
-    /// `cycle_momentum`): SGD's momentum (a momentum buffer starts at the next step if there was
-    /// none), Adam's and AdamW's beta1, and an [`UpdateRule`](super::UpdateRule)'s through
-    /// [`with_momentum`](super::UpdateRule::with_momentum) (RMSprop's momentum, NAdam's and
-    /// RAdam's beta1). [`Error::InvalidArgument`] for a rule without a momentum (torch's
+    /// ([`LrSchedule::momentum`](crate::train::LrSchedule::momentum): the `cycle_momentum` of
+    /// `OneCycleLR` and `CyclicLR`): SGD's momentum (a momentum buffer starts at the next step if
+    /// there was none), Adam's and AdamW's beta1, and an [`UpdateRule`](super::UpdateRule)'s
+    /// through [`with_momentum`](super::UpdateRule::with_momentum) (RMSprop's momentum, the
+    /// beta1 of NAdam, RAdam and Adamax). [`Error::InvalidArgument`] for a rule without a momentum (torch's
     /// "optimizer must support momentum or beta1") and for a momentum that is not finite and
     /// >= 0; nothing changes then.
     pub fn set_momentum(&mut self, m: f64) -> Result<()> {
@@ -160,9 +160,10 @@ impl Optimizer {
                     None => {
                         let name = rule.map_or("an update rule", |r| r.name());
                         return Err(Error::InvalidArgument(format!(
-                            "a schedule's momentum (OneCycleLR's cycle_momentum) cannot be set \
-                             on {name}'s optimizer: the rule has no momentum \
-                             (UpdateRule::with_momentum; or OneCycleLR::cycle_momentum(false))"
+                            "a schedule's momentum (cycle_momentum of OneCycleLR or CyclicLR) \
+                             cannot be set on {name}'s optimizer: the rule has no momentum \
+                             (UpdateRule::with_momentum; or the schedule's \
+                             cycle_momentum(false))"
                         )));
                     }
                 }

@@ -4,7 +4,8 @@
 //! an optimizer has in trainbook: param groups (their rate and weight decay), `fit`, GradScaler
 //! (the step is skipped on the host when the gradients are not finite), clipping, schedules and
 //! checkpoints (the state tensors under `<param>.<name>`, the step counts in the metadata).
-//! RMSprop, NAdam and RAdam are built on it (`rules.rs`).
+//! RMSprop, NAdam and RAdam are built on it (`rules.rs`), and Adagrad, Adadelta and Adamax
+//! (`rules_adaptive.rs`).
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

@@ -36,7 +36,12 @@ impl Default for RMSprop {
 
 /// The gradient with an L2 penalty (`grad.add(p, alpha=weight_decay)`), or with the decoupled
 /// decay applied to `p` (`p.mul_(1 - lr * weight_decay)`).
-fn decayed(s: &RuleStep, p: &mut Tensor, grad: &Tensor, decoupled: bool) -> Result<Tensor> {
+pub(super) fn decayed(
+    s: &RuleStep,
+    p: &mut Tensor,
+    grad: &Tensor,
+    decoupled: bool,
+) -> Result<Tensor> {
     if s.weight_decay == 0.0 {
         Ok(grad.shallow_clone())
     } else if decoupled {
@@ -64,7 +69,7 @@ fn moments(
 }
 
 /// The state tensor `name` (zeros like `p` at first), sharing its storage.
-fn zeros(state: &mut RuleState, name: &str, p: &Tensor) -> Tensor {
+pub(super) fn zeros(state: &mut RuleState, name: &str, p: &Tensor) -> Tensor {
     state.get_or_insert_with(name, || p.zeros_like()).shallow_clone()
 }
 

@@ -29,7 +29,7 @@ pub enum CyclicMode {
 /// The momentum cycles the other way (torch's `cycle_momentum`, on by default): from
 /// `max_momentum` (0.9) down to `base_momentum` (0.8) while the rate rises, and back up.
 /// [`momentum`](LrSchedule::momentum) gives it; `Trainer::fit` writes it into the optimizer
-/// (SGD's and RMSprop's momentum, the beta1 of Adam, AdamW, NAdam and RAdam), as for
+/// (SGD's and RMSprop's momentum, the beta1 of Adam, AdamW, NAdam, RAdam and Adamax), as for
 /// [`OneCycleLR`](super::OneCycleLR).
 ///
 /// Param groups: torch's `base_lr` and `max_lr` may be lists, one per group, and so may

@@ -20,7 +20,7 @@ use crate::{Error, Result};
 /// it falls (with `three_phase`, it stays at `max_momentum` in the last phase).
 /// [`momentum`](LrSchedule::momentum) gives it after every [`start`](LrSchedule::start) and
 /// [`advance`](LrSchedule::advance), and [`Optimizer::set_momentum`] writes it where torch does:
-/// SGD's and RMSprop's momentum, the beta1 of Adam, AdamW, NAdam and RAdam. `Trainer::fit` does
+/// SGD's and RMSprop's momentum, the beta1 of Adam, AdamW, NAdam, RAdam and Adamax. `Trainer::fit` does
 /// both; an optimizer without a momentum (an [`UpdateRule`](crate::train::UpdateRule) of one's
 /// own without [`with_momentum`](crate::train::UpdateRule::with_momentum)) is an error there, as
 /// in torch, unless [`cycle_momentum`](Self::cycle_momentum)`(false)`. A checkpoint written
