@@ -15,9 +15,11 @@ torch, one thread).
       DIR/groups.safetensors: init.NAME, grad.STEP.NAME, OPT.lrs ([7, 3] float64: every
       group's get_last_lr() after construction and after each step), OPT.final.NAME,
       OPT.momentum_buffer.NAME (SGD), OPT.exp_avg.NAME and OPT.exp_avg_sq.NAME (AdamW).
-      And OPT "sgd_one_cycle": the same SGD and groups under OneCycleLR(max_lr=[0.05, 0.5,
-      0.02], total_steps=6, pct_start=0.5) instead (one peak per group, the momentum cycling),
-      with OPT.momenta ([7, 3] float64: every group's momentum at the same points).
+      And OPT "sgd_one_cycle" and "adamw_one_cycle": the same SGD and AdamW and groups under
+      OneCycleLR(max_lr=[0.05, 0.5, 0.02], total_steps=6, pct_start=0.5, base_momentum=[0.85,
+      0.8, 0.9], max_momentum=[0.95, 0.9, 0.99]) instead (one peak and one momentum range per
+      group), with OPT.momenta ([7, 3] float64: every group's momentum, or beta1, at the same
+      points).
 """
 import sys
 
@@ -46,6 +48,7 @@ makers = {
     "adamw": (1e-3, lambda gs: torch.optim.AdamW(gs, lr=1e-3, weight_decay=0.05, fused=True)),
 }
 makers["sgd_one_cycle"] = makers["sgd"]
+makers["adamw_one_cycle"] = makers["adamw"]
 for name, (lr, make) in makers.items():
     params = {n: torch.nn.Parameter(t.clone()) for n, t in init.items()}
     opt = make([
@@ -53,23 +56,28 @@ for name, (lr, make) in makers.items():
         {"params": [params[n] for n in groups[1]], "lr": lr * 10},
         {"params": [params[n] for n in groups[2]], "weight_decay": 0.0},
     ])
-    if name == "sgd_one_cycle":
-        sched = S.OneCycleLR(opt, max_lr=[0.05, 0.5, 0.02], total_steps=6, pct_start=0.5)
+    one_cycle = name.endswith("_one_cycle")
+    if one_cycle:
+        sched = S.OneCycleLR(opt, max_lr=[0.05, 0.5, 0.02], total_steps=6, pct_start=0.5,
+                             base_momentum=[0.85, 0.8, 0.9], max_momentum=[0.95, 0.9, 0.99])
     else:
         warmup = S.LinearLR(opt, start_factor=0.25, total_iters=2)
         cosine = S.CosineAnnealingLR(opt, T_max=4, eta_min=1e-4)
         sched = S.SequentialLR(opt, [warmup, cosine], milestones=[2])
     lrs = [sched.get_last_lr()]
-    momenta = [[g.get("momentum", 0.0) for g in opt.param_groups]]
+    def momenta_now():
+        return [g["betas"][0] if "betas" in g else g["momentum"] for g in opt.param_groups]
+
+    momenta = [momenta_now()]
     for g in grads:
         for n, p in params.items():
             p.grad = g[n].clone()
         opt.step()
         sched.step()
         lrs.append(sched.get_last_lr())
-        momenta.append([g.get("momentum", 0.0) for g in opt.param_groups])
+        momenta.append(momenta_now())
     out[f"{name}.lrs"] = torch.tensor(lrs, dtype=torch.float64)
-    if name == "sgd_one_cycle":
+    if one_cycle:
         out[f"{name}.momenta"] = torch.tensor(momenta, dtype=torch.float64)
     for n, p in params.items():
         out[f"{name}.final.{n}"] = p.detach().clone()

@@ -1,8 +1,9 @@
 //! Param groups against PyTorch (tests/oracle/param_groups.py, the venv's torch, one thread):
 //! three groups (the default, a head with ten times the rate, norms and biases without weight
 //! decay) under SGD (`foreach`) and AdamW (`fused`), and a warmup-then-cosine `SequentialLR`
-//! started on each group's own rate; and SGD under a `OneCycleLR` with one peak per group
-//! (`max_lr=[...]`), its momentum cycling. Given torch's gradients, every group's rates, the final
+//! started on each group's own rate; and SGD and AdamW under a `OneCycleLR` with one peak and
+//! one momentum range per group (`max_lr=[...]`, `base_momentum=[...]`, `max_momentum=[...]`),
+//! each group's momentum (AdamW's beta1) cycling. Given torch's gradients, every group's rates, the final
 //! weights and the optimizer's state equal torch's bit for bit: the same libtorch kernels run
 //! on the same tensors, one call per group as torch.optim makes them.
 use crate::common;
@@ -53,10 +54,15 @@ fn three_groups_and_a_schedule_follow_torch_bit_for_bit() {
     let sequential = |_: usize| warmup_then_cosine();
     follow_torch(&ts, "sgd", 0.05, sgd, &sequential);
     follow_torch(&ts, "adamw", 1e-3, adamw, &sequential);
-    // OneCycleLR with one peak per group (torch's max_lr as a list), the momentum cycling.
-    let cycle = OneCycleLR::new(1.0, 6).pct_start(0.5).group_max_lrs(vec![0.05, 0.5, 0.02]);
+    // OneCycleLR with one peak and one momentum range per group (torch's lists), the momentum
+    // (SGD's, AdamW's beta1) cycling in each group.
+    let cycle = OneCycleLR::new(1.0, 6)
+        .pct_start(0.5)
+        .group_max_lrs(vec![0.05, 0.5, 0.02])
+        .group_momentums(vec![(0.85, 0.95), (0.8, 0.9), (0.9, 0.99)]);
     let per_group = |group: usize| cycle.for_group(group, 3).unwrap();
     follow_torch(&ts, "sgd_one_cycle", 0.05, sgd, &per_group);
+    follow_torch(&ts, "adamw_one_cycle", 1e-3, adamw, &per_group);
 }
 
 /// Six of the oracle's steps of the three groups under `kind`, each group's schedule made by
@@ -82,13 +88,13 @@ fn follow_torch(
     let lrs: Vec<f64> =
         scheds.iter_mut().zip(opt.group_lrs()).map(|(s, lr)| s.start(lr).unwrap()).collect();
     opt.set_group_lrs(&lrs).unwrap();
-    // One momentum range for every group: each group's copy gives the same.
+    // Each group's momentum, as its copy of the schedule gives it (`fit` does the same).
     let set_momentum = |opt: &mut Optimizer, scheds: &[Box<dyn LrSchedule>]| {
-        if let Some(m) = scheds[0].momentum() {
-            assert!(scheds.iter().all(|s| s.momentum() == Some(m)));
-            opt.set_momentum(m).unwrap();
+        let momentums: Option<Vec<f64>> = scheds.iter().map(|s| s.momentum()).collect();
+        if let Some(each) = momentums {
+            opt.set_group_momentums(&each).unwrap();
         }
-        vec![opt.momentum().unwrap(); 3]
+        opt.group_momentums().into_iter().map(Option::unwrap).collect::<Vec<f64>>()
     };
     let mut seen = vec![opt.group_lrs()];
     let mut momenta = vec![set_momentum(&mut opt, &scheds)];

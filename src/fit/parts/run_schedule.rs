@@ -54,12 +54,16 @@ impl RunSchedule {
         self.set_momentum(opt)
     }
 
-    /// Writes the schedule's momentum into the optimizer, if it moves one (OneCycleLR's
-    /// `cycle_momentum`): every group's copy computes the same.
+    /// Writes the schedule's momentum into the optimizer, if it moves one (the
+    /// `cycle_momentum` of OneCycleLR and CyclicLR): one for every group when the groups' copies
+    /// agree, else each group's own (a per-group momentum range).
     fn set_momentum(&self, opt: &mut Optimizer) -> Result<()> {
-        match self.groups.borrow().first().and_then(|s| s.momentum()) {
-            Some(m) => opt.set_momentum(m),
-            None => Ok(()),
+        let groups = self.groups.borrow();
+        let momentums: Option<Vec<f64>> = groups.iter().map(|s| s.momentum()).collect();
+        match momentums.as_deref() {
+            None | Some([]) => Ok(()),
+            Some([first, rest @ ..]) if rest.iter().all(|m| m == first) => opt.set_momentum(*first),
+            Some(each) => opt.set_group_momentums(each),
         }
     }
 
@@ -234,7 +238,7 @@ mod tests {
     }
 
     #[test]
-    fn cyclic_gives_each_group_its_own_bounds() {
+    fn cyclic_gives_each_group_its_own_bounds_and_momentum() {
         use crate::train::CyclicLR;
         let vs = VarStore::new(Device::Cpu);
         let _ = vs.root().zeros("w", &[2, 2]);
@@ -242,15 +246,19 @@ mod tests {
         let mut opt = Optimizer::adam(&vs, 0.1)
             .param_group(crate::train::ParamGroup::norm_and_bias())
             .unwrap();
-        let cyclic = CyclicLR::new(0.0, 0.0, 4).group_lrs(vec![(0.001, 0.01), (0.01, 0.2)]);
+        let cyclic = CyclicLR::new(0.0, 0.0, 4)
+            .group_lrs(vec![(0.001, 0.01), (0.01, 0.2)])
+            .group_momentums(vec![(0.8, 0.9), (0.85, 0.99)]);
         let boxed: Box<dyn LrSchedule> = Box::new(cyclic);
         let s = RunSchedule::new(Some(boxed.as_ref()), 2).unwrap();
         s.start(&mut opt).unwrap();
         assert_eq!(opt.group_lrs(), [0.001, 0.01]);
         s.advance_step(&mut opt).unwrap();
-        let (w, b) = (CyclicLR::new(0.001, 0.01, 4), CyclicLR::new(0.01, 0.2, 4));
+        let w = CyclicLR::new(0.001, 0.01, 4);
+        let b = CyclicLR::new(0.01, 0.2, 4).base_momentum(0.85).max_momentum(0.99);
         assert_eq!(opt.group_lrs(), [w.lr_at(1).unwrap(), b.lr_at(1).unwrap()]);
-        assert_eq!(opt.momentum(), Some(w.momentum_at(1).unwrap()));
+        let each = [w.momentum_at(1).unwrap(), b.momentum_at(1).unwrap()];
+        assert_eq!(opt.group_momentums(), each.map(Some), "each group's beta1");
         let err = RunSchedule::new(Some(boxed.as_ref()), 3).err().unwrap().to_string();
         assert!(err.contains("expected 3 values for base_lr and max_lr"), "{err}");
     }

@@ -5,6 +5,7 @@
 //! RMSprop, NAdam, RAdam, Adagrad, Adadelta, Adamax, or one's own) and torch's ops with their scalar arguments (`ops`).
 mod kernels;
 mod kind;
+mod momentum;
 mod multi_tensor;
 pub mod ops;
 mod optimizer;

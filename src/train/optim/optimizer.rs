@@ -70,7 +70,12 @@ impl Optimizer {
             kernels: Kernels::default(),
             group_of: vec![0; params.len()],
             params,
-            groups: vec![GroupSettings { label: "default".into(), lr, weight_decay: None }],
+            groups: vec![GroupSettings {
+                label: "default".into(),
+                lr,
+                weight_decay: None,
+                momentum: None,
+            }],
             state: BTreeMap::new(),
             rule: None,
         }
@@ -126,51 +131,6 @@ impl Optimizer {
             g.lr = lr;
         }
     }
-    /// The momentum a schedule may move (torch's `param_groups[i]["momentum"]` for SGD,
-    /// `["betas"][0]` for Adam and AdamW; an [`UpdateRule`](super::UpdateRule)'s own:
-    /// RMSprop's momentum, the beta1 of NAdam, RAdam and Adamax); `None` for a rule without one.
-    pub fn momentum(&self) -> Option<f64> {
-        match self.kind {
-            OptimizerKind::Sgd { momentum, .. } => Some(momentum),
-            OptimizerKind::Adam { beta1, .. } | OptimizerKind::AdamW { beta1, .. } => Some(beta1),
-            OptimizerKind::Rule { .. } => self.rule.as_ref().and_then(|r| r.momentum()),
-        }
-    }
-    /// Sets the momentum of every group for the next steps, where torch's schedulers write it
-    /// ([`LrSchedule::momentum`](crate::train::LrSchedule::momentum): the `cycle_momentum` of
-    /// `OneCycleLR` and `CyclicLR`): SGD's momentum (a momentum buffer starts at the next step if
-    /// there was none), Adam's and AdamW's beta1, and an [`UpdateRule`](super::UpdateRule)'s
-    /// through [`with_momentum`](super::UpdateRule::with_momentum) (RMSprop's momentum, the
-    /// beta1 of NAdam, RAdam and Adamax). [`Error::InvalidArgument`] for a rule without a momentum (torch's
-    /// "optimizer must support momentum or beta1") and for a momentum that is not finite and
-    /// >= 0; nothing changes then.
-    pub fn set_momentum(&mut self, m: f64) -> Result<()> {
-        if !(m >= 0.0 && m.is_finite()) {
-            return Err(Error::InvalidArgument(format!(
-                "a momentum must be finite and >= 0, got {m}"
-            )));
-        }
-        match &mut self.kind {
-            OptimizerKind::Sgd { momentum, .. } => *momentum = m,
-            OptimizerKind::Adam { beta1, .. } | OptimizerKind::AdamW { beta1, .. } => *beta1 = m,
-            OptimizerKind::Rule { .. } => {
-                let rule = self.rule.as_ref();
-                match rule.and_then(|r| r.with_momentum(m)) {
-                    Some(moved) => self.rule = Some(moved),
-                    None => {
-                        let name = rule.map_or("an update rule", |r| r.name());
-                        return Err(Error::InvalidArgument(format!(
-                            "a schedule's momentum (cycle_momentum of OneCycleLR or CyclicLR) \
-                             cannot be set on {name}'s optimizer: the rule has no momentum \
-                             (UpdateRule::with_momentum; or the schedule's \
-                             cycle_momentum(false))"
-                        )));
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
     /// The parameters this optimizer updates, with their names, in creation order.
     pub fn parameters(&self) -> &[(String, Tensor)] {
         &self.params
@@ -222,8 +182,8 @@ impl Optimizer {
     /// step count on the host for their bias corrections, so the flag is read for them.
     pub(crate) fn skips_on_device(&self) -> bool {
         match self.kind {
-            OptimizerKind::Sgd { momentum, .. } => {
-                momentum == 0.0
+            OptimizerKind::Sgd { .. } => {
+                self.group_momentums().iter().all(|m| *m == Some(0.0))
                     || self.params.iter().all(|(name, p)| {
                         !p.grad().defined()
                             || self.state.get(name).is_some_and(|st| st.momentum_buffer.is_some())

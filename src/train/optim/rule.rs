@@ -128,6 +128,7 @@ impl Optimizer {
     }
     /// The rule's step of every parameter with a gradient.
     pub(super) fn rule_step(&mut self, rule: &SharedRule) -> Result<()> {
+        let rules = self.group_rules(rule)?;
         tch::no_grad(|| {
             for ((name, p), &g) in self.params.iter_mut().zip(&self.group_of) {
                 let grad = p.grad();
@@ -140,10 +141,10 @@ impl Optimizer {
                 let (kind, lr) = self.groups[g].rule(self.kind);
                 let weight_decay = match kind {
                     OptimizerKind::Rule { weight_decay } => weight_decay,
-                    _ => rule.weight_decay(),
+                    _ => rules[g].weight_decay(),
                 };
                 let step = RuleStep { lr, weight_decay, step: st.step };
-                rule.update(&step, p, &grad, &mut st.rule)?;
+                rules[g].update(&step, p, &grad, &mut st.rule)?;
             }
             Ok(())
         })

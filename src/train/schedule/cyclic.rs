@@ -32,10 +32,11 @@ pub enum CyclicMode {
 /// (SGD's and RMSprop's momentum, the beta1 of Adam, AdamW, NAdam, RAdam and Adamax), as for
 /// [`OneCycleLR`](super::OneCycleLR).
 ///
-/// Param groups: torch's `base_lr` and `max_lr` may be lists, one per group, and so may
-/// [`group_lrs`](Self::group_lrs) here; `Trainer::fit` gives each group its copy
-/// ([`LrSchedule::for_group`]). One momentum range holds for every group. torch's `scale_fn`
-/// (a Python function) has no counterpart: the three modes only.
+/// Param groups: torch's `base_lr`, `max_lr`, `base_momentum` and `max_momentum` may be lists,
+/// one entry per group, and so may [`group_lrs`](Self::group_lrs) and
+/// [`group_momentums`](Self::group_momentums) here; `Trainer::fit` gives each group its copy
+/// ([`LrSchedule::for_group`]). torch's `scale_fn` (a Python function) has no counterpart: the
+/// three modes only.
 ///
 /// ```
 /// use trainbook::train::{CyclicLR, CyclicMode, LrSchedule};
@@ -78,6 +79,11 @@ pub struct CyclicLR {
     pub base_momentum: f64,
     /// The momentum at the bottom of the rate (torch's `max_momentum`, 0.9; finite and >= 0).
     pub max_momentum: f64,
+    /// One `(base_momentum, max_momentum)` per param group (torch's two lists), or `None`:
+    /// [`base_momentum`](Self::base_momentum) and [`max_momentum`](Self::max_momentum) for
+    /// every group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_momentums: Option<Vec<(f64, f64)>>,
     last_epoch: u64,
 }
 
@@ -96,6 +102,7 @@ impl CyclicLR {
             cycle_momentum: true,
             base_momentum: 0.8,
             max_momentum: 0.9,
+            group_momentums: None,
             last_epoch: 0,
         }
     }
@@ -134,6 +141,12 @@ impl CyclicLR {
     /// Sets [`max_momentum`](Self::max_momentum).
     pub fn max_momentum(mut self, m: f64) -> Self {
         self.max_momentum = m;
+        self
+    }
+    /// Sets [`group_momentums`](Self::group_momentums): one `(base_momentum, max_momentum)` per
+    /// param group, as torch's `base_momentum=[...], max_momentum=[...]`.
+    pub fn group_momentums(mut self, ranges: Vec<(f64, f64)>) -> Self {
+        self.group_momentums = Some(ranges);
         self
     }
 
@@ -191,6 +204,11 @@ impl LrSchedule for CyclicLR {
         check(self.step_size_up >= 1, name, "step_size_up", "at least 1", self.step_size_up)?;
         let g = self.gamma;
         check(g > 0.0 && g.is_finite(), name, "gamma", "finite and > 0", g)?;
+        for &(base, max) in self.group_momentums.iter().flatten() {
+            check_momenta(name, base, max)?;
+        }
+        let empty = self.group_momentums.as_ref().is_some_and(Vec::is_empty);
+        check(!empty, name, "group_momentums", "one pair per param group", "[]")?;
         check_momenta(name, self.base_momentum, self.max_momentum)
     }
     /// Returns `base_lr`, whatever `lr` is (torch's constructor sets it).
@@ -210,6 +228,11 @@ impl LrSchedule for CyclicLR {
         if let Some(lrs) = copy.group_lrs.take() {
             (copy.base_lr, copy.max_lr) =
                 group_entry(self.name(), "base_lr and max_lr", "group_lrs", &lrs, (group, groups))?;
+        }
+        if let Some(ranges) = copy.group_momentums.take() {
+            let params = "base_momentum and max_momentum";
+            (copy.base_momentum, copy.max_momentum) =
+                group_entry(self.name(), params, "group_momentums", &ranges, (group, groups))?;
         }
         Ok(Box::new(copy))
     }

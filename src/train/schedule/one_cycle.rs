@@ -26,9 +26,11 @@ use crate::{Error, Result};
 /// in torch, unless [`cycle_momentum`](Self::cycle_momentum)`(false)`. A checkpoint written
 /// before the momentum cycled resumes without it, as it ran.
 ///
-/// Param groups: torch's `max_lr` may be a list, one peak per group, and so may
-/// [`group_max_lrs`](Self::group_max_lrs) here; `Trainer::fit` gives each group its copy of the
-/// schedule ([`LrSchedule::for_group`]). One momentum range holds for every group.
+/// Param groups: torch's `max_lr`, `base_momentum` and `max_momentum` may be lists, one entry
+/// per group, and so may [`group_max_lrs`](Self::group_max_lrs) and
+/// [`group_momentums`](Self::group_momentums) here; `Trainer::fit` gives each group its copy of
+/// the schedule ([`LrSchedule::for_group`]) and writes each group's momentum
+/// ([`Optimizer::set_group_momentums`](crate::train::Optimizer::set_group_momentums)).
 ///
 /// Stepping more than `total_steps` times is an [`Error::InvalidArgument`], as it is a
 /// `ValueError` in torch.
@@ -93,6 +95,11 @@ pub struct OneCycleLR {
     /// The momentum at the lowest rates (torch's `max_momentum`, 0.95; finite and >= 0).
     #[serde(default = "default_max_momentum")]
     pub max_momentum: f64,
+    /// One `(base_momentum, max_momentum)` per param group (torch's two lists), or `None`:
+    /// [`base_momentum`](Self::base_momentum) and [`max_momentum`](Self::max_momentum) for
+    /// every group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_momentums: Option<Vec<(f64, f64)>>,
     last_epoch: u64,
 }
 
@@ -121,6 +128,7 @@ impl OneCycleLR {
             cycle_momentum: true,
             base_momentum: default_base_momentum(),
             max_momentum: default_max_momentum(),
+            group_momentums: None,
             last_epoch: 0,
         }
     }
@@ -208,6 +216,12 @@ impl OneCycleLR {
     /// Sets [`max_momentum`](Self::max_momentum).
     pub fn max_momentum(mut self, m: f64) -> Self {
         self.max_momentum = m;
+        self
+    }
+    /// Sets [`group_momentums`](Self::group_momentums): one `(base_momentum, max_momentum)` per
+    /// param group, as torch's `base_momentum=[...], max_momentum=[...]`.
+    pub fn group_momentums(mut self, ranges: Vec<(f64, f64)>) -> Self {
+        self.group_momentums = Some(ranges);
         self
     }
 
@@ -303,6 +317,11 @@ impl LrSchedule for OneCycleLR {
         check(positive(self.div_factor), name, "div_factor", "finite and > 0", self.div_factor)?;
         let f = self.final_div_factor;
         check(positive(f), name, "final_div_factor", "finite and > 0", f)?;
+        for &(base, max) in self.group_momentums.iter().flatten() {
+            check_momenta(name, base, max)?;
+        }
+        let empty = self.group_momentums.as_ref().is_some_and(Vec::is_empty);
+        check(!empty, name, "group_momentums", "one pair per param group", "[]")?;
         check_momenta(name, self.base_momentum, self.max_momentum)
     }
     /// Returns the rate of step 0, `max_lr / div_factor` (as torch computes it, which may
@@ -323,6 +342,11 @@ impl LrSchedule for OneCycleLR {
         if let Some(lrs) = copy.group_max_lrs.take() {
             copy.max_lr =
                 group_entry(self.name(), "max_lr", "group_max_lrs", &lrs, (group, groups))?;
+        }
+        if let Some(ranges) = copy.group_momentums.take() {
+            let params = "base_momentum and max_momentum";
+            (copy.base_momentum, copy.max_momentum) =
+                group_entry(self.name(), params, "group_momentums", &ranges, (group, groups))?;
         }
         Ok(Box::new(copy))
     }

@@ -53,6 +53,11 @@ fn bad_arguments_name_the_parameter() {
         (Box::new(CyclicLR::new(0.01, 0.1, 5).gamma(0.0)), "gamma"),
         (Box::new(CyclicLR::new(0.01, 0.1, 5).base_momentum(-1.0)), "base_momentum"),
         (Box::new(CyclicLR::new(0.01, 0.1, 5).group_lrs(vec![])), "group_lrs"),
+        (Box::new(CyclicLR::new(0.01, 0.1, 5).group_momentums(vec![])), "group_momentums"),
+        (
+            Box::new(OneCycleLR::new(0.1, 10).group_momentums(vec![(0.8, 0.9), (-0.1, 0.9)])),
+            "base_momentum",
+        ),
         (Box::new(ReduceLROnPlateau::new(Mode::Min).factor(1.0)), "factor"),
         (Box::new(ReduceLROnPlateau::new(Mode::Min).factor(-0.5)), "factor"),
         (Box::new(ReduceLROnPlateau::new(Mode::Min).min_lr(-1.0)), "min_lr"),
