@@ -175,12 +175,15 @@ impl Optimizer {
             }
             state.insert(name.clone(), ps);
         }
-        // Group 0's rule becomes the optimizer's; other groups keep a weight decay of their own.
+        // Group 0's rule becomes the optimizer's; other groups keep a weight decay and a
+        // momentum of their own (a schedule's per-group momentum).
         self.kind = kinds[0];
         for (settings, (kind, lr)) in self.groups.iter_mut().zip(kinds.iter().zip(lrs)) {
             settings.lr = lr;
             let wd = weight_decay(*kind);
             settings.weight_decay = (wd != weight_decay(kinds[0])).then_some(wd);
+            let m = momentum(*kind);
+            settings.momentum = (m != momentum(kinds[0])).then_some(m);
         }
         self.state = state;
         Ok(())
@@ -193,6 +196,15 @@ fn weight_decay(kind: OptimizerKind) -> f64 {
         | OptimizerKind::Adam { weight_decay, .. }
         | OptimizerKind::AdamW { weight_decay, .. }
         | OptimizerKind::Rule { weight_decay } => weight_decay,
+    }
+}
+
+/// SGD's momentum or Adam's beta1 (0 for a rule: a file never holds one).
+fn momentum(kind: OptimizerKind) -> f64 {
+    match kind {
+        OptimizerKind::Sgd { momentum, .. } => momentum,
+        OptimizerKind::Adam { beta1, .. } | OptimizerKind::AdamW { beta1, .. } => beta1,
+        OptimizerKind::Rule { .. } => 0.0,
     }
 }
 
@@ -284,4 +296,30 @@ fn kind_of(
         return Err(format!("the file's optimizer is {kind:?}, this one is {ours:?}"));
     }
     Ok((kind, lr))
+}
+
+#[cfg(test)]
+mod tests {
+    use tch::nn::VarStore;
+    use tch::Device;
+
+    use crate::train::{Optimizer, ParamGroup};
+
+    #[test]
+    fn each_groups_momentum_goes_out_and_comes_back_in_torch_s_layout() {
+        let vs = VarStore::new(Device::Cpu);
+        let _ = vs.root().zeros("w", &[2, 2]);
+        let _ = vs.root().zeros("b", &[2]);
+        for make in [
+            |vs: &VarStore| Optimizer::sgd(vs, 0.1, 0.9),
+            |vs: &VarStore| Optimizer::adamw(vs, 0.1),
+        ] {
+            let grouped = |vs: &VarStore| make(vs).param_group(ParamGroup::prefix("b")).unwrap();
+            let mut opt = grouped(&vs);
+            opt.set_group_momentums(&[0.85, 0.95]).unwrap();
+            let mut back = grouped(&vs);
+            back.load_torch_state_dict(&opt.torch_state_dict()).unwrap();
+            assert_eq!(back.group_momentums(), [Some(0.85), Some(0.95)], "{:?}", opt.kind());
+        }
+    }
 }
