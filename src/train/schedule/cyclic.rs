@@ -204,12 +204,8 @@ impl LrSchedule for CyclicLR {
         check(self.step_size_up >= 1, name, "step_size_up", "at least 1", self.step_size_up)?;
         let g = self.gamma;
         check(g > 0.0 && g.is_finite(), name, "gamma", "finite and > 0", g)?;
-        for &(base, max) in self.group_momentums.iter().flatten() {
-            check_momenta(name, base, max)?;
-        }
-        let empty = self.group_momentums.as_ref().is_some_and(Vec::is_empty);
-        check(!empty, name, "group_momentums", "one pair per param group", "[]")?;
-        check_momenta(name, self.base_momentum, self.max_momentum)
+        let ranges = self.group_momentums.as_deref();
+        check_momenta(name, (self.base_momentum, self.max_momentum), ranges)
     }
     /// Returns `base_lr`, whatever `lr` is (torch's constructor sets it).
     fn start(&mut self, _lr: f64) -> Result<f64> {

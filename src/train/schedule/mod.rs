@@ -267,10 +267,27 @@ fn from_state<T: serde::de::DeserializeOwned + LrSchedule>(
     Ok(s)
 }
 
-/// Checks a cycling momentum's two bounds (`base_momentum`, `max_momentum`): finite and >= 0.
-fn check_momenta(schedule: &str, base: f64, max: f64) -> Result<()> {
+/// Checks a cycling momentum's two bounds (`base_momentum`, `max_momentum`), and each pair of
+/// a per-group list (`group_momentums`): finite and >= 0, and a list not empty.
+fn check_momenta(
+    schedule: &str,
+    (base, max): (f64, f64),
+    per_group: Option<&[(f64, f64)]>,
+) -> Result<()> {
+    let ok = |m: f64| m >= 0.0 && m.is_finite();
     for (param, m) in [("base_momentum", base), ("max_momentum", max)] {
-        check(m >= 0.0 && m.is_finite(), schedule, param, "finite and >= 0", m)?;
+        check(ok(m), schedule, param, "finite and >= 0", m)?;
+    }
+    let Some(list) = per_group else { return Ok(()) };
+    check(!list.is_empty(), schedule, "group_momentums", "one pair per param group", "[]")?;
+    for &(b, m) in list {
+        check(
+            ok(b) && ok(m),
+            schedule,
+            "group_momentums",
+            "finite and >= 0",
+            format!("({b}, {m})"),
+        )?;
     }
     Ok(())
 }

@@ -317,12 +317,8 @@ impl LrSchedule for OneCycleLR {
         check(positive(self.div_factor), name, "div_factor", "finite and > 0", self.div_factor)?;
         let f = self.final_div_factor;
         check(positive(f), name, "final_div_factor", "finite and > 0", f)?;
-        for &(base, max) in self.group_momentums.iter().flatten() {
-            check_momenta(name, base, max)?;
-        }
-        let empty = self.group_momentums.as_ref().is_some_and(Vec::is_empty);
-        check(!empty, name, "group_momentums", "one pair per param group", "[]")?;
-        check_momenta(name, self.base_momentum, self.max_momentum)
+        let ranges = self.group_momentums.as_deref();
+        check_momenta(name, (self.base_momentum, self.max_momentum), ranges)
     }
     /// Returns the rate of step 0, `max_lr / div_factor` (as torch computes it, which may
     /// differ in the last bits), whatever `lr` is.

@@ -56,7 +56,7 @@ fn bad_arguments_name_the_parameter() {
         (Box::new(CyclicLR::new(0.01, 0.1, 5).group_momentums(vec![])), "group_momentums"),
         (
             Box::new(OneCycleLR::new(0.1, 10).group_momentums(vec![(0.8, 0.9), (-0.1, 0.9)])),
-            "base_momentum",
+            "group_momentums",
         ),
         (Box::new(ReduceLROnPlateau::new(Mode::Min).factor(1.0)), "factor"),
         (Box::new(ReduceLROnPlateau::new(Mode::Min).factor(-0.5)), "factor"),
