@@ -55,8 +55,8 @@ impl Optimizer {
     /// beta1 of NAdam, RAdam and Adamax). [`Error::InvalidArgument`] for a rule without a
     /// momentum (torch's "optimizer must support momentum or beta1") and for a momentum that is
     /// not finite and >= 0; nothing changes then. Like the kind's other hyper-parameters, the
-    /// momentum is not part of [`state_dict`](Self::state_dict): a schedule writes it back on a
-    /// resume.
+    /// momentum is not restored by [`load_state_dict`](Self::load_state_dict) (the optimizer
+    /// keeps its own): a schedule writes it back on a resume.
     pub fn set_momentum(&mut self, m: f64) -> Result<()> {
         check(m)?;
         match &mut self.kind {
