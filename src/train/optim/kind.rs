@@ -61,6 +61,15 @@ impl OptimizerKind {
     pub fn adamw() -> Self {
         OptimizerKind::AdamW { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.01 }
     }
+    /// SGD's momentum or Adam's and AdamW's beta1; `None` for a rule (its momentum is the
+    /// rule's own: [`UpdateRule::momentum`](super::UpdateRule::momentum)).
+    pub fn momentum(&self) -> Option<f64> {
+        match *self {
+            OptimizerKind::Sgd { momentum, .. } => Some(momentum),
+            OptimizerKind::Adam { beta1, .. } | OptimizerKind::AdamW { beta1, .. } => Some(beta1),
+            OptimizerKind::Rule { .. } => None,
+        }
+    }
 }
 
 /// How [`Optimizer::step`](super::Optimizer::step) runs the update (the same rule either way; results agree within

@@ -40,9 +40,8 @@ impl Optimizer {
     /// without one).
     pub fn group_momentums(&self) -> Vec<Option<f64>> {
         let own = match self.kind {
-            OptimizerKind::Sgd { momentum, .. } => Some(momentum),
-            OptimizerKind::Adam { beta1, .. } | OptimizerKind::AdamW { beta1, .. } => Some(beta1),
             OptimizerKind::Rule { .. } => self.rule.as_ref().and_then(|r| r.momentum()),
+            kind => kind.momentum(),
         };
         self.groups.iter().map(|g| own.map(|m| g.momentum.unwrap_or(m))).collect()
     }
@@ -75,14 +74,7 @@ impl Optimizer {
     /// Errors ([`Error::InvalidArgument`]) as [`set_momentum`](Self::set_momentum)'s, and when
     /// the count differs from the number of groups; nothing changes then.
     pub fn set_group_momentums(&mut self, momentums: &[f64]) -> Result<()> {
-        if momentums.len() != self.groups.len() {
-            return Err(Error::InvalidArgument(format!(
-                "{} momentums for {} param groups ({})",
-                momentums.len(),
-                self.groups.len(),
-                self.group_labels().join(", ")
-            )));
-        }
+        self.check_one_per_group(momentums.len(), "momentums")?;
         for &m in momentums {
             check(m)?;
         }

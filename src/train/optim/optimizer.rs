@@ -183,7 +183,7 @@ impl Optimizer {
     pub(crate) fn skips_on_device(&self) -> bool {
         match self.kind {
             OptimizerKind::Sgd { .. } => {
-                self.group_momentums().iter().all(|m| *m == Some(0.0))
+                self.groups.iter().all(|g| g.rule(self.kind).0.momentum() == Some(0.0))
                     || self.params.iter().all(|(name, p)| {
                         !p.grad().defined()
                             || self.state.get(name).is_some_and(|st| st.momentum_buffer.is_some())

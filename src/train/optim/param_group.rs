@@ -286,18 +286,24 @@ impl Optimizer {
     /// scheduler writes into every group). Errors ([`Error::InvalidArgument`]) when the count
     /// differs from the number of groups; nothing changes then.
     pub fn set_group_lrs(&mut self, lrs: &[f64]) -> Result<()> {
-        if lrs.len() != self.groups.len() {
-            return Err(Error::InvalidArgument(format!(
-                "{} learning rates for {} param groups ({})",
-                lrs.len(),
-                self.groups.len(),
-                self.group_labels().join(", ")
-            )));
-        }
+        self.check_one_per_group(lrs.len(), "learning rates")?;
         for (g, lr) in self.groups.iter_mut().zip(lrs) {
             g.lr = *lr;
         }
         Ok(())
+    }
+
+    /// [`Error::InvalidArgument`] unless `count` values (`what`: "learning rates") are one per
+    /// group.
+    pub(super) fn check_one_per_group(&self, count: usize, what: &str) -> Result<()> {
+        if count == self.groups.len() {
+            return Ok(());
+        }
+        Err(Error::InvalidArgument(format!(
+            "{count} {what} for {} param groups ({})",
+            self.groups.len(),
+            self.group_labels().join(", ")
+        )))
     }
 
     /// The names of the parameters of group `index` (0: the default group), in creation order.

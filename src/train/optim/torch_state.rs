@@ -182,8 +182,7 @@ impl Optimizer {
             settings.lr = lr;
             let wd = weight_decay(*kind);
             settings.weight_decay = (wd != weight_decay(kinds[0])).then_some(wd);
-            let m = momentum(*kind);
-            settings.momentum = (m != momentum(kinds[0])).then_some(m);
+            settings.momentum = kind.momentum().filter(|m| Some(*m) != kinds[0].momentum());
         }
         self.state = state;
         Ok(())
@@ -196,15 +195,6 @@ fn weight_decay(kind: OptimizerKind) -> f64 {
         | OptimizerKind::Adam { weight_decay, .. }
         | OptimizerKind::AdamW { weight_decay, .. }
         | OptimizerKind::Rule { weight_decay } => weight_decay,
-    }
-}
-
-/// SGD's momentum or Adam's beta1 (0 for a rule: a file never holds one).
-fn momentum(kind: OptimizerKind) -> f64 {
-    match kind {
-        OptimizerKind::Sgd { momentum, .. } => momentum,
-        OptimizerKind::Adam { beta1, .. } | OptimizerKind::AdamW { beta1, .. } => beta1,
-        OptimizerKind::Rule { .. } => 0.0,
     }
 }
 
