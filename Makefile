@@ -1,7 +1,7 @@
 # trainbook's two commands (see README.md; the book in docs/ has the rest: make docs):
 #   make demo   set up what the demo needs, then run the main job
-#   make test   set up everything, then run every test (lint, Rust tests, multi-rank tests,
-#               doctests, notebooks)
+#   make test   set up everything, then run every test at CI size (lint, Rust tests, multi-rank
+#               tests, doctests, notebooks with short settings); make test-long: the long runs
 # No root (and no apt-get) needed: without it, scripts/setup/setup.sh unpacks the Debian packages
 # the build needs into .venv/debs (scripts/setup/fetch-debs.sh, or scripts/setup/fetch_debs.py
 # without apt) and says what it had to skip.
@@ -14,7 +14,7 @@ endif
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
-.PHONY: help kernel-times setup setup-demo setup-notebook setup-repl repl test-repl demo lint test notebooks docs gpu-test torch-2.11-check gpu-bundle gpu-bundle-cpu
+.PHONY: help kernel-times setup setup-demo setup-notebook setup-repl repl test-repl demo lint test test-long test-timings notebooks docs gpu-test torch-2.11-check gpu-bundle gpu-bundle-cpu
 
 ## help: this list (`make` alone)
 help:
@@ -66,10 +66,33 @@ lint: setup-demo
 	cargo clippy --all-targets -- -D warnings
 	RUSTDOCFLAGS="-D warnings" cargo doc --no-deps
 
-## test: everything: set-up, lint, Rust tests, multi-rank tests, doctests, notebooks
-test: setup lint
-	set -o pipefail; mkdir -p target; bash scripts/run-tests.sh 2>&1 | tee target/test.log
-	@awk '/^test result:/ { p += $$4; f += $$6 } /^ *Summary \[/ { for (i = 1; i <= NF; i++) { if ($$i ~ /^passed/) p += $$(i-1); if ($$i ~ /^failed/) f += $$(i-1) } } /^run-tests: [0-9]+ tests skipped/ { s = $$2 } END { printf "all tests: %d passed, %d failed (of the passed, %d skipped on this machine: see above)\n", p, f, s }' target/test.log
+## test: every proof at CI size: set-up, lint, Rust tests, multi-rank tests, doctests, notebooks (short settings)
+# Ends with the phases' times and the ten slowest tests (scripts/dev/test_timings.py). The runs
+# whose proof needs length are in test-long.
+test:
+	@mkdir -p target; rm -f target/test-phases.tsv
+	scripts/dev/phase.sh setup $(MAKE) --no-print-directory setup
+	scripts/dev/phase.sh lint $(MAKE) --no-print-directory lint
+	@set -o pipefail; bash scripts/run-tests.sh 2>&1 | tee target/test.log; status=$$?; \
+	python3 scripts/dev/test_timings.py || true; \
+	awk '/^test result:/ { p += $$4; f += $$6 } /^ *Summary \[/ { for (i = 1; i <= NF; i++) { if ($$i ~ /^passed/) p += $$(i-1); if ($$i ~ /^failed/) f += $$(i-1) } } /^run-tests: [0-9]+ tests skipped/ { s = $$2 } END { printf "all tests: %d passed, %d failed (of the passed, %d skipped on this machine: see above)\n", p, f, s }' target/test.log; \
+	exit $$status
+
+## test-long: the long tier: notebooks at their committed settings, full accuracy runs, REPL drive, bundle on the CPU
+# The tests named long_* (ignored by make test, which keeps a shorter form of each):
+# scripts/run-long-tests.sh. SHARD=k/N runs one of N shards (.ci/run runs one after make test,
+# chosen by the commit count, so every long test runs at least once every N landings).
+test-long: setup
+	@mkdir -p target
+	set -o pipefail; bash scripts/run-long-tests.sh $(SHARD) 2>&1 | tee target/test-long.log
+
+## test-timings: make test with every Python process accounted, then the tables of docs/src/contributing.md
+# make test with TRAINBOOK_PY_ACCOUNT set (each Python process the tests start records its CPU
+# time: scripts/dev/pyaccount/), then the phases, the slowest tests and the Python processes as
+# markdown tables (scripts/dev/test_timings.py --markdown).
+test-timings:
+	TRAINBOOK_PY_ACCOUNT=$(CURDIR)/target/py-account $(MAKE) --no-print-directory test
+	python3 scripts/dev/test_timings.py --markdown --top 15
 
 ## docs: build the book (docs/, mdBook) into docs/book; open docs/book/index.html
 # The book: install mdbook if missing (scripts/setup/setup.sh --docs, a one-time build of about a

@@ -123,8 +123,8 @@ fn the_gpu_bundle_builds_and_its_run_sh_runs_to_the_end() {
 /// flags and data paths work as written. Minutes of training on 2 cores, so not in `make test`:
 /// `make gpu-bundle-cpu` runs it.
 #[test]
-#[ignore = "the bundle's examples on the CPU: make gpu-bundle-cpu"]
-fn the_bundles_examples_run_on_the_cpu_as_they_would_on_the_gpu() {
+#[ignore = "long tier (make test-long, make gpu-bundle-cpu): the bundle's examples on the CPU"]
+fn long_the_bundles_examples_run_on_the_cpu_as_they_would_on_the_gpu() {
     let work = WorkDir::new("gpu-bundle-cpu");
     let bundle = build_dev_bundle(&work);
     let (json, _) = run_sh(&bundle, &work, "report-cpu", &[("DEVICE", "cpu")]);

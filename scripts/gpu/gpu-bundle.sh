@@ -14,9 +14,8 @@
 #                         run.sh on the CPU. The GPU suite is built with `cuda` where the
 #                         libtorch has libtorch_cuda (the build tests/cuda_feature.rs makes), the
 #                         other binaries without (the test build's own examples and gpu_ranks),
-#                         so the dev bundle reuses what `make test` compiles anyway;
-#                         tests/cuda_feature.rs checks that every bundle target compiles with
-#                         `cuda`.
+#                         so the dev bundle reuses what `make test` compiles anyway (only the
+#                         GPU suite reads the feature: tests/cuda_feature.rs keeps that true).
 #
 # The bundle: run.sh; bin/ (the GPU suites tests/gpu.rs and tests/gpu_ranks.rs, benches/gpu.rs
 # as gpu-bench, the examples mnist, designsafe, tiny_imagenet and dogs); tests/oracle/ and

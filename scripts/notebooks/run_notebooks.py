@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Executes trainbook's notebooks headless, top to bottom, in the `trainbook` Jupyter kernel.
 
-    .venv/bin/python scripts/notebooks/run_notebooks.py [NOTEBOOK ...] [--out DIR | --in-place] [--cell-timeout S]
+    .venv/bin/python scripts/notebooks/run_notebooks.py [NOTEBOOK ...] [--out DIR | --in-place] [--cell-timeout S] [--inject CODE]
     .venv/bin/python scripts/notebooks/run_notebooks.py --check interrupt|spawn
 
 Without arguments it runs every notebooks/*.ipynb in name order, then the two kernel checks
@@ -12,6 +12,10 @@ inspect the pictures they produced; `--in-place` (what `make notebooks` uses) wr
 the notebooks themselves, so they are committed with their outputs. Every executed code cell records the CRC-32 of its source in its metadata
 (`trainbook.source_crc32`): tests/tooling/notebook_outputs.rs uses it to find cells edited since
 their outputs were made. Fails on any cell error.
+
+`--inject CODE` runs the notebooks with CODE as a new cell after their cell tagged `parameters`
+(papermill's convention): `make test` runs each notebook so, with short settings (fewer epochs,
+smaller pictures), and `make test-long` at the settings committed in the notebook.
 """
 import argparse
 import os
@@ -49,8 +53,25 @@ def stamp(nb):
             cell.metadata["trainbook"] = {"source_crc32": f"{crc:08x}"}
 
 
-def run_one(path, out_dir, cell_timeout):
+def inject_parameters(nb, code, name):
+    """Papermill's convention: a new code cell holding `code`, tagged `injected-parameters`, right
+    after the cell tagged `parameters` (the notebook's settings), so that the notebook runs with
+    other settings while its own cells stay as they are. Returns None or why it cannot."""
+    tagged = [i for i, c in enumerate(nb.cells) if "parameters" in c.get("metadata", {}).get("tags", [])]
+    if len(tagged) != 1:
+        return f"{name}: --inject needs exactly one cell tagged 'parameters', found {len(tagged)}"
+    cell = nbformat.v4.new_code_cell(code)
+    cell.metadata["tags"] = ["injected-parameters"]
+    nb.cells.insert(tagged[0] + 1, cell)
+    return None
+
+
+def run_one(path, out_dir, cell_timeout, inject=None):
     nb = nbformat.read(path, as_version=4)
+    if inject is not None:
+        failure = inject_parameters(nb, inject, path.name)
+        if failure:
+            return failure
     kernel = nb.metadata.get("kernelspec", {}).get("name", "trainbook")
     try:
         KernelSpecManager().get_kernel_spec(kernel)
@@ -249,6 +270,10 @@ def main():
     parser.add_argument("--out", type=pathlib.Path, default=ROOT / "target" / "notebooks")
     parser.add_argument("--in-place", action="store_true", help="write the executed notebooks over the originals")
     parser.add_argument("--cell-timeout", type=int, default=1800)
+    parser.add_argument("--inject", metavar="CODE",
+                        help="run with this code cell inserted after the cell tagged 'parameters' "
+                             "(papermill's convention; the executed copy shows it): the short settings of "
+                             "`make test` (tests/tooling/notebooks.rs); not with --in-place")
     parser.add_argument("--check", choices=sorted(CHECKS), action="append", default=[],
                         help="run this kernel check alone (no notebooks); may be repeated")
     args = parser.parse_args()
@@ -259,6 +284,9 @@ def main():
         os.environ.pop(name, None)
     if args.check:
         return 0 if all(run_check(name) for name in args.check) else 1
+    if args.inject is not None and args.in_place:
+        print("--inject writes over nothing: the committed notebooks keep their own settings (drop --in-place)", file=sys.stderr)
+        return 2
     paths = [p.resolve() for p in args.notebooks] or sorted((ROOT / "notebooks").glob("*.ipynb"))
     if not paths:
         print("no notebooks found under notebooks/", file=sys.stderr)
@@ -267,7 +295,7 @@ def main():
     for path in paths:
         start = time.monotonic()
         print(f"notebook {path.name}: running", flush=True)
-        failure = run_one(path, path.parent if args.in_place else args.out, args.cell_timeout)
+        failure = run_one(path, path.parent if args.in_place else args.out, args.cell_timeout, args.inject)
         seconds = time.monotonic() - start
         if failure:
             failed += 1

@@ -65,8 +65,11 @@ esac
 # --- 8. mdbook (defined here, run last with --all, alone with --docs) ------------------------
 # The book in docs/ is built with mdBook from crates.io; without the `serve` and `watch` features
 # (a web server and a file watcher) it is a one-time build of about a minute on 2 cores.
+mdbook_installed() {
+  [ -x "$CARGO_BIN/mdbook" ] && cargo install --list 2>/dev/null | grep -q "^mdbook v$MDBOOK_VERSION:"
+}
 install_mdbook() {
-  if [ -x "$CARGO_BIN/mdbook" ] && cargo install --list 2>/dev/null | grep -q "^mdbook v$MDBOOK_VERSION:"; then
+  if mdbook_installed; then
     say "ok: mdbook $MDBOOK_VERSION"
     return
   fi
@@ -88,6 +91,70 @@ command -v cargo >/dev/null 2>&1 || [ -x "$CARGO_BIN/cargo" ] ||
   die "cargo not found: install the Rust toolchain (https://rustup.rs, no root needed) first."
 command -v c++ >/dev/null 2>&1 || command -v g++ >/dev/null 2>&1 ||
   die "no C++ compiler (c++/g++) found: the c10d shim and tch's wrapper are C++ (Debian: apt-get install g++)."
+
+# --- 4. evcxr_jupyter (and 6. evcxr_repl) -------------------------------------------------
+# Both build evcxr itself and rust-analyzer's crates. --all builds them one after the other in
+# one target directory, so the second reuses the crates the two share; that saves less than one
+# would hope (15.8 instead of 18.4 CPU-minutes for evcxr_repl), since rustyline turns on libc's
+# `extra_traits` and everything above libc, rust-analyzer's crates included, is built again.
+# The directory (~1 GB) goes at the end of the step: keeping it for a later --repl or
+# --notebook run would cost more disk than the minutes it saves.
+evcxr_installed() { # PACKAGE (its program: evcxr_repl installs `evcxr`)
+  local program=$1
+  [ "$1" = evcxr_repl ] && program=evcxr
+  [ -x "$CARGO_BIN/$program" ] && cargo install --list 2>/dev/null | grep -q "^$1 v$EVCXR_VERSION:"
+}
+install_evcxr() { # PACKAGE WHAT
+  if evcxr_installed "$1"; then
+    say "ok: $1 $EVCXR_VERSION"
+  else
+    say "installing $1 $EVCXR_VERSION ($2; building in $EVCXR_BUILD)"
+    cargo install --locked "$1" --version "$EVCXR_VERSION" --target-dir "$EVCXR_BUILD" ||
+      die "cargo install $1 failed (see above)."
+  fi
+  if [ -d "$EVCXR_BUILD" ]; then
+    say "removing the build directory $EVCXR_BUILD"
+    rm -rf "$EVCXR_BUILD"
+  fi
+}
+
+
+# --- 4 and 8 in the background: evcxr_jupyter (and mdbook with --all) -----------------------
+# Their builds need only cargo and a C compiler, nothing that pip installs, so they start first and
+# run beside steps 1-3 (pip is mostly download and unpacking, the Debian packages mostly waiting):
+# on a bare 2-core machine the set-up then takes about as long as the evcxr build alone instead
+# of the sum. Joined before the kernelspec (step 5); the build's output goes to a log that is
+# printed when it fails.
+BACKGROUND_BUILD=""
+BACKGROUND_LOG="${XDG_CACHE_HOME:-$HOME/.cache}/trainbook/setup-builds.log"
+start_background_builds() {
+  local want_evcxr=no want_mdbook=no
+  evcxr_installed evcxr_jupyter || want_evcxr=yes
+  if [ "$MODE" = all ] && ! mdbook_installed; then want_mdbook=yes; fi
+  [ "$want_evcxr$want_mdbook" != nono ] || return 0
+  mkdir -p "$(dirname "$BACKGROUND_LOG")"
+  say "building in the background, beside the Python packages:$([ $want_evcxr = yes ] && echo " evcxr_jupyter $EVCXR_VERSION")$([ $want_mdbook = yes ] && echo " mdbook $MDBOOK_VERSION") (log: $BACKGROUND_LOG)"
+  (
+    [ $want_evcxr = no ] || install_evcxr evcxr_jupyter "a one-time build of 10+ minutes on 2 cores"
+    [ $want_mdbook = no ] || install_mdbook
+  ) >"$BACKGROUND_LOG" 2>&1 </dev/null &
+  BACKGROUND_BUILD=$!
+}
+join_background_builds() {
+  [ -n "$BACKGROUND_BUILD" ] || return 0
+  say "waiting for the background build of evcxr_jupyter / mdbook (log: $BACKGROUND_LOG)"
+  if ! wait "$BACKGROUND_BUILD"; then
+    cat "$BACKGROUND_LOG" >&2
+    die "the background build failed (its log is above, and in $BACKGROUND_LOG)."
+  fi
+  BACKGROUND_BUILD=""
+  sed -n 's/^\[setup\] //p' "$BACKGROUND_LOG" | while IFS= read -r line; do say "$line"; done
+}
+# A set-up stopped half way (Ctrl-C, an error in pip) stops the background build too.
+trap '[ -z "$BACKGROUND_BUILD" ] || kill "$BACKGROUND_BUILD" 2>/dev/null || true' EXIT
+if [ "$MODE" = all ] || [ "$MODE" = notebook ]; then
+  start_background_builds
+fi
 
 # --- 1. Python venv ------------------------------------------------------------------------
 PYTHON=${PYTHON:-python3}
@@ -115,7 +182,7 @@ demo_sum=$(cat "$DEMO_REQUIREMENTS" | sha256sum | cut -d' ' -f1)
 full_sum=$({ cat "$FULL_REQUIREMENTS" "$DEMO_REQUIREMENTS"; echo "jupyterlab==$JUPYTERLAB_VERSION"; } | sha256sum | cut -d' ' -f1)
 pip_install() { # FILE WHAT [MORE REQUIREMENTS...]
   say "installing Python packages from scripts/setup/$(basename "$1")${3:+ and ${*:3}} ($2)"
-  "$VENV/bin/pip" install --disable-pip-version-check --no-cache-dir --no-compile -q -r "$1" "${@:3}" ||
+  "$VENV/bin/pip" install --disable-pip-version-check --no-compile -q -r "$1" "${@:3}" ||
     die "pip install failed (see above). Is PyPI reachable? Retry, or remove $VENV and run again."
 }
 if [ "$(cat "$FULL_STAMP" 2>/dev/null)" = "$full_sum" ]; then
@@ -314,32 +381,6 @@ if [ "$MODE" = demo ]; then
   exit 0
 fi
 
-# --- 4. evcxr_jupyter (and 6. evcxr_repl) -------------------------------------------------
-# Both build evcxr itself and rust-analyzer's crates. --all builds them one after the other in
-# one target directory, so the second reuses the crates the two share; that saves less than one
-# would hope (15.8 instead of 18.4 CPU-minutes for evcxr_repl), since rustyline turns on libc's
-# `extra_traits` and everything above libc, rust-analyzer's crates included, is built again.
-# The directory (~1 GB) goes at the end of the step: keeping it for a later --repl or
-# --notebook run would cost more disk than the minutes it saves.
-evcxr_installed() { # PACKAGE (its program: evcxr_repl installs `evcxr`)
-  local program=$1
-  [ "$1" = evcxr_repl ] && program=evcxr
-  [ -x "$CARGO_BIN/$program" ] && cargo install --list 2>/dev/null | grep -q "^$1 v$EVCXR_VERSION:"
-}
-install_evcxr() { # PACKAGE WHAT
-  if evcxr_installed "$1"; then
-    say "ok: $1 $EVCXR_VERSION"
-  else
-    say "installing $1 $EVCXR_VERSION ($2; building in $EVCXR_BUILD)"
-    cargo install --locked "$1" --version "$EVCXR_VERSION" --target-dir "$EVCXR_BUILD" ||
-      die "cargo install $1 failed (see above)."
-  fi
-  if [ -d "$EVCXR_BUILD" ]; then
-    say "removing the build directory $EVCXR_BUILD"
-    rm -rf "$EVCXR_BUILD"
-  fi
-}
-
 if [ "$MODE" = repl ]; then
   install_evcxr evcxr_repl "a one-time build of 10+ minutes on 2 cores"
   say "done (repl: start it with scripts/kernel/trainbook-repl or make repl)${skipped:+; skipped: ${skipped[*]}}"
@@ -347,6 +388,7 @@ if [ "$MODE" = repl ]; then
 fi
 
 EVCXR="$CARGO_BIN/evcxr_jupyter"
+join_background_builds
 install_evcxr evcxr_jupyter "a one-time build of 10+ minutes on 2 cores"
 
 # --- 5. kernelspec -------------------------------------------------------------------------

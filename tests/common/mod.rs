@@ -28,7 +28,18 @@ pub fn venv() -> PathBuf {
     dir
 }
 
+/// A program of the venv. "python" is the oracle server's client where `make test` started the
+/// server (scripts/dev/oracle_server.py, named by `TRAINBOOK_ORACLE_PYTHON`): it runs a script of
+/// tests/oracle/ in a fork of a Python that has imported torch and torchvision once, and hands
+/// anything else to the venv's Python unchanged.
 pub fn venv_bin(name: &str) -> PathBuf {
+    if name == "python" {
+        if let Some(client) = std::env::var_os("TRAINBOOK_ORACLE_PYTHON").map(PathBuf::from) {
+            if client.is_file() {
+                return client;
+            }
+        }
+    }
     venv().join("bin").join(name)
 }
 

@@ -1,5 +1,6 @@
 //! The DesignSafe example on a small generated stand-in: it trains ResNet34 from random weights
-//! to clearly above chance, and under torchrun a worker killed after the first checkpoint
+//! to clearly above chance (8 epochs: the long tier, `make test-long`; `make test` checks a
+//! 2-epoch run's outputs), and under torchrun a worker killed after the first checkpoint
 //! resumes to exactly the weights of an uninterrupted run (every tensor of `model.safetensors`
 //! equal bit for bit), with `--sync-bn` (SyncBatchNorm's all-reduces between the processes) and
 //! the interrupted run's decoded pictures cached in memory (`--cache-dataset`).
@@ -9,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use trainbook::train::read_records;
+use trainbook::train::{read_records, EpochRecord};
 
 fn exe() -> PathBuf {
     common::target_exe("examples/designsafe")
@@ -27,40 +28,47 @@ fn stand_in(work: &Path) -> PathBuf {
     data
 }
 
-#[test]
-fn designsafe_trains_above_chance_and_survives_a_killed_worker() {
-    let _turn = common::module_turn(module_path!());
-    let work = common::WorkDir::new("designsafe");
-    let data = stand_in(&work);
-
-    // Single process: well above chance (1/3).
-    let out = work.join("single");
+/// One process trains on `data` for `epochs` at `size` px into `out`: it keeps its best
+/// checkpoint and draws the confusion matrix. Returns the metrics log's records.
+fn train_single(data: &Path, out: &Path, size: u32, epochs: u32) -> Vec<EpochRecord> {
     let o = common::run_with_deadline(
         Command::new(exe())
             .arg("--data")
-            .arg(&data)
-            .args([
-                "--image-size",
-                "64",
-                "--epochs",
-                "8",
-                "--lr",
-                "1e-3",
-                "--keep-last",
-                "1",
-                "--out",
-            ])
-            .arg(&out),
+            .arg(data)
+            .args(["--image-size", &size.to_string(), "--epochs", &epochs.to_string()])
+            .args(["--lr", "1e-3", "--keep-last", "1", "--out"])
+            .arg(out),
         Duration::from_secs(1200),
         "designsafe example",
     );
     assert!(o.status.success(), "{}", common::text(&o));
     let records = read_records(&out.join("metrics.jsonl")).unwrap();
+    assert_eq!(records.len(), epochs as usize, "{records:?}");
+    assert!(out.join("checkpoints/best/model.safetensors").exists());
+    assert!(image::open(out.join("confusion.png")).unwrap().width() >= 400);
+    records
+}
+
+/// ResNet34 from random weights, 8 epochs at 64 px: well above chance (1/3).
+#[test]
+#[ignore = "long tier (make test-long): an 8-epoch training run"]
+fn long_designsafe_trains_above_chance() {
+    let _turn = common::module_turn(module_path!());
+    let work = common::WorkDir::new("designsafe-long");
+    let records = train_single(&stand_in(&work), &work.join("single"), 64, 8);
     let best = records.iter().filter_map(|r| r.val_acc).fold(0.0, f64::max);
     println!("designsafe stand-in: best validation accuracy {:.1}% (chance 33.3%)", best * 100.0);
     assert!(best >= 0.5, "best validation accuracy {best}");
-    assert!(out.join("checkpoints/best/model.safetensors").exists());
-    assert!(image::open(out.join("confusion.png")).unwrap().width() >= 400);
+}
+
+#[test]
+fn designsafe_trains_and_survives_a_killed_worker() {
+    let _turn = common::module_turn(module_path!());
+    let work = common::WorkDir::new("designsafe");
+    let data = stand_in(&work);
+
+    // Single process, 2 epochs at 48 px: the outputs (how well it learns: the long tier).
+    train_single(&data, &work.join("single"), 48, 2);
 
     // Two ranks under torchrun: uninterrupted vs rank 1 killed after the first checkpoint.
     let run = |dir: &Path, restarts: u32, cache: bool| {

@@ -17,6 +17,7 @@ mod docs_claims;
 mod kernel_cache;
 mod notebook_outputs;
 mod notebooks;
+mod oracle_server;
 mod outside_project;
 mod repl;
 mod resnet_weights_script;

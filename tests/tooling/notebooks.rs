@@ -1,7 +1,11 @@
 //! Executes the notebooks under notebooks/ headless in the `trainbook` kernel (through
 //! scripts/notebooks/run_notebooks.py and nbclient), one test per notebook so that they run beside
 //! other tests, and fails on any cell error; each test then checks what its notebook printed and
-//! drew in the executed copy (target/notebooks/). Two more tests run the kernel checks: an
+//! drew in the executed copy (target/notebooks/). Every notebook runs in two sizes: in `make
+//! test` with short settings injected after its cell tagged `parameters` (papermill's
+//! convention: fewer epochs, smaller pictures; the notebook's own cells unchanged), and in the
+//! long tier (`make test-long`, the `long_` tests) at the settings committed in it, where the
+//! checks that need the length (05's accuracy above chance) are made too. Two more tests run the kernel checks: an
 //! interrupt during `Trainer::fit`, and `spawn` from a notebook's cells against its exported
 //! program. A notebook added without a test here fails `every_notebook_has_a_test`; the runner's
 //! handling of lines the kernel sends late has a test of its own here too.
@@ -64,13 +68,57 @@ fn run_notebooks(args: &[&str], expect: &str, what: &str) -> String {
     stdout
 }
 
-/// Runs notebooks/NAME.ipynb top to bottom; returns the executed copy's path.
-fn execute(name: &str) -> PathBuf {
-    let out_dir = Path::new(ROOT).join("target/notebooks");
+/// How big a notebook's run is.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Size {
+    /// `make test`: the notebook's short settings ([`short_settings`]) injected after its cell
+    /// tagged `parameters`.
+    Short,
+    /// `make test-long`: the settings committed in the notebook.
+    Committed,
+}
+
+/// The settings `make test` injects into each notebook (a cell after its `parameters` cell that
+/// binds the same names again), or None where the committed settings are already short.
+/// What every check below reads holds at these sizes (05's and 06's epochs:
+/// [`course_epochs`]).
+fn short_settings(name: &str) -> Option<&'static str> {
+    match name {
+        // 2 epochs of MNIST -> 1.
+        "01-mnist" | "02-mnist-ddp" => Some("let epochs: u64 = 1;"),
+        // Three ResNet34 runs of 5 epochs at 64 px -> 2 epochs at 48 px.
+        "03-designsafe" => Some("let epochs: u64 = 2;\nlet image_size: u32 = 48;"),
+        // 6 epochs under Ray / Dask -> 2.
+        "05-tiny-imagenet-ray" | "06-dogs-dask" => Some("let epochs: u64 = 2;"),
+        // 00 trains nothing; 04 is already 2 epochs at 48 px.
+        _ => None,
+    }
+}
+
+/// Runs notebooks/NAME.ipynb top to bottom at `size`; returns the executed copy's path
+/// (target/notebooks/ for the short run, target/notebooks-committed/ for the committed one).
+fn execute(name: &str, size: Size) -> PathBuf {
+    let out_dir = Path::new(ROOT).join(match size {
+        Size::Short => "target/notebooks",
+        Size::Committed => "target/notebooks-committed",
+    });
     let notebook = format!("notebooks/{name}.ipynb");
     let out = out_dir.to_str().unwrap();
-    run_notebooks(&[&notebook, "--out", out], "notebooks: 1 passed, 0 failed", &notebook);
+    let mut args = vec![notebook.as_str(), "--out", out];
+    if let (Size::Short, Some(code)) = (size, short_settings(name)) {
+        args.extend(["--inject", code]);
+    }
+    run_notebooks(&args, "notebooks: 1 passed, 0 failed", &notebook);
     out_dir.join(format!("{name}.ipynb"))
+}
+
+/// The epochs of notebooks 05 and 06 (Ray and Dask), which their checks count: the committed
+/// 6, or [`short_settings`]'s 2.
+fn course_epochs(size: Size) -> usize {
+    match size {
+        Size::Short => 2,
+        Size::Committed => 6,
+    }
 }
 
 /// Checks that the executed notebook shows at least `min_pngs` real plots: every inline PNG
@@ -137,15 +185,25 @@ fn the_runner_keeps_lines_the_kernel_sends_after_a_cell_ended() {
 #[test]
 fn notebook_00_setup_check() {
     let _turn = common::module_turn(module_path!());
-    let setup = printed_text(&execute("00-setup-check"));
+    let setup = printed_text(&execute("00-setup-check", Size::Short));
     assert!(setup.contains("libtorch  2.13.0"), "00 should print libtorch's version:\n{setup}");
     assert!(setup.contains("world size 1, all-reduced [1.0, 2.0, 3.0]"), "{setup}");
 }
 
 #[test]
 fn notebook_01_mnist() {
+    check_notebook_01(Size::Short);
+}
+
+#[test]
+#[ignore = "long tier (make test-long): the notebook at its committed settings"]
+fn long_notebook_01_mnist_as_committed() {
+    check_notebook_01(Size::Committed);
+}
+
+fn check_notebook_01(size: Size) {
     let _turn = common::module_turn(module_path!());
-    let executed = execute("01-mnist");
+    let executed = execute("01-mnist", size);
     assert_plots(&executed, 3);
     let mnist = printed_text(&executed);
     let line = mnist.lines().find(|l| l.starts_with("reloaded model: test accuracy")).unwrap_or("");
@@ -155,8 +213,18 @@ fn notebook_01_mnist() {
 
 #[test]
 fn notebook_02_mnist_ddp() {
+    check_notebook_02(Size::Short);
+}
+
+#[test]
+#[ignore = "long tier (make test-long): the notebook at its committed settings"]
+fn long_notebook_02_mnist_ddp_as_committed() {
+    check_notebook_02(Size::Committed);
+}
+
+fn check_notebook_02(size: Size) {
     let _turn = common::module_turn(module_path!());
-    let executed = execute("02-mnist-ddp");
+    let executed = execute("02-mnist-ddp", size);
     assert_plots(&executed, 2);
     let ddp = printed_text(&executed);
     assert!(ddp.contains("rank 1 of 2: sum over the ranks = 3"), "{ddp}");
@@ -188,8 +256,18 @@ fn notebook_02_mnist_ddp() {
 
 #[test]
 fn notebook_03_designsafe() {
+    check_notebook_03(Size::Short);
+}
+
+#[test]
+#[ignore = "long tier (make test-long): the notebook at its committed settings"]
+fn long_notebook_03_designsafe_as_committed() {
+    check_notebook_03(Size::Committed);
+}
+
+fn check_notebook_03(size: Size) {
     let _turn = common::module_turn(module_path!());
-    let executed = execute("03-designsafe");
+    let executed = execute("03-designsafe", size);
     assert_plots(&executed, 4);
     let designsafe = printed_text(&executed);
     // The best checkpoint, reloaded and evaluated again, gives the accuracy recorded for it.
@@ -229,7 +307,7 @@ fn notebook_03_designsafe() {
 #[test]
 fn notebook_04_designsafe_torchrun() {
     let _turn = common::module_turn(module_path!());
-    let executed = execute("04-designsafe-torchrun");
+    let executed = execute("04-designsafe-torchrun", Size::Short);
     assert_plots(&executed, 2);
     let resumed = printed_text(&executed);
     assert!(
@@ -263,8 +341,18 @@ fn notebook_04_designsafe_torchrun() {
 
 #[test]
 fn notebook_05_tiny_imagenet_ray() {
+    check_notebook_05(Size::Short);
+}
+
+#[test]
+#[ignore = "long tier (make test-long): the notebook at its committed settings"]
+fn long_notebook_05_tiny_imagenet_ray_as_committed() {
+    check_notebook_05(Size::Committed);
+}
+
+fn check_notebook_05(size: Size) {
     let _turn = common::module_turn(module_path!());
-    let executed = execute("05-tiny-imagenet-ray");
+    let executed = execute("05-tiny-imagenet-ray", size);
     assert_plots(&executed, 4);
     let ray = printed_text(&executed);
     // 05: validation labels come from val_annotations.txt; the result that came back to the
@@ -276,11 +364,15 @@ fn notebook_05_tiny_imagenet_ray() {
     };
     let (printed, returned) = (list("validation loss per epoch: ["), list("loss_results: ["));
     assert!(printed.is_some() && printed == returned, "{ray}");
+    let epochs = course_epochs(size);
     for rank in 0..2 {
         assert!(
-            ray.contains(&format!("rank {rank}: exit status Some(0), 6 epoch reports")),
+            ray.contains(&format!("rank {rank}: exit status Some(0), {epochs} epoch reports")),
             "{ray}"
         );
+    }
+    if size == Size::Short {
+        return; // 2 epochs: too short a run for the accuracy below
     }
     // The demo learns: its best validation accuracy beats chance (10 classes) by 2 binomial
     // standard errors of its 50 validation pictures (0.1 + 2 * sqrt(0.1 * 0.9 / 50) = 18.5%).
@@ -294,8 +386,18 @@ fn notebook_05_tiny_imagenet_ray() {
 
 #[test]
 fn notebook_06_dogs_dask() {
+    check_notebook_06(Size::Short);
+}
+
+#[test]
+#[ignore = "long tier (make test-long): the notebook at its committed settings"]
+fn long_notebook_06_dogs_dask_as_committed() {
+    check_notebook_06(Size::Committed);
+}
+
+fn check_notebook_06(size: Size) {
     let _turn = common::module_turn(module_path!());
-    let executed = execute("06-dogs-dask");
+    let executed = execute("06-dogs-dask", size);
     assert_plots(&executed, 3);
     let dask = printed_text(&executed);
     // 06: the tutorial's test loader reads training pictures only; the fixed one none; the
@@ -309,8 +411,10 @@ fn notebook_06_dogs_dask() {
         let (left, right) = line.split_once(" (by hand ").unwrap();
         assert!(left.ends_with(right.trim_end_matches(')')), "{line}");
     }
+    let epochs = course_epochs(size);
     for rank in 0..2 {
-        assert!(dask.contains(&format!("rank {rank}: status Some(0), 6 epoch reports")), "{dask}");
+        let said = format!("rank {rank}: status Some(0), {epochs} epoch reports");
+        assert!(dask.contains(&said), "{dask}");
     }
     // The final weights, reloaded, score on the whole test split what the program reported for
     // its last epoch, within two of the 48 pictures: float32 results depend on how pictures are

@@ -30,8 +30,8 @@ fn pinned(name: &str) -> String {
 /// built the dependencies in that slot (~/.cache/trainbook/evcxr/slot-N, shared with the
 /// notebooks' kernel) and only trainbook was compiled; 38 s once trainbook is built there.
 #[test]
-#[ignore = "heavy (an evcxr_repl build, then trainbook built inside evcxr): run by make test-repl"]
-fn the_repl_loads_trainbook_trains_and_saves_a_figure() {
+#[ignore = "long tier (make test-long, make test-repl): an evcxr_repl build, then trainbook built inside evcxr"]
+fn long_the_repl_loads_trainbook_trains_and_saves_a_figure() {
     let _turn = common::module_turn(module_path!());
     let cargo_bin = PathBuf::from(
         std::env::var("CARGO_HOME")
