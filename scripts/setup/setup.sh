@@ -190,6 +190,30 @@ if [ "$(cat "$FULL_STAMP" 2>/dev/null)" = "$full_sum" ]; then
 elif [ "$MODE" = demo ] || [ "$MODE" = repl ]; then
   if [ "$(cat "$DEMO_STAMP" 2>/dev/null)" = "$demo_sum" ]; then
     say "ok: Python packages for the $MODE (torch; the tests' and notebooks' come with make test / make setup-notebook)"
+  elif [ "$MODE" = demo ] && [ -n "${TRAINBOOK_SETUP_REST_IN_BACKGROUND:-}" ]; then
+    # `make demo` (scripts/demo.sh): what the build reads comes first, CMake (libjpeg-turbo's
+    # build) and torch's own wheel (its headers and libraries, ~1 GB), each without its
+    # dependencies; those (the CUDA libraries, ~3 GB, which only the finished program loads)
+    # install in the background while cargo compiles. The file named by
+    # TRAINBOOK_SETUP_REST_IN_BACKGROUND receives pip's exit status, its .log pip's output;
+    # demo.sh waits for it and runs this script again, which then checks the whole install.
+    rest=$TRAINBOOK_SETUP_REST_IN_BACKGROUND
+    rm -f "$rest"
+    for pin in $(grep -E '^cmake==' "$DEMO_REQUIREMENTS") $(grep -E '^torch==' "$DEMO_REQUIREMENTS"); do
+      say "installing $pin first, without its dependencies (what the build needs)"
+      "$VENV/bin/pip" install --disable-pip-version-check --no-compile -q --no-deps "$pin" ||
+        die "pip install $pin failed (see above). Is PyPI reachable? Retry, or remove $VENV and run again."
+    done
+    say "installing the rest of scripts/setup/requirements-demo.txt (torch's CUDA libraries, ~3 GB) in the background (log: $rest.log)"
+    (
+      if "$VENV/bin/pip" install --disable-pip-version-check --no-compile -q -r "$DEMO_REQUIREMENTS"; then
+        echo "$demo_sum" >"$DEMO_STAMP"
+        echo 0 >"$rest"
+      else
+        echo 1 >"$rest"
+      fi
+    ) >"$rest.log" 2>&1 </dev/null &
+    torch_deferred=yes
   else
     pip_install "$DEMO_REQUIREMENTS" "torch with its CUDA libraries, ~4 GB: a minute or two"
     echo "$demo_sum" >"$DEMO_STAMP"
@@ -200,13 +224,22 @@ else
   echo "$demo_sum" >"$DEMO_STAMP"
 fi
 
-found=$("$VENV/bin/python" -c 'import torch; print(torch.__version__.split("+")[0], int(torch._C._GLIBCXX_USE_CXX11_ABI))' 2>/dev/null) ||
-  die "torch does not import in $VENV: remove $VENV/.trainbook-requirements*.sha256 and run again."
-read -r torch_found abi_found <<<"$found"
-[ "$torch_found" = "$TORCH_VERSION" ] ||
-  die "torch $torch_found is in $VENV, but tch 0.26 needs torch $TORCH_VERSION: rm -rf $VENV and run again."
-[ "$abi_found" = 1 ] ||
-  die "this torch was built with the old C++ ABI; .cargo/config.toml assumes LIBTORCH_CXX11_ABI=1."
+if [ "${torch_deferred:-no}" = yes ]; then
+  # torch does not import before its dependencies are in: its version from its wheel's
+  # metadata now, the import and the C++ ABI when demo.sh runs this script again.
+  site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  [ -d "$site/torch-$TORCH_VERSION.dist-info" ] ||
+    die "torch $TORCH_VERSION is not in $VENV after pip installed it: rm -rf $VENV and run again."
+  torch_found=$TORCH_VERSION
+else
+  found=$("$VENV/bin/python" -c 'import torch; print(torch.__version__.split("+")[0], int(torch._C._GLIBCXX_USE_CXX11_ABI))' 2>/dev/null) ||
+    die "torch does not import in $VENV: remove $VENV/.trainbook-requirements*.sha256 and run again."
+  read -r torch_found abi_found <<<"$found"
+  [ "$torch_found" = "$TORCH_VERSION" ] ||
+    die "torch $torch_found is in $VENV, but tch 0.26 needs torch $TORCH_VERSION: rm -rf $VENV and run again."
+  [ "$abi_found" = 1 ] ||
+    die "this torch was built with the old C++ ABI; .cargo/config.toml assumes LIBTORCH_CXX11_ABI=1."
+fi
 
 # Bytecode for the tests' and notebooks' many Python processes (not for the demo's one or two).
 # pip installs with --no-compile (quicker), and where PYTHONDONTWRITEBYTECODE is set (this
@@ -229,7 +262,11 @@ if [ "$MODE" != demo ] && [ "$MODE" != repl ]; then
 fi
 
 # --- 2. libtorch link ----------------------------------------------------------------------
-torch_dir=$("$VENV/bin/python" -W ignore -c 'import os, torch; print(os.path.dirname(torch.__file__))')
+if [ "${torch_deferred:-no}" = yes ]; then
+  torch_dir=$site/torch
+else
+  torch_dir=$("$VENV/bin/python" -W ignore -c 'import os, torch; print(os.path.dirname(torch.__file__))')
+fi
 if [ "$(readlink -f "$VENV/libtorch" 2>/dev/null)" != "$(readlink -f "$torch_dir")" ]; then
   say "linking $VENV/libtorch -> $torch_dir"
   ln -sfn "$torch_dir" "$VENV/libtorch"
@@ -377,6 +414,7 @@ else
 fi
 
 if [ "$MODE" = demo ]; then
+  [ "${torch_deferred:-no}" = no ] || say "torch's own wheel is in; its dependencies are still installing in the background"
   say "done (demo: the notebooks' kernel, Ray and Dask come with make setup-notebook / make test)${skipped:+; skipped: ${skipped[*]}}"
   exit 0
 fi
