@@ -95,6 +95,7 @@ def run_request(request, fds):
         extra = [p for p in request["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
         sys.path[:] = [os.path.dirname(script)] + extra + BASE_PATH
         sys.argv = list(argv)
+        sys._trainbook_oracle_fork = True  # for the accounting of `make test-timings` only
         fresh_process_state(request["env"])
         import runpy
 

@@ -38,9 +38,11 @@ def read_junit(paths):
     """[(seconds, binary, test, outcome)] of every test case in nextest's JUnit files."""
     cases = []
     for path in paths:
-        if not path.exists():
+        try:
+            root = ET.parse(path).getroot()
+        except (OSError, ET.ParseError):  # no report (yet), or an empty one
             continue
-        for case in ET.parse(path).getroot().iter("testcase"):
+        for case in root.iter("testcase"):
             outcome = "passed"
             for child in case:
                 if child.tag in ("failure", "error"):
@@ -52,8 +54,9 @@ def read_junit(paths):
 
 
 def read_python(directory):
-    """{script: [count, cpu seconds, wall seconds, with torch]} over the accounted processes."""
-    by_script = collections.defaultdict(lambda: [0, 0.0, 0.0, 0])
+    """{script: [count, cpu seconds, wall seconds, importing torch, forked by the oracle server]}
+    over the accounted processes."""
+    by_script = collections.defaultdict(lambda: [0, 0.0, 0.0, 0, 0])
     if not directory.is_dir():
         return {}
     for path in directory.glob("*.jsonl"):
@@ -66,7 +69,9 @@ def read_python(directory):
             row[0] += 1
             row[1] += rec.get("cpu_s", 0.0)
             row[2] += rec.get("wall_s", 0.0)
-            row[3] += 1 if rec.get("torch") else 0
+            forked = bool(rec.get("forked"))
+            row[3] += 1 if rec.get("torch") and not forked else 0
+            row[4] += 1 if forked else 0
     return dict(by_script)
 
 
@@ -115,15 +120,19 @@ def main():
         count = sum(r[0] for r in python.values())
         cpu = sum(r[1] for r in python.values())
         torch = sum(r[3] for r in python.values())
+        forked = sum(r[4] for r in python.values())
         rows = sorted(python.items(), key=lambda kv: -kv[1][1])
         if md:
-            print("| Python script | processes | CPU time | of them importing torch |\n| --- | --- | --- | --- |")
-            for script, (n, c, _w, t) in rows[: args.top]:
-                print(f"| `{script}` | {n} | {c:.0f} s | {t} |")
-            print(f"\n{count} Python processes, {cpu:.0f} CPU-seconds, {torch} of them imported torch.\n")
+            print("| Python script | processes | CPU time | importing torch | forked by the oracle server |")
+            print("| --- | --- | --- | --- | --- |")
+            for script, (n, c, _w, t, f) in rows[: args.top]:
+                print(f"| `{script}` | {n} | {c:.0f} s | {t} | {f} |")
+            print(f"\n{count} Python processes, {cpu:.0f} CPU-seconds: {torch} imported torch themselves, "
+                  f"{forked} were oracles forked by the oracle server (torch imported once, by the server).\n")
         else:
-            print(f"Python processes: {count}, {cpu:.0f} CPU-seconds, {torch} imported torch; the most CPU:")
-            for script, (n, c, _w, t) in rows[: min(args.top, 5)]:
+            print(f"Python processes: {count}, {cpu:.0f} CPU-seconds; {torch} imported torch, "
+                  f"{forked} oracles forked by the oracle server; the most CPU:")
+            for script, (n, c, _w, _t, _f) in rows[: min(args.top, 5)]:
                 print(f"  {c:7.0f} s  {n:4d} x {script}")
     if not (phases or cases or python):
         print("test_timings: nothing recorded yet (run make test)", file=sys.stderr)

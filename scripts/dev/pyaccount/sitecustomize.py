@@ -1,7 +1,8 @@
 """Python process accounting for `make test-timings` (scripts/dev/test_timings.py): with
 TRAINBOOK_PY_ACCOUNT=DIR and this folder on PYTHONPATH, every Python process the tests start
 (the PyTorch oracles, the launchers, the notebook runner) appends one JSON line to
-DIR/PID.jsonl when it exits: its script, wall and CPU seconds, and whether it imported torch.
+DIR/PID.jsonl when it exits: its script, wall and CPU seconds, whether it had torch loaded and
+whether it was a child of the oracle server (which imported torch for it).
 A process that ends by a signal or os._exit writes nothing. Off (nothing imported, nothing
 written) without TRAINBOOK_PY_ACCOUNT."""
 import os
@@ -22,6 +23,9 @@ if os.environ.get("TRAINBOOK_PY_ACCOUNT"):
             "wall_s": round(time.monotonic() - _start, 3),
             "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
             "torch": "torch" in sys.modules,
+            # A child of the oracle server (scripts/dev/oracle_server.py): torch was imported
+            # once, by the server, not by this process.
+            "forked": getattr(sys, "_trainbook_oracle_fork", False),
             "torchvision": "torchvision" in sys.modules,
         }
         try:
