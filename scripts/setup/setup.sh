@@ -180,9 +180,19 @@ DEMO_STAMP="$VENV/.trainbook-requirements-demo.sha256"
 FULL_STAMP="$VENV/.trainbook-requirements.sha256"
 demo_sum=$(cat "$DEMO_REQUIREMENTS" | sha256sum | cut -d' ' -f1)
 full_sum=$({ cat "$FULL_REQUIREMENTS" "$DEMO_REQUIREMENTS"; echo "jupyterlab==$JUPYTERLAB_VERSION"; } | sha256sum | cut -d' ' -f1)
+# One pip at a time in the venv: `make demo` leaves one installing torch's CUDA libraries in the
+# background, and a set-up started again meanwhile (the demo stopped with Ctrl-C, say) waits for
+# it instead of installing into the same folders at once.
+pip_locked() {
+  if command -v flock >/dev/null 2>&1; then
+    flock "$VENV/.trainbook-pip.lock" "$VENV/bin/pip" "$@"
+  else
+    "$VENV/bin/pip" "$@"
+  fi
+}
 pip_install() { # FILE WHAT [MORE REQUIREMENTS...]
   say "installing Python packages from scripts/setup/$(basename "$1")${3:+ and ${*:3}} ($2)"
-  "$VENV/bin/pip" install --disable-pip-version-check --no-compile -q -r "$1" "${@:3}" ||
+  pip_locked install --disable-pip-version-check --no-compile -q -r "$1" "${@:3}" ||
     die "pip install failed (see above). Is PyPI reachable? Retry, or remove $VENV and run again."
 }
 if [ "$(cat "$FULL_STAMP" 2>/dev/null)" = "$full_sum" ]; then
@@ -201,12 +211,12 @@ elif [ "$MODE" = demo ] || [ "$MODE" = repl ]; then
     rm -f "$rest"
     for pin in $(grep -E '^cmake==' "$DEMO_REQUIREMENTS") $(grep -E '^torch==' "$DEMO_REQUIREMENTS"); do
       say "installing $pin first, without its dependencies (what the build needs)"
-      "$VENV/bin/pip" install --disable-pip-version-check --no-compile -q --no-deps "$pin" ||
+      pip_locked install --disable-pip-version-check --no-compile -q --no-deps "$pin" ||
         die "pip install $pin failed (see above). Is PyPI reachable? Retry, or remove $VENV and run again."
     done
     say "installing the rest of scripts/setup/requirements-demo.txt (torch's CUDA libraries, ~3 GB) in the background (log: $rest.log)"
     (
-      if "$VENV/bin/pip" install --disable-pip-version-check --no-compile -q -r "$DEMO_REQUIREMENTS"; then
+      if pip_locked install --disable-pip-version-check --no-compile -q -r "$DEMO_REQUIREMENTS"; then
         echo "$demo_sum" >"$DEMO_STAMP"
         echo 0 >"$rest"
       else
