@@ -18,7 +18,7 @@ SHELL := /bin/bash
 
 ## help: this list (`make` alone)
 help:
-	@echo "trainbook: make demo (the main job) and make test (every test). All the targets:"
+	@echo "trainbook: make demo (the main job) and make test (every proof at CI size; make test-long: the long runs). All the targets:"
 	@sed -n 's/^## \([a-z0-9.-]*\): /  \1	/p' $(firstword $(MAKEFILE_LIST)) | expand -t 20
 
 ## setup: install everything `make test` needs (idempotent)
