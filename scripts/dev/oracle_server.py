@@ -161,7 +161,7 @@ def serve(path):
     # What every oracle imports; no tensor operation runs here, so no thread pool starts
     # before a fork.
     import numpy  # noqa: F401
-    import torch
+    import torch  # noqa: F401
     import torchvision  # noqa: F401
 
     # A fresh process's intra-op thread count without OMP_NUM_THREADS, read without running an
@@ -170,7 +170,6 @@ def serve(path):
     here = os.path.dirname(os.path.abspath(__file__))
     server_pythonpath = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     BASE_PATH = [p for p in sys.path[1:] if p not in server_pythonpath and p != here]
-    del torch
 
     if os.path.exists(path):
         os.unlink(path)

@@ -121,6 +121,24 @@ fn course_epochs(size: Size) -> usize {
     }
 }
 
+/// The two tests of a notebook that runs in two sizes: `$short` in `make test` (its short
+/// settings injected), `$long` in the long tier (its committed settings), both checked by
+/// `$check`.
+macro_rules! in_two_sizes {
+    ($short:ident, $long:ident, $check:ident) => {
+        #[test]
+        fn $short() {
+            $check(Size::Short);
+        }
+
+        #[test]
+        #[ignore = "long tier (make test-long): the notebook at its committed settings"]
+        fn $long() {
+            $check(Size::Committed);
+        }
+    };
+}
+
 /// Checks that the executed notebook shows at least `min_pngs` real plots: every inline PNG
 /// decodes to at least 300x200 pixels and more than 5,000 bytes.
 fn assert_plots(executed: &Path, min_pngs: usize) {
@@ -190,16 +208,7 @@ fn notebook_00_setup_check() {
     assert!(setup.contains("world size 1, all-reduced [1.0, 2.0, 3.0]"), "{setup}");
 }
 
-#[test]
-fn notebook_01_mnist() {
-    check_notebook_01(Size::Short);
-}
-
-#[test]
-#[ignore = "long tier (make test-long): the notebook at its committed settings"]
-fn long_notebook_01_mnist_as_committed() {
-    check_notebook_01(Size::Committed);
-}
+in_two_sizes!(notebook_01_mnist, long_notebook_01_mnist_as_committed, check_notebook_01);
 
 fn check_notebook_01(size: Size) {
     let _turn = common::module_turn(module_path!());
@@ -211,16 +220,7 @@ fn check_notebook_01(size: Size) {
     assert!(figures.len() == 2 && figures[0] == figures[1], "{mnist}");
 }
 
-#[test]
-fn notebook_02_mnist_ddp() {
-    check_notebook_02(Size::Short);
-}
-
-#[test]
-#[ignore = "long tier (make test-long): the notebook at its committed settings"]
-fn long_notebook_02_mnist_ddp_as_committed() {
-    check_notebook_02(Size::Committed);
-}
+in_two_sizes!(notebook_02_mnist_ddp, long_notebook_02_mnist_ddp_as_committed, check_notebook_02);
 
 fn check_notebook_02(size: Size) {
     let _turn = common::module_turn(module_path!());
@@ -254,16 +254,7 @@ fn check_notebook_02(size: Size) {
     assert!(ddp.contains("examples/mnist, torchrun (2 proc)"), "{ddp}");
 }
 
-#[test]
-fn notebook_03_designsafe() {
-    check_notebook_03(Size::Short);
-}
-
-#[test]
-#[ignore = "long tier (make test-long): the notebook at its committed settings"]
-fn long_notebook_03_designsafe_as_committed() {
-    check_notebook_03(Size::Committed);
-}
+in_two_sizes!(notebook_03_designsafe, long_notebook_03_designsafe_as_committed, check_notebook_03);
 
 fn check_notebook_03(size: Size) {
     let _turn = common::module_turn(module_path!());
@@ -339,16 +330,11 @@ fn notebook_04_designsafe_torchrun() {
     );
 }
 
-#[test]
-fn notebook_05_tiny_imagenet_ray() {
-    check_notebook_05(Size::Short);
-}
-
-#[test]
-#[ignore = "long tier (make test-long): the notebook at its committed settings"]
-fn long_notebook_05_tiny_imagenet_ray_as_committed() {
-    check_notebook_05(Size::Committed);
-}
+in_two_sizes!(
+    notebook_05_tiny_imagenet_ray,
+    long_notebook_05_tiny_imagenet_ray_as_committed,
+    check_notebook_05
+);
 
 fn check_notebook_05(size: Size) {
     let _turn = common::module_turn(module_path!());
@@ -384,16 +370,7 @@ fn check_notebook_05(size: Size) {
     assert!(best.is_some_and(|b| b >= bound), "best {best:?} < {bound:.1}%:\n{ray}");
 }
 
-#[test]
-fn notebook_06_dogs_dask() {
-    check_notebook_06(Size::Short);
-}
-
-#[test]
-#[ignore = "long tier (make test-long): the notebook at its committed settings"]
-fn long_notebook_06_dogs_dask_as_committed() {
-    check_notebook_06(Size::Committed);
-}
+in_two_sizes!(notebook_06_dogs_dask, long_notebook_06_dogs_dask_as_committed, check_notebook_06);
 
 fn check_notebook_06(size: Size) {
     let _turn = common::module_turn(module_path!());
