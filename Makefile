@@ -57,12 +57,15 @@ repl: setup-repl
 demo:
 	bash scripts/demo.sh
 
-## lint: rustfmt, clippy on every target, rustdoc without warnings
-# The style gate (part of `make test`): formatting, clippy on every target, and the API docs
-# built without a warning (broken links, undocumented public items). It needs only what cargo
-# needs (setup-demo: torch, the Gloo headers), not the notebooks' or the launchers' set-up.
+## lint: rustfmt, import circles, clippy on every target, rustdoc without warnings
+# The style gate (part of `make test`): formatting, no import circle between src/'s folders and
+# no new one between its files (scripts/dev/import_circles.py against its committed baseline),
+# clippy on every target, and the API docs built without a warning (broken links, undocumented
+# public items). It needs only what cargo needs (setup-demo: torch, the Gloo headers), not the
+# notebooks' or the launchers' set-up.
 lint: setup-demo
 	cargo fmt --check
+	python3 scripts/dev/import_circles.py --check scripts/dev/import_circles.baseline
 	cargo clippy --all-targets -- -D warnings
 	RUSTDOCFLAGS="-D warnings" cargo doc --no-deps
 

@@ -327,7 +327,7 @@ fn run() -> anyhow::Result<()> {
     let report = trainer.fit(&mut vs, &net, &mut opt, &mut train_loader, &mut val_loader)?;
     if dist.is_main() {
         let path = args.output_dir.join("model.pth");
-        trainbook::torch_file::save_state_dict(&vs, &path)?;
+        trainbook::models::save_state_dict(&vs, &path)?;
         println!(
             "wrote {} (torch.load reads it; torchvision's {} loads it)",
             path.display(),

@@ -187,3 +187,13 @@ impl<T> WithPath<T> for std::io::Result<T> {
         self.map_err(|source| Error::Io { path: path.into(), source })
     }
 }
+
+/// The message a panic carried (its `&str` or `String` payload), for the errors that report a
+/// thread's or a closure's panic ([`Error::Panicked`] and the like).
+pub(crate) fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
+}

@@ -5,7 +5,8 @@
 //! The modules, in the course's reading order (each one's header says its scope):
 //! - [`data`], [`transforms`], [`models`]: data sets, loaders and samplers; torchvision's
 //!   transforms; the MNIST network and the ResNet family.
-//! - [`train`]: one epoch (the step, optimizers, mixed precision, LR schedules, metrics).
+//! - [`optim`]: torch.optim's optimizers, learning-rate schedules and weight averaging (SWA).
+//! - [`train`]: one epoch (the step, mixed precision, metrics), built on [`optim`].
 //! - [`dist`]: the launcher's environment, c10d process groups (Gloo, NCCL) and `Ddp`.
 //! - [`checkpoint`]: atomic, checksummed checkpoints written in the background.
 //! - [`torch_file`]: files of PyTorch's `torch.save` (state dicts, checkpoints), read and written;
@@ -34,6 +35,7 @@ pub mod fit;
 pub mod hub;
 pub mod launch;
 pub mod models;
+pub mod optim;
 pub mod prelude;
 pub mod programs;
 pub mod progress;

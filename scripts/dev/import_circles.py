@@ -2,7 +2,12 @@
 """Counts the import circles of the crate's source: which files and which top-level folders of
 src/ import each other in a circle, and how many imports point up.
 
-Usage: scripts/dev/import_circles.py [SRC_DIR]   (default: src/ of this checkout)
+Usage: scripts/dev/import_circles.py [--check BASELINE] [SRC_DIR]   (default: src/ of this checkout)
+
+With --check (what `make lint` runs; it lists the circles, not the upward imports, with scripts/dev/import_circles.baseline) it also fails,
+exit status 1, when there is any folder circle, or more file circles, or more files in them,
+than the baseline file allows: a change may close circles (then lower the baseline), never add
+one.
 
 An import is a `crate::`, `super::` or `self::` path outside `#[cfg(test)]` code and comments
 (in `use` trees and inline), resolved to the file that defines the named item: a path through a
@@ -16,11 +21,18 @@ the defining file; the crate root's re-exports, `crate::Result` and the like, ar
 A trait or type defined in a face and used by its children is a plain downward edge.
 The output ends with one line of counts, comparable across commits.
 """
+import argparse
 import re
 import sys
 from pathlib import Path
 
-SRC = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).resolve().parent.parent.parent / "src")
+_args = argparse.ArgumentParser(description="Counts the import circles of the crate's source.")
+_args.add_argument("--check", metavar="BASELINE", type=Path,
+                   help="fail on a folder circle or on more file circles than BASELINE allows")
+_args.add_argument("src", nargs="?", type=Path,
+                   default=Path(__file__).resolve().parent.parent.parent / "src")
+ARGS = _args.parse_args()
+SRC = ARGS.src.resolve()
 
 
 def module_of(path: Path) -> tuple:
@@ -198,8 +210,45 @@ for c in folder_circles:
             print(f"    {name(a)} -> {name(b)}")
 for c in file_circles:
     print("file circle:", " <-> ".join(name(m) for m in c))
-for a, b, p in sorted(upward):
+for a, b, p in sorted(upward) if not ARGS.check else ():  # the check lists only circles
     print(f"upward: {name(a)} -> {name(b)} ({p})")
 print(f"folder circles: {len(folder_circles)} ({sum(map(len, folder_circles))} folders), "
       f"file circles: {len(file_circles)} ({sum(map(len, file_circles))} files), "
       f"upward imports: {len(upward)}")
+
+
+def read_baseline(path: Path) -> dict:
+    """`name = number` lines; `#` starts a comment."""
+    out = {}
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        line = line.split("#")[0].strip()
+        if not line:
+            continue
+        key, sep, value = line.partition("=")
+        if not sep or not value.strip().isdigit():
+            sys.exit(f"{path}:{n}: expected `name = number`, got {line!r}")
+        out[key.strip()] = int(value)
+    for key in ("file_circles", "files_in_file_circles"):
+        if key not in out:
+            sys.exit(f"{path}: no `{key} = N` line")
+    return out
+
+
+if ARGS.check:
+    limits = read_baseline(ARGS.check)
+    found = {"file_circles": len(file_circles),
+             "files_in_file_circles": sum(map(len, file_circles))}
+    failures = []
+    if folder_circles:
+        failures.append(f"{len(folder_circles)} folder circle(s) (listed above); none is allowed: "
+                        "move the name one side imports from the other down to a floor both use")
+    for key, value in found.items():
+        if value > limits[key]:
+            failures.append(f"{key} = {value}, above the baseline's {limits[key]} "
+                            f"({ARGS.check}): a new file circle (listed above)")
+        elif value < limits[key]:
+            print(f"note: {key} = {value}, below the baseline's {limits[key]}: "
+                  f"lower it in {ARGS.check}")
+    for f in failures:
+        print(f"import circles: error: {f}", file=sys.stderr)
+    sys.exit(1 if failures else 0)

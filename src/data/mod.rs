@@ -10,6 +10,7 @@ mod loading;
 #[doc(hidden)]
 pub mod tensor_fields;
 
+pub use crate::rng::{randperm, TorchGenerator};
 pub use dataset::Dataset;
 pub use datasets::image_folder::{readable_class_name, ImageFolder, IMG_EXTENSIONS};
 pub use datasets::mnist::{Mnist, MNIST_CLASSES};
@@ -28,6 +29,5 @@ pub use loading::loader::{Batch, DataLoader, Order};
 pub use loading::ra_sampler::RASampler;
 pub use loading::sampler::DistributedSampler;
 pub use loading::subset_sampler::SubsetRandomSampler;
-pub use loading::torch_rng::{randperm, TorchGenerator};
 pub use loading::weighted_sampler::WeightedRandomSampler;
 pub use tensor_fields::TensorFields;

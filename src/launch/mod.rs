@@ -12,7 +12,6 @@ mod spawn;
 pub use cluster::{dask_launch, ray_launch, LaunchResult, RankOutcome};
 pub use protocol::{EpochReport, RunReport};
 pub use scripts::launchers_dir;
-pub(crate) use spawn::panic_message;
 pub use spawn::{spawn, spawn_with, SpawnOptions};
 
 use std::io::{BufRead, BufReader, Read};

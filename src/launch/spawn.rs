@@ -15,7 +15,7 @@
 //! Under a launcher (the exported notebook run by `torchrun --nproc-per-node=n`), `spawn`
 //! runs the closure once, as this process's rank, and gathers every rank's result through the
 //! group: the same code gives the same results both ways.
-use std::any::Any;
+
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
@@ -24,6 +24,7 @@ use serde::Serialize;
 use tch::{Device, Kind, Tensor};
 
 use crate::dist::{Backend, Dist, DistOptions, LaunchEnv};
+use crate::error::panic_message;
 use crate::rng::{rng_state, set_rng_state};
 use crate::{Error, Result};
 
@@ -184,14 +185,6 @@ fn rank_error(rank: usize, world: usize, source: Error) -> Error {
         already @ Error::Rank { .. } => already,
         source => Error::Rank { rank, world, source: Box::new(source) },
     }
-}
-
-pub(crate) fn panic_message(payload: Box<dyn Any + Send>) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic without a message".into())
 }
 
 /// CUDA devices libtorch sees (0 without CUDA).

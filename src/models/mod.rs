@@ -32,7 +32,7 @@ pub use resnet::{
 pub use script::{export_traced, ScriptModule};
 pub use summary::{summary, ModelSummary, ModuleRow};
 pub use weights::{
-    from_safetensors_bytes, load_safetensors, load_state_dict, load_weights, named_parameters,
-    save_safetensors, save_tensors_file, state_dict, tensor_from_view, to_safetensors_bytes,
-    LoadReport,
+    from_safetensors_bytes, load_safetensors, load_state_dict, load_state_dict_file, load_weights,
+    named_parameters, save_safetensors, save_state_dict, save_tensors_file, state_dict,
+    tensor_from_view, to_safetensors_bytes, LoadReport,
 };

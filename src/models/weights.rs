@@ -1,7 +1,9 @@
 //! Model weights in safetensors files with PyTorch state_dict names, so that torchvision
 //! weights load into trainbook models and trainbook models load into PyTorch
 //! (`model.load_state_dict(safetensors.torch.load_file(path))`), and the model's trainable
-//! parameters by name in PyTorch's order ([`named_parameters`]).
+//! parameters by name in PyTorch's order ([`named_parameters`]); and the same weights in
+//! `torch.save` files ([`load_state_dict_file`], [`save_state_dict`]), read and written through
+//! [`crate::torch_file`].
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -10,6 +12,7 @@ use safetensors::SafeTensors;
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
+use crate::torch_file::{state_dict_of, TorchValue};
 use crate::{Error, Result, WithPath};
 
 /// The trainable variables of `vs` with their names, in creation order (PyTorch's
@@ -258,7 +261,7 @@ pub fn load_safetensors(vs: &mut VarStore, path: &Path, strict: bool) -> Result<
 
 /// Loads a weights file into the model, whichever of the two formats it is: a `torch.save`
 /// file (`.pt`/`.pth`, recognised by its zip header; see
-/// [`crate::torch_file::load_state_dict_file`]) or safetensors ([`load_safetensors`]).
+/// [`load_state_dict_file`]) or safetensors ([`load_safetensors`]).
 ///
 /// ```no_run
 /// use tch::nn::VarStore;
@@ -278,8 +281,49 @@ pub fn load_weights(vs: &mut VarStore, path: impl AsRef<Path>, strict: bool) -> 
     let mut file = std::fs::File::open(path).with_path(path)?;
     let n = file.read(&mut magic).with_path(path)?;
     if n == 2 && &magic == b"PK" {
-        crate::torch_file::load_state_dict_file(vs, path, strict)
+        load_state_dict_file(vs, path, strict)
     } else {
         load_safetensors(vs, path, strict)
     }
+}
+
+/// Loads the state dict of a `torch.save` file into the model (see [`state_dict_of`] for where
+/// it is looked for, and [`load_state_dict`] for `strict` and the checks). Errors name the file.
+///
+/// ```no_run
+/// use tch::nn::VarStore;
+/// use trainbook::models::{resnet34, HeadKind};
+/// # fn main() -> trainbook::Result<()> {
+/// let mut vs = VarStore::new(tch::Device::Cpu);
+/// let net = resnet34(&vs.root(), 1000, HeadKind::Linear);
+/// // torchvision's file, as `torchvision.models.resnet34(weights="IMAGENET1K_V1")` caches it.
+/// let report = trainbook::models::load_state_dict_file(
+///     &mut vs,
+///     "/home/me/.cache/torch/hub/checkpoints/resnet34-b627a593.pth",
+///     true,
+/// )?;
+/// assert!(report.missing.is_empty());
+/// # Ok(()) }
+/// ```
+pub fn load_state_dict_file(
+    vs: &mut VarStore,
+    path: impl AsRef<Path>,
+    strict: bool,
+) -> Result<LoadReport> {
+    let path = path.as_ref();
+    let value = crate::torch_file::load(path)?;
+    let (_, tensors) = state_dict_of(&value, path)?;
+    load_state_dict(vs, &tensors, strict).map_err(|e| match e {
+        Error::InvalidArgument(m) => Error::InvalidArgument(format!("{}: {m}", path.display())),
+        other => other,
+    })
+}
+
+/// Writes the model's state dict ([`state_dict`]: parameters, BatchNorm statistics and
+/// `num_batches_tracked`, on the CPU) as `torch.save(model.state_dict(), path)` does, so that a
+/// PyTorch user loads it with `model.load_state_dict(torch.load(path))`.
+pub fn save_state_dict(vs: &VarStore, path: impl AsRef<Path>) -> Result<()> {
+    let cpu: Vec<(String, Tensor)> =
+        state_dict(vs).into_iter().map(|(n, t)| (n, t.to_device(Device::Cpu))).collect();
+    crate::torch_file::save(path, &TorchValue::from_tensors(&cpu))
 }

@@ -5,8 +5,9 @@
 //! pickle reader of its own (`read.rs`, `rebuild.rs`: libtorch's C++ unpickler turns every
 //! `OrderedDict` into None, so it cannot read a state dict), every tensor on the CPU; [`save`]
 //! writes one through libtorch's pickler (`convert.rs` and the shim) that `torch.load` reads,
-//! `weights_only=True` (its default) included. The model-level calls
-//! ([`load_state_dict_file`], [`save_state_dict`]) live in [`model`].
+//! `weights_only=True` (its default) included; [`state_dict_of`] finds the state dict in a
+//! loaded file. The model-level calls (`load_state_dict_file`, `save_state_dict`) are
+//! [`crate::models`]' and build on this module.
 //!
 //! Only the zip format that `torch.save` writes by default since PyTorch 1.6 is read; a legacy
 //! file is an error that says so.
@@ -20,9 +21,9 @@
 //! # Ok(()) }
 //! ```
 mod convert;
-pub mod model;
 mod read;
 mod rebuild;
+mod state_dict;
 
 use std::path::Path;
 
@@ -30,9 +31,7 @@ use tch::Tensor;
 
 use crate::{Result, WithPath};
 
-pub use model::{
-    load_state_dict_file, save_state_dict, state_dict_of, NamedTensors, STATE_DICT_KEYS,
-};
+pub use state_dict::{state_dict_of, NamedTensors, STATE_DICT_KEYS};
 
 /// One value of a `torch.save` file, as Python would see it after `torch.load`: `None`, a bool,
 /// an int, a float, a str, a tensor, a list, a tuple or a dict (in insertion order; keys are

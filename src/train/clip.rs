@@ -160,7 +160,7 @@ impl NormMean {
     /// The mean (one host read, counted), or `None` when no step recorded a norm.
     pub(crate) fn read(&self) -> Option<f64> {
         let sum = self.sum.as_ref()?;
-        crate::train::epoch::device_metrics::count_host_read();
+        crate::train::profile::count_host_read();
         Some(sum.double_value(&[]) / self.steps as f64)
     }
 }

@@ -1,7 +1,13 @@
 //! The training loop: the per-epoch train/evaluate helpers with their options, listener and
-//! summaries (the `epoch/` wing) and the [`Strategy`] they run under (`strategy/`), optimizers with checkpointable state (`optim/`), mixed precision (`amp/`), LR
-//! schedules, one's own training step (`step.rs`), autograd's anomaly detection (`anomaly.rs`), the learning-rate range test (`lr_find/`), the batch-size finder (`batch_size_find/`), stochastic weight averaging (`swa.rs`), losses for every task, exact metrics, predictions with their confidence, the metrics log, and a
-//! deterministic mode.
+//! summaries (the `epoch/` wing) and the [`Strategy`] they run under (`strategy/`), mixed
+//! precision (`amp/`), one's own training step (`step.rs`), gradient clipping (`clip.rs`),
+//! autograd's anomaly detection (`anomaly.rs`), the learning-rate range test (`lr_find/`), the
+//! batch-size finder (`batch_size_find/`), losses for every task, exact metrics, predictions with
+//! their confidence, the metrics log, the profiler, and a deterministic mode.
+//!
+//! Optimizers, learning-rate schedules and stochastic weight averaging live one floor down, in
+//! [`crate::optim`]; their names are re-exported here as well (`trainbook::train::Optimizer`
+//! still works), for one release.
 mod amp;
 mod anomaly;
 mod backends;
@@ -15,16 +21,24 @@ mod log;
 mod loss;
 mod lr_find;
 mod metrics;
-mod optim;
 mod predict;
 mod profile;
 mod restore_point;
-mod schedule;
 mod step;
 mod strategy;
-mod swa;
 
 pub use crate::dist::CommHook;
+pub use crate::optim::{
+    ops, Adadelta, Adagrad, Adamax, Kernels, NAdam, Optimizer, OptimizerKind, OptimizerMeta,
+    ParamGroup, RAdam, RMSprop, RuleState, RuleStep, SharedRule, UpdateRule,
+};
+pub use crate::optim::{update_bn, SwaModel};
+pub use crate::optim::{
+    Anneal, Cadence, ChainedScheduler, ConstantLR, CosineAnnealingLR, CosineAnnealingWarmRestarts,
+    CyclicLR, CyclicMode, ExponentialLR, LambdaLR, LinearLR, LrLambda, LrSchedule, MultiStepLR,
+    MultiplicativeLR, OneCycleLR, PolynomialLR, ReduceLROnPlateau, SequentialLR, StepLR,
+    Validation, SWALR,
+};
 pub use amp::{GradScaler, GradScalerConfig, GradScalerState, Precision};
 pub use anomaly::{is_anomaly_enabled, set_detect_anomaly};
 pub(crate) use anomaly::{named as named_anomaly, AnomalyGuard};
@@ -44,9 +58,9 @@ pub use determinism::{
 pub use ema::{torchvision_ema_decay, EmaCadence, ModelEma};
 pub(crate) use epoch::task_of;
 pub use epoch::{
-    data_wait_note, evaluate, evaluate_step, host_reads, train_epoch, train_epoch_step,
-    train_epoch_with, DeviceMetrics, EpochOptions, EpochSummary, StepInfo, StepListener,
-    StepLogging, StepRecord, LOADER_BOUND_FRACTION,
+    data_wait_note, evaluate, evaluate_step, train_epoch, train_epoch_step, train_epoch_with,
+    DeviceMetrics, EpochOptions, EpochSummary, StepInfo, StepListener, StepLogging, StepRecord,
+    LOADER_BOUND_FRACTION,
 };
 pub(crate) use log::own_metric_keys;
 pub use log::{append_record, history_table, read_records, EpochRecord};
@@ -60,24 +74,13 @@ pub use metrics::{
     builtin_metric, Average, ConfusionMatrix, Metric, MetricName, MetricValue, Mode, Monitor,
     MulticlassAuroc, MulticlassScore, RunningMetrics, SharedMetric, AUROC_THRESHOLDS,
 };
-pub use optim::{
-    ops, Adadelta, Adagrad, Adamax, Kernels, NAdam, Optimizer, OptimizerKind, OptimizerMeta,
-    ParamGroup, RAdam, RMSprop, RuleState, RuleStep, SharedRule, UpdateRule,
-};
 pub use predict::{predict, predictions, Prediction};
 pub(crate) use profile::phase_range;
 pub use profile::{
-    emit_nvtx, is_profiler_enabled, phase, record_function, NvtxRanges, ProfileSchedule, Profiler,
-    ProfilerAction, RecordFunction,
-};
-pub use schedule::{
-    Anneal, Cadence, ChainedScheduler, ConstantLR, CosineAnnealingLR, CosineAnnealingWarmRestarts,
-    CyclicLR, CyclicMode, ExponentialLR, LambdaLR, LinearLR, LrLambda, LrSchedule, MultiStepLR,
-    MultiplicativeLR, OneCycleLR, PolynomialLR, ReduceLROnPlateau, SequentialLR, StepLR,
-    Validation, SWALR,
+    emit_nvtx, host_reads, is_profiler_enabled, phase, record_function, NvtxRanges,
+    ProfileSchedule, Profiler, ProfilerAction, RecordFunction,
 };
 pub use step::{ModelStep, StepBatch, StepOutput, TrainStep};
 pub use strategy::{Ddp, DdpOptions, SingleProcess, Strategy};
-pub use swa::{update_bn, SwaModel};
 
 pub use crate::models::named_parameters;

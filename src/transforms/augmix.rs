@@ -10,8 +10,8 @@ use rand_distr::{Distribution, Gamma};
 use tch::{Kind, Tensor};
 
 use super::autoaugment_ops::AugmentOp;
+use super::functional::Interpolation;
 use super::rand_augment::AugmentSpace;
-use super::resize::Interpolation;
 use super::tensor_ops::{apply_op, batch_to_image, image_to_batch};
 use super::{AugRng, Image, ImageTransform};
 use crate::{Error, Result};

@@ -3,7 +3,7 @@
 use rand::Rng;
 
 use super::autoaugment_ops::AugmentOp;
-use super::resize::Interpolation;
+use super::functional::Interpolation;
 use super::{AugRng, Image, ImageTransform};
 use crate::Result;
 

@@ -5,7 +5,7 @@
 use rand::seq::SliceRandom;
 use rand::Rng;
 
-use super::autoaugment_ops::{blend, grey_as_mode, mean_grey};
+use super::functional::{blend, grey_as_mode, mean_grey};
 use super::{AugRng, Image, ImageTransform};
 use crate::{Error, Result};
 

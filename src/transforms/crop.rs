@@ -2,7 +2,8 @@
 //! parameters, defaults and rounding).
 use rand::Rng;
 
-use super::resize::{resize, Interpolation};
+use super::functional::Interpolation;
+use super::resize::resize;
 use super::{AugRng, Image, ImageTransform, Size};
 use crate::{Error, Result};
 

@@ -8,7 +8,7 @@ use rand::Rng;
 use tch::{Device, Tensor};
 
 use super::{AugRng, Sample, TensorImage, Transform};
-use crate::data::TorchGenerator;
+use crate::rng::TorchGenerator;
 use crate::{Error, Result};
 
 /// The random numbers `RandomErasing` draws: float32 uniforms (`torch.empty(1).uniform_(a, b)`

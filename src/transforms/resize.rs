@@ -4,6 +4,7 @@
 use fast_image_resize::images::Image as FrImage;
 use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
 
+use super::functional::Interpolation;
 use super::{AugRng, Image, ImageTransform};
 use crate::{Error, Result};
 
@@ -48,35 +49,6 @@ impl Size {
                     (new_long, s)
                 }
             }
-        }
-    }
-}
-
-/// How a resize computes its pixels: torchvision's `InterpolationMode` for PIL images (its
-/// `--interpolation` flag), each as PIL's `Image.resize` filter. Default: `Bilinear`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Interpolation {
-    /// The source pixel under each output pixel's centre (`InterpolationMode.NEAREST`).
-    Nearest,
-    /// Antialiased triangle filter (`InterpolationMode.BILINEAR`, torchvision's default).
-    #[default]
-    Bilinear,
-    /// Antialiased cubic filter (`InterpolationMode.BICUBIC`, PIL's `a = -0.5`), computed as
-    /// PIL computes it: the same bytes.
-    Bicubic,
-}
-
-impl std::str::FromStr for Interpolation {
-    type Err = Error;
-    /// torchvision's names: `nearest`, `bilinear`, `bicubic`.
-    fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "nearest" => Ok(Interpolation::Nearest),
-            "bilinear" => Ok(Interpolation::Bilinear),
-            "bicubic" => Ok(Interpolation::Bicubic),
-            other => Err(Error::InvalidArgument(format!(
-                "interpolation '{other}': nearest, bilinear or bicubic"
-            ))),
         }
     }
 }
@@ -131,10 +103,10 @@ pub fn resize(img: Image, width: u32, height: u32, interpolation: Interpolation)
         // PIL resizes with NEAREST as the affine transform that scales the box onto the output.
         let (sx, sy) = (img.width() as f64 / width as f64, img.height() as f64 / height as f64);
         let m = [sx, 0.0, 0.0, 0.0, sy, 0.0];
-        return Ok(super::autoaugment_ops::sample_affine_nearest_to(&img, &m, (width, height)));
+        return Ok(super::functional::sample_affine_nearest_to(&img, &m, (width, height)));
     }
     if interpolation == Interpolation::Bicubic {
-        return super::pil_resample::resample(&img, width, height, super::pil_resample::BICUBIC);
+        return super::functional::resample(&img, width, height, super::functional::BICUBIC);
     }
     let channels = img.channels();
     let pixel_type = if channels == 3 { PixelType::U8x3 } else { PixelType::U8 };

@@ -6,8 +6,8 @@
 //! (tests/parity/augmix_parity.rs checks them against the venv's torchvision).
 use tch::{Device, Kind, Tensor};
 
-use super::autoaugment_ops::{equalize_lut, per_channel_lut, AugmentOp};
-use super::resize::Interpolation;
+use super::autoaugment_ops::AugmentOp;
+use super::functional::{equalize_lut, inverse_affine_matrix, per_channel_lut, Interpolation};
 use super::Image;
 
 const CPU_FLOAT: (Kind, Device) = (Kind::Float, Device::Cpu);
@@ -28,29 +28,6 @@ pub(super) fn batch_to_image(batch: &Tensor) -> Image {
     let n = data.len();
     hwc.copy_data_u8(&mut data, n);
     Image::from_raw(w as u32, h as u32, c as u8, data).expect("the tensor's own size")
-}
-
-/// `F._get_inverse_affine_matrix(center, angle, translate, scale, shear)` (degrees), in the
-/// same order of float64 operations.
-pub(super) fn inverse_affine_matrix(
-    center: (f64, f64),
-    angle: f64,
-    translate: (f64, f64),
-    scale: f64,
-    shear: (f64, f64),
-) -> [f64; 6] {
-    let (rot, sx, sy) = (angle.to_radians(), shear.0.to_radians(), shear.1.to_radians());
-    let ((cx, cy), (tx, ty)) = (center, translate);
-    let a = (rot - sy).cos() / sy.cos();
-    let b = -(rot - sy).cos() * sx.tan() / sy.cos() - rot.sin();
-    let c = (rot - sy).sin() / sy.cos();
-    let d = -(rot - sy).sin() * sx.tan() / sy.cos() + rot.cos();
-    let mut m = [d, -b, 0.0, -c, a, 0.0].map(|x| x / scale);
-    m[2] += m[0] * (-cx - tx) + m[1] * (-cy - ty);
-    m[5] += m[3] * (-cx - tx) + m[4] * (-cy - ty);
-    m[2] += cx;
-    m[5] += cy;
-    m
 }
 
 /// `_gen_affine_grid(theta, w, h, w, h)`: the sampling grid of the inverse `matrix`.

@@ -14,7 +14,8 @@ use tch::{Device, Kind, Tensor};
 use trainbook::models::{
     from_safetensors_bytes, load_weights, resnet18, to_safetensors_bytes, HeadKind,
 };
-use trainbook::torch_file::{self, load_state_dict_file, save_state_dict, TorchValue};
+use trainbook::models::{load_state_dict_file, save_state_dict};
+use trainbook::torch_file::{self, TorchValue};
 
 /// Runs tests/oracle/torch_files.py with `args`; its stdout.
 pub(crate) fn oracle_text(args: &[&str]) -> String {

@@ -118,7 +118,7 @@ fn a_download_lands_in_the_cache_checked_and_is_reused_offline() {
     let vs = VarStore::new(Device::Cpu);
     let _ = MnistNet::new(&vs.root());
     let plain = served.join("mnist.pth");
-    trainbook::torch_file::save_state_dict(&vs, &plain).unwrap();
+    trainbook::models::save_state_dict(&vs, &plain).unwrap();
     let sha = oracle(&["sha256", plain.to_str().unwrap()], "");
     let name = format!("mnist-{}.pth", &sha.trim()[..8]);
     std::fs::copy(&plain, served.join(&name)).unwrap();

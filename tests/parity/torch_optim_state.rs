@@ -10,8 +10,9 @@ use std::path::Path;
 
 use tch::nn::{ModuleT, VarStore};
 use tch::{Device, Tensor};
+use trainbook::models::load_state_dict_file;
 use trainbook::models::{from_safetensors_bytes, state_dict, MnistNet};
-use trainbook::torch_file::{self, load_state_dict_file, TorchValue};
+use trainbook::torch_file::{self, TorchValue};
 use trainbook::train::{CrossEntropyLoss, Kernels, Optimizer, OptimizerKind};
 
 fn oracle(args: &[&str]) {

@@ -138,6 +138,35 @@ fn the_layout_table_matches_the_tree() {
         rows += 1;
     }
     assert!(rows >= 20, "only {rows} rows found in the layout table");
+
+    // One row per folder: every folder git tracks has a row of its own whose path is that folder
+    // (the records under benches/results/ and the fixtures under tests/fixtures/ are described
+    // by their parent's row).
+    let own_rows: std::collections::BTreeSet<String> = table
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .filter_map(|l| code_spans(l.split(" | ").next().unwrap_or("")).into_iter().next())
+        .collect();
+    let tracked = std::process::Command::new("git")
+        .args(["ls-files", "-z"])
+        .current_dir(root())
+        .output()
+        .expect("git ls-files runs in the checkout");
+    assert!(tracked.status.success(), "git ls-files: {}", common::text(&tracked));
+    let mut folders = std::collections::BTreeSet::new();
+    for file in String::from_utf8_lossy(&tracked.stdout).split('\0').filter(|f| !f.is_empty()) {
+        let mut dir = Path::new(file).parent();
+        while let Some(d) = dir.filter(|d| !d.as_os_str().is_empty()) {
+            folders.insert(format!("{}/", d.display()));
+            dir = d.parent();
+        }
+    }
+    let described_by_parent = |f: &str| {
+        ["benches/results/", "tests/fixtures/"].iter().any(|p| f.starts_with(p) && f != *p)
+    };
+    let missing: Vec<&String> =
+        folders.iter().filter(|f| !described_by_parent(f) && !own_rows.contains(*f)).collect();
+    assert!(missing.is_empty(), "docs/src/layout.md has no row for the folders {missing:?}");
 }
 
 /// (what the README or the book says, in its words; the test it names; what that test must contain;

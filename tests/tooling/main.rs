@@ -14,6 +14,7 @@ mod benchmarks_md;
 mod compiler_cache;
 mod docs_book;
 mod docs_claims;
+mod import_circles;
 mod kernel_cache;
 mod notebook_outputs;
 mod notebooks;

@@ -8,8 +8,8 @@
 //! remainder one by one, round-robin from the first split.
 use std::sync::Arc;
 
-use crate::data::loading::torch_rng::{randperm, TorchGenerator};
 use crate::data::Dataset;
+use crate::rng::{randperm, TorchGenerator};
 use crate::transforms::{AugRng, TensorImage};
 use crate::{Error, Result};
 

@@ -8,10 +8,10 @@ use tch::{Device, Tensor};
 
 use super::batches::{Batches, Plans};
 pub use super::order::Order;
-use super::torch_rng::{randperm, TorchGenerator};
 #[cfg(doc)]
 use crate::data::SubsetRandomSampler;
 use crate::data::{Dataset, DistributedSampler};
+use crate::rng::{randperm, TorchGenerator};
 use crate::transforms::MixUpCutMix;
 
 /// One batch. `indices` are the data set indices; `is_padding[k]` marks a repeat that a

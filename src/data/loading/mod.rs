@@ -8,5 +8,4 @@ pub(crate) mod order;
 pub(crate) mod ra_sampler;
 pub(crate) mod sampler;
 pub(crate) mod subset_sampler;
-pub(crate) mod torch_rng;
 pub(crate) mod weighted_sampler;

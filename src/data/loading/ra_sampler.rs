@@ -2,7 +2,7 @@
 //! (`references/classification/sampler.py`, `--ra-sampler`, from DeiT): every index of the
 //! epoch's order is repeated `repetitions` times and the list is dealt to the ranks round-robin,
 //! so each rank sees a different augmentation of the same picture in the same step.
-use super::torch_rng::{randperm, TorchGenerator};
+use crate::rng::{randperm, TorchGenerator};
 use crate::{Error, Result};
 
 /// The repeated-augmentation sampler with the reference's semantics, index for index (see the

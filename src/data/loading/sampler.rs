@@ -2,7 +2,7 @@
 //! `torch.utils.data.DistributedSampler` for the same (len, replicas, rank, shuffle, seed,
 //! drop_last, epoch). Without `drop_last` the list is padded by repeating it from the start so
 //! every rank gets the same count; [`DistributedSampler::is_padding`] tells which are repeats.
-use super::torch_rng::{randperm, TorchGenerator};
+use crate::rng::{randperm, TorchGenerator};
 use crate::{Error, Result};
 
 /// `torch.utils.data.DistributedSampler`: the indices one rank visits each epoch (see the

@@ -6,7 +6,7 @@
 //! iteration, so its k-th iteration (0-based) continues where the previous ones left the
 //! generator. Epoch `k` here is that k-th iteration, whichever epochs were visited before: the
 //! sampler replays the generator up to the epoch it is set to.
-use super::torch_rng::{randperm, skip_randperm, EpochGenerator};
+use crate::rng::{randperm, skip_randperm, EpochGenerator};
 
 /// `torch.utils.data.SubsetRandomSampler` with a seeded generator (see the module
 /// documentation). Give it to [`DataLoader::sampler`](crate::data::DataLoader::sampler) to load the

@@ -4,7 +4,7 @@
 //! replacement: the normalised cumulative weights in float64, one 53-bit uniform per draw, a
 //! binary search). Like [`SubsetRandomSampler`](super::subset_sampler::SubsetRandomSampler),
 //! epoch `k` is torch's k-th iteration of the one generator.
-use super::torch_rng::EpochGenerator;
+use crate::rng::EpochGenerator;
 use crate::{Error, Result};
 
 /// `torch.utils.data.WeightedRandomSampler` with replacement and a seeded generator (see the

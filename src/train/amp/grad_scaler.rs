@@ -19,7 +19,7 @@ use tch::{Device, Kind, Tensor};
 
 use crate::shim::optim_amp::tb_amp_unscale;
 use crate::shim::{check_kernel as check, tensor_ptrs as ptrs};
-use crate::train::epoch::device_metrics::count_host_read;
+use crate::train::profile::count_host_read;
 use crate::train::Optimizer;
 use crate::Result;
 

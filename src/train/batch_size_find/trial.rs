@@ -9,7 +9,7 @@ use tch::nn::{ModuleT, VarStore};
 use super::memory::PeakMemory;
 use super::{is_oom_error, search, BatchSizeFind, BatchSizeFindOptions, BatchSizeTrial};
 use crate::data::{DataLoader, Dataset};
-use crate::launch::panic_message;
+use crate::error::panic_message;
 use crate::train::restore_point::RestorePoint;
 use crate::train::{train_epoch_step, EpochOptions, Loss, ModelStep, Optimizer, TrainStep};
 use crate::{Error, Result};

@@ -20,8 +20,8 @@ use tch::{Device, Tensor};
 
 use self::graph::{set_grads, CudaGraph};
 use super::epoch::EpochOptions;
-use super::optim::Optimizer;
 use super::strategy::{SingleProcess, Strategy};
+use crate::optim::Optimizer;
 use crate::Result;
 
 /// Warm-up steps before the capture when none is given (as in torch's whole-network example).

@@ -4,10 +4,10 @@
 //! progress is shown, a checkpoint is written or the epoch ends.
 //!
 //! Every read goes through [`DeviceMetrics::read`], which counts it (as does the one read of
-//! GradScaler's inf flag where a step needs it on the host): [`host_reads`] lets a test check
+//! GradScaler's inf flag where a step needs it on the host):
+//! [`host_reads`](crate::train::host_reads) lets a test check
 //! that the loop makes no read per step.
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use tch::{Device, Kind, Tensor};
 
@@ -15,26 +15,7 @@ use super::metric_sums::{all_batch_sums, total_len};
 use super::step_record::{StepBuffer, StepRecord};
 pub(crate) use super::task_sums::TaskSums;
 use crate::train::metrics::{RunningMetrics, SharedMetric};
-
-static HOST_READS: AtomicU64 = AtomicU64::new(0);
-
-/// How many times, since the process started, the training loop has read its running metrics
-/// (or GradScaler its inf flag) back from the device (each read waits for the device to finish
-/// the queued work).
-///
-/// ```
-/// let before = trainbook::train::host_reads();
-/// // ... train an epoch with progress off ...
-/// assert!(trainbook::train::host_reads() >= before);
-/// ```
-pub fn host_reads() -> u64 {
-    HOST_READS.load(Ordering::Relaxed)
-}
-
-/// Counts a read of the device that the training loop makes outside [`DeviceMetrics::read`].
-pub(crate) fn count_host_read() {
-    HOST_READS.fetch_add(1, Ordering::Relaxed);
-}
+use crate::train::profile::count_host_read;
 
 /// Running loss sum and the task's counts on a device, plus the (host-known) sample count.
 /// With step records on, it also holds the steps whose losses wait on the device; they are

@@ -1,6 +1,7 @@
 //! Tests of `device_metrics.rs`: the sums against the host's, the reads counted, weighted sums,
 //! step records and the own training metrics read with the sums.
 use super::*;
+use crate::train::host_reads;
 
 /// The tests that read the device take turns: two of them count the reads.
 static READS: std::sync::Mutex<()> = std::sync::Mutex::new(());

@@ -3,8 +3,8 @@
 //! the ranks and computes each metric's value.
 use tch::{Device, Kind, Tensor};
 
-use super::device_metrics::count_host_read;
 use crate::train::metrics::{Metric, MetricValue, SharedMetric};
+use crate::train::profile::count_host_read;
 use crate::train::Strategy;
 use crate::{Error, Result};
 

@@ -16,7 +16,7 @@ mod summary;
 mod task_sums;
 mod timing;
 
-pub use device_metrics::{host_reads, DeviceMetrics};
+pub use device_metrics::DeviceMetrics;
 pub use options::{EpochOptions, StepInfo};
 pub use step_listener::StepListener;
 pub use step_record::{StepLogging, StepRecord};
@@ -33,10 +33,10 @@ use self::timing::{GpuPeaks, Timed};
 use super::clip::NormMean;
 use super::loss::{check_batch, Loss, Task};
 use super::metrics::{ConfusionMatrix, RunningMetrics};
-use super::optim::Optimizer;
 use super::profile::{phase, phase_range};
 use super::step::{ModelStep, StepBatch, TrainStep};
 use crate::data::{Batch, DataLoader, Dataset};
+use crate::optim::Optimizer;
 use crate::Result;
 
 /// The task an epoch over `dataset` runs: the step's (its loss's) own, else the one its data

@@ -8,12 +8,12 @@ use tch::{Device, Tensor};
 
 use super::device_metrics::DeviceMetrics;
 use super::step_record::StepLogging;
+use crate::optim::Optimizer;
 use crate::progress::{ConsoleProgress, EpochProgress, NoProgress, ProgressReporter};
 use crate::train::amp::{GradScaler, Precision};
 use crate::train::clip::GradClip;
 use crate::train::cuda_graph::StepGraph;
 use crate::train::metrics::{RunningMetrics, SharedMetric};
-use crate::train::optim::Optimizer;
 use crate::train::profile::Profiler;
 use crate::train::strategy::{SingleProcess, Strategy};
 

@@ -3,7 +3,7 @@
 //! event processor). The loop calls into it one way; the caller's state needs no `RefCell`.
 use super::options::StepInfo;
 use super::step_record::StepRecord;
-use crate::train::optim::Optimizer;
+use crate::optim::Optimizer;
 use crate::Result;
 
 /// Receives an epoch's events from [`train_epoch_with`](crate::train::train_epoch_with), in this order

@@ -18,12 +18,13 @@ mod confusion;
 mod metric;
 mod monitor;
 
+pub use crate::optim::Mode;
 pub use auroc::MulticlassAuroc;
 pub use classwise::{Average, MulticlassScore};
 pub use confusion::ConfusionMatrix;
 pub(crate) use metric::check_names;
 pub use metric::{Metric, MetricValue, SharedMetric};
-pub use monitor::{MetricName, Mode, Monitor};
+pub use monitor::{MetricName, Monitor};
 
 /// The thresholds of [`builtin_metric`]'s `auroc`.
 pub const AUROC_THRESHOLDS: usize = 100;

@@ -1,20 +1,12 @@
-//! The [`Mode`] of a monitored metric (whether lower or higher is better) and the validation
-//! metric a run judges its epochs by ([`Monitor`]).
+//! The validation metric a run judges its epochs by ([`Monitor`]), with the [`Mode`] of its
+//! values (whether lower or higher is better).
 use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
 use super::Metric;
+use crate::optim::Mode;
 use crate::train::{EpochSummary, Task};
-
-/// Whether a lower (loss) or higher (accuracy) monitored value is better.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Mode {
-    /// Lower is better (torch's `mode="min"`), e.g. a loss.
-    Min,
-    /// Higher is better (torch's `mode="max"`), e.g. an accuracy.
-    Max,
-}
 
 /// The validation metric a run judges its epochs by (Lightning's `monitor`): which epoch
 /// `best/` keeps, what early stopping watches, and, in the examples, what the plateau

@@ -2,7 +2,9 @@
 //! operators, and on CUDA the kernels and copies, of the steps a [`ProfileSchedule`] selects,
 //! saved as a Chrome trace (what torch's `export_chrome_trace` writes) under torch's file-name
 //! scheme (`WORKER.TIME_NS.pt.trace.json`). The schedule is
-//! in `schedule.rs`, the named ranges (trainbook's phases, your own, NVTX) in `range.rs`.
+//! in `schedule.rs`, the named ranges (trainbook's phases, your own, NVTX) in `range.rs`, and the
+//! count of the loop's reads from the device in `host_reads.rs`.
+mod host_reads;
 mod range;
 mod schedule;
 
@@ -10,6 +12,8 @@ use std::ffi::CString;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+pub(crate) use host_reads::count_host_read;
+pub use host_reads::host_reads;
 pub(crate) use range::phase_range;
 pub use range::{emit_nvtx, phase, record_function, NvtxRanges, RecordFunction};
 pub use schedule::{ProfileSchedule, ProfilerAction};

@@ -8,7 +8,7 @@ use rand::Rng;
 
 use super::autoaugment::linspace_n;
 use super::autoaugment_ops::AugmentOp;
-use super::resize::Interpolation;
+use super::functional::Interpolation;
 use super::{AugRng, Image, ImageTransform};
 
 /// torchvision's default resampling for these transforms.

@@ -5,7 +5,7 @@
 //! 0..=255. Here for bicubic (PIL's `a = -0.5` cubic, support 2), where the resizing crate's
 //! Catmull-Rom kernel differed from PIL's by up to 10 levels; `tests/parity/transforms_parity.rs`
 //! compares it with torchvision's PIL resize byte for byte.
-use super::Image;
+use crate::transforms::image::Image;
 use crate::Result;
 
 /// PIL's `PRECISION_BITS`: 32 bits less 8 for the pixel and 2 for the filters' overshoot.

@@ -1,8 +1,8 @@
 //! [`ReduceLROnPlateau`], which watches a metric in a [`Mode`](crate::train::Mode).
 use serde::{Deserialize, Serialize};
 
+use super::Mode;
 use super::{check, from_state, state_methods, to_state, Cadence, LrSchedule, Validation};
-use crate::train::Mode;
 use crate::{Error, Result};
 
 /// `torch.optim.lr_scheduler.ReduceLROnPlateau` (threshold_mode "rel" by default): multiplies

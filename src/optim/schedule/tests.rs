@@ -1,8 +1,8 @@
 //! Unit tests of the schedules: argument checks, the metric ReduceLROnPlateau looks at, and
 //! state that round-trips exactly through JSON. Parity with torch is in
 //! tests/training/schedules.rs.
+use super::Mode;
 use super::*;
-use crate::train::Mode;
 
 fn all() -> Vec<Box<dyn LrSchedule>> {
     vec![

@@ -7,8 +7,8 @@
 //! `--interpolation`). Every output pixel centre is mapped through the matrix; one that lands
 //! outside the picture stays black (the fill); inside, the neighbours' values are interpolated
 //! in double precision with PIL's edge rules and truncated to a byte as PIL truncates.
-use super::image::Image;
-use super::resize::Interpolation;
+use super::Interpolation;
+use crate::transforms::image::Image;
 
 /// PIL's FLOOR for the coordinates it feeds its filters.
 fn floor(v: f64) -> i64 {
@@ -21,8 +21,8 @@ fn floor(v: f64) -> i64 {
 
 /// The picture `img` through the affine map `m` (output pixel centre -> input coordinates), of
 /// the same size, with `interpolation`'s filter: `Bicubic`, else `Bilinear` (NEAREST takes
-/// PIL's fast path, `autoaugment_ops`' own sampler, and is not passed here).
-pub(super) fn sample_affine(img: &Image, m: &[f64; 6], interpolation: Interpolation) -> Image {
+/// PIL's fast path, [`sample_affine_nearest_to`](super::sample_affine_nearest_to), and is not passed here).
+pub(crate) fn sample_affine(img: &Image, m: &[f64; 6], interpolation: Interpolation) -> Image {
     let src = Source { img, w: img.width() as i64, h: img.height() as i64 };
     let (w, h, c) = (src.w, src.h, img.channels() as usize);
     let mut out = Image::zeros(img.width(), img.height(), img.channels());

@@ -4,8 +4,8 @@
 //! an optimizer has in trainbook: param groups (their rate and weight decay), `fit`, GradScaler
 //! (the step is skipped on the host when the gradients are not finite), clipping, schedules and
 //! checkpoints (the state tensors under `<param>.<name>`, the step counts in the metadata).
-//! RMSprop, NAdam and RAdam are built on it (`rules.rs`), and Adagrad, Adadelta and Adamax
-//! (`rules_adaptive.rs`).
+//! RMSprop, NAdam, RAdam, Adagrad, Adadelta and Adamax are built on it, one file each in
+//! `rules/`.
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
