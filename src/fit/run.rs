@@ -19,10 +19,11 @@ use crate::fit::config::FitConfig;
 use crate::fit::finish::{best_monitor, best_policy, best_val_acc, restore_best, write_outputs};
 use crate::fit::max_steps;
 use crate::fit::outcome::FitReport;
+use crate::fit::parts::callback_part::stateful_callbacks;
 use crate::fit::parts::data_layout::DataLayout;
 use crate::fit::parts::freeze::freeze_for_epoch;
 use crate::fit::parts::run_schedule::RunSchedule;
-use crate::fit::parts::{RunParts, SharedPart};
+use crate::fit::parts::{RunParts, SharedPart, BUILT_IN_KEYS};
 use crate::fit::resume::{resume, resume_parts, Start};
 use crate::fit::run_loaders::LoaderSettings;
 use crate::fit::step_events::{train_state, MidValidation, StepEvents};
@@ -113,6 +114,8 @@ fn run_limited<A: Dataset + 'static, B: Dataset + 'static>(
     if let Some(c) = &cfg.clip_grad {
         c.validate()?;
     }
+    // The user's callbacks that keep state, their keys checked before anything runs.
+    let callback_parts = stateful_callbacks(&cfg.callbacks, &BUILT_IN_KEYS)?;
     let mut early = cfg.early_stopping.clone();
     if let Some(e) = &mut early {
         e.validate()?;
@@ -138,6 +141,7 @@ fn run_limited<A: Dataset + 'static, B: Dataset + 'static>(
         // the checkpoint's when it holds no average).
         ema: cfg.ema.map(|decay| ModelEma::of_run(vs, decay, cfg.ema_cadence)).transpose()?,
         data_layout: Some(DataLayout::of(dist, train.batch_size(), cfg.accumulate)),
+        callbacks: callback_parts,
     };
     // Every part by its key in the checkpoint, in one loop.
     resume_parts(dist, start.checkpoint.as_ref(), &mut parts.each_mut())?;

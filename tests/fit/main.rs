@@ -11,6 +11,7 @@ mod common;
 
 mod acting_callbacks;
 mod batch_limits;
+mod callback_state;
 mod checkpoint;
 mod divergence;
 mod early_stopping;

@@ -19,6 +19,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use crate::fit::outcome::FitReport;
+use crate::stateful::PartState;
 use crate::train::{EpochRecord, EpochSummary, StepRecord};
 use crate::Result;
 
@@ -124,6 +125,61 @@ pub trait Callback: Send {
     }
     /// The run ended: finished, stopped early or interrupted (not on an error).
     fn on_fit_end(&mut self, _report: &FitReport) -> Result<()> {
+        Ok(())
+    }
+
+    /// The key under which checkpoints keep this callback's state (Lightning's
+    /// `Callback.state_key`), or `None`, the default: the callback keeps no state across a
+    /// resume. With a key, the callback is one of the run's parts ([`crate::Stateful`]): every
+    /// checkpoint saves its [`state_dict`](Self::state_dict), and a resumed run puts it back
+    /// with [`load_state_dict`](Self::load_state_dict) before
+    /// [`on_fit_start`](Self::on_fit_start) (a checkpoint without it leaves the callback as it
+    /// is, and the run says so). The key follows [`crate::check_state_key`] and no other part of
+    /// the run may have it (the built-in ones: `schedule`, `grad_scaler`, `early_stopping`,
+    /// `ema`, `data_layout`); the run refuses both, naming the key, before it trains.
+    ///
+    /// ```
+    /// use trainbook::fit::Callback;
+    /// use trainbook::train::EpochSummary;
+    /// use trainbook::PartState;
+    ///
+    /// /// Counts the epochs trained, across resumes.
+    /// #[derive(Default)]
+    /// struct Epochs(u64);
+    ///
+    /// impl Callback for Epochs {
+    ///     fn on_train_epoch_end(&mut self, _: u64, _: &EpochSummary, _: u64) -> trainbook::Result<()> {
+    ///         self.0 += 1;
+    ///         Ok(())
+    ///     }
+    ///     fn state_key(&self) -> Option<String> {
+    ///         Some("epochs_trained".into())
+    ///     }
+    ///     fn state_dict(&self) -> trainbook::Result<PartState> {
+    ///         PartState::of_serde(&self.0)
+    ///     }
+    ///     fn load_state_dict(&mut self, state: PartState) -> trainbook::Result<()> {
+    ///         self.0 = state.parse("epochs_trained")?;
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let mut back = Epochs(0);
+    /// back.load_state_dict(Epochs(4).state_dict()?)?;
+    /// assert_eq!(back.0, 4);
+    /// # Ok::<(), trainbook::Error>(())
+    /// ```
+    fn state_key(&self) -> Option<String> {
+        None
+    }
+    /// The callback's state now, for a checkpoint (see [`state_key`](Self::state_key)); only
+    /// called when it has a key. The default is an empty state.
+    fn state_dict(&self) -> Result<PartState> {
+        Ok(PartState::default())
+    }
+    /// Puts back a state that [`state_dict`](Self::state_dict) returned (on a resume; only
+    /// called when the callback has a key). The default ignores it.
+    fn load_state_dict(&mut self, _state: PartState) -> Result<()> {
         Ok(())
     }
 }

@@ -1,10 +1,12 @@
 //! The run's built-in parts that keep state between epochs (early stopping, the learning-rate
 //! schedule, the float16 loss scaler, the EMA of the weights, the data layout) and the frozen backbone's epochs.
 //! [`RunParts`] holds those a checkpoint saves: each by its [`Stateful`] key, all of them in one
-//! list, so a new part is its own file plus one line in `run_parts!` below.
+//! list, so a new part is its own file plus one line in `run_parts!` below; the user's
+//! callbacks that keep state join that list (`callback_part.rs`).
 use std::cell::RefCell;
 use std::rc::Rc;
 
+pub(crate) mod callback_part;
 pub(crate) mod data_layout;
 pub(crate) mod early_stopping;
 pub(crate) mod freeze;
@@ -51,6 +53,8 @@ macro_rules! run_parts {
         #[derive(Default)]
         pub(crate) struct RunParts {
             $($(#[$doc])* pub $field: Option<$ty>,)*
+            /// The user's callbacks that keep state, each under its own key.
+            pub callbacks: Vec<callback_part::CallbackPart>,
         }
 
         impl RunParts {
@@ -58,17 +62,24 @@ macro_rules! run_parts {
             pub(crate) fn each(&self) -> Vec<&dyn Stateful> {
                 let mut parts: Vec<&dyn Stateful> = Vec::new();
                 $(if let Some(p) = &self.$field { parts.push(p); })*
+                parts.extend(self.callbacks.iter().map(|c| c as &dyn Stateful));
                 parts
             }
             /// Every part the run has, for a resume.
             pub(crate) fn each_mut(&mut self) -> Vec<&mut dyn Stateful> {
                 let mut parts: Vec<&mut dyn Stateful> = Vec::new();
                 $(if let Some(p) = &mut self.$field { parts.push(p); })*
+                parts.extend(self.callbacks.iter_mut().map(|c| c as &mut dyn Stateful));
                 parts
             }
         }
     };
 }
+
+/// The keys of the built-in parts (whether or not a run has them on): a callback of one's own
+/// may not keep its state under one of these.
+pub(crate) const BUILT_IN_KEYS: [&str; 5] =
+    ["schedule", "grad_scaler", "early_stopping", "ema", "data_layout"];
 
 run_parts! {
     /// The learning-rate schedule (`FitConfig::schedule`), key `schedule`.
@@ -109,5 +120,23 @@ mod tests {
         let fresh = GradScaler::new(Device::Cpu).state();
         parts.each_mut()[0].load_state_dict(PartState::of_serde(&fresh).unwrap()).unwrap();
         assert_eq!(steps.borrow().state(), fresh, "a resume reaches the steps' scaler");
+    }
+
+    #[test]
+    fn the_built_in_keys_are_the_keys_of_the_built_in_parts() {
+        let dist = crate::dist::Dist::single(Device::Cpu);
+        let vs = tch::nn::VarStore::new(Device::Cpu);
+        let _w = vs.root().zeros("w", &[2]);
+        let step = crate::train::StepLR::new(1, 0.5);
+        let parts = RunParts {
+            schedule: Some(RunSchedule::new(Some(&step), 1).unwrap()),
+            scaler: Some(SharedPart::new(GradScaler::new(Device::Cpu))),
+            early: Some(EarlyStopping::new(Monitor::ValLoss, 2)),
+            ema: Some(ModelEma::new(&vs, 0.9).unwrap()),
+            data_layout: Some(data_layout::DataLayout::of(&dist, 4, 1)),
+            callbacks: Vec::new(),
+        };
+        let keys: Vec<String> = parts.each().iter().map(|p| p.state_key()).collect();
+        assert_eq!(keys, BUILT_IN_KEYS);
     }
 }
