@@ -23,6 +23,7 @@ mod trail_start;
 mod trainer;
 
 pub use callbacks::control::RunControl;
+pub use callbacks::gradient_noise::GradientNoise;
 pub use callbacks::launcher_report::reports_enabled;
 pub use callbacks::live_curves::LiveCurves;
 pub use callbacks::step_csv::STEPS_CSV_HEADER;

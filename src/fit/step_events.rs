@@ -15,7 +15,10 @@ use crate::fit::config::FitConfig;
 use crate::fit::parts::RunParts;
 use crate::fit::stop::interrupt::{Interruption, StopWatch};
 use crate::trail::TrailRecorder;
-use crate::train::{EpochSummary, Optimizer, RunningMetrics, StepInfo, StepListener, StepRecord};
+use crate::train::{
+    BeforeOptimizerStep, EpochSummary, Optimizer, RunningMetrics, StepInfo, StepListener,
+    StepRecord,
+};
 use crate::Result;
 
 /// The run's state for a checkpoint, at `epoch` after `batches_done` batches with the epoch's
@@ -64,6 +67,10 @@ pub(crate) struct MidValidation<'r> {
 }
 
 impl StepListener for StepEvents<'_> {
+    fn before_optimizer_step(&mut self, step: &mut BeforeOptimizerStep) -> Result<()> {
+        self.callbacks.each(|c| c.on_before_optimizer_step(step))
+    }
+
     fn lr_after_step(&mut self, optimizer: &mut Optimizer) -> Result<()> {
         match &self.parts.schedule {
             Some(s) if s.per_step() => s.advance_step(optimizer),

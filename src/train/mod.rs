@@ -59,8 +59,8 @@ pub use ema::{torchvision_ema_decay, EmaCadence, ModelEma};
 pub(crate) use epoch::task_of;
 pub use epoch::{
     data_wait_note, evaluate, evaluate_step, train_epoch, train_epoch_step, train_epoch_with,
-    DeviceMetrics, EpochOptions, EpochSummary, StepInfo, StepListener, StepLogging, StepRecord,
-    LOADER_BOUND_FRACTION,
+    BeforeOptimizerStep, DeviceMetrics, EpochOptions, EpochSummary, StepInfo, StepListener,
+    StepLogging, StepRecord, LOADER_BOUND_FRACTION,
 };
 pub(crate) use log::own_metric_keys;
 pub use log::{append_record, history_table, read_records, EpochRecord};

@@ -91,12 +91,8 @@ fn fit(
     let net = MnistNet::new(&vs.root());
     let mut opt = Optimizer::sgd(&vs, 0.05, 0.9);
     let dist = Dist::single(Device::Cpu);
-    let mut trainer = Trainer::new(&dist)
-        .epochs(epochs)
-        .out(out)
-        .resume(resume)
-        .progress(false)
-        .seed(3);
+    let mut trainer =
+        Trainer::new(&dist).epochs(epochs).out(out).resume(resume).progress(false).seed(3);
     if schedule {
         trainer = trainer.schedule(StepLR::new(1, 0.5));
     }

@@ -20,6 +20,7 @@ mod fit_interrupt;
 mod fit_resume;
 mod fit_without_font;
 mod freeze_epochs;
+mod gradient_noise;
 mod own_metrics;
 mod predict_stage;
 mod step_logs;

@@ -8,6 +8,7 @@
 pub(crate) mod control;
 pub(crate) mod epoch_line;
 mod event_file;
+pub(crate) mod gradient_noise;
 pub(crate) mod launcher_report;
 pub(crate) mod live_curves;
 pub(crate) mod metrics_log;
@@ -20,7 +21,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::fit::outcome::FitReport;
 use crate::stateful::PartState;
-use crate::train::{EpochRecord, EpochSummary, StepRecord};
+use crate::train::{BeforeOptimizerStep, EpochRecord, EpochSummary, StepRecord};
 use crate::Result;
 
 /// Where a run starts, as its callbacks are told.
@@ -73,6 +74,15 @@ pub struct FitStart<'a> {
 pub trait Callback: Send {
     /// The run starts (after any resume, before the first epoch it trains).
     fn on_fit_start(&mut self, _start: &FitStart) -> Result<()> {
+        Ok(())
+    }
+    /// Before every optimizer step, once the accumulation window's gradients are in (and
+    /// all-reduced, under DDP), before clipping (Lightning's `on_before_optimizer_step`): what is
+    /// done to the gradients here, the step applies. [`BeforeOptimizerStep::optimizer`] gives
+    /// the optimizer with true gradients (unscaled first under a float16 loss scaler). On
+    /// every rank: a change that should be the same everywhere must be computed the same on
+    /// every rank (see [`GradientNoise`](crate::fit::GradientNoise)).
+    fn on_before_optimizer_step(&mut self, _step: &mut BeforeOptimizerStep) -> Result<()> {
         Ok(())
     }
     /// Training steps were read from the device (see the trait's note on bursts).

@@ -130,6 +130,11 @@ impl GradScaler {
         Ok(())
     }
 
+    /// Whether [`unscale_`](Self::unscale_) ran since the last step.
+    pub(crate) fn is_unscaled(&self) -> bool {
+        self.unscaled.is_some()
+    }
+
     /// 1/scale in float32, computed in float64 as torch does.
     fn inv_scale(&self) -> Tensor {
         self.scale.to_kind(Kind::Double).reciprocal().to_kind(Kind::Float)

@@ -18,7 +18,7 @@ mod timing;
 
 pub use device_metrics::DeviceMetrics;
 pub use options::{EpochOptions, StepInfo};
-pub use step_listener::StepListener;
+pub use step_listener::{BeforeOptimizerStep, StepListener};
 pub use step_record::{StepLogging, StepRecord};
 pub use timing::{data_wait_note, LOADER_BOUND_FRACTION};
 
@@ -194,12 +194,17 @@ pub fn train_epoch_step<D: Dataset + 'static>(
         running.add_own(&logits, &y)?;
         progress.advance(batch.len(), &mut || running.read().loss());
         if last_in_window {
+            listener.before_optimizer_step(&mut BeforeOptimizerStep::new(
+                optimizer,
+                opts.grad_scaler,
+            ))?;
             let optimizer_range = phase_range(phase::OPTIMIZER_STEP);
             let mut step_norm = None;
             if let Some(clip) = &opts.clip_grad {
                 // torch: scaler.unscale_(optimizer) before clipping, so the bound applies to
-                // the true gradients; the scaler's step then skips its own unscale.
-                if let Some(scaler) = opts.grad_scaler {
+                // the true gradients (unless the moment before the step did); the scaler's step
+                // then skips its own unscale.
+                if let Some(scaler) = opts.grad_scaler.filter(|s| !s.borrow().is_unscaled()) {
                     scaler.borrow_mut().unscale_(optimizer)?;
                 }
                 if let Some(norm) = clip.apply(optimizer)? {
