@@ -158,16 +158,20 @@ fn mnist_example_tests_resumes_finds_a_batch_size_and_runs_under_torchrun() {
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
     let line = readme
         .lines()
-        .find(|l| l.starts_with("torchrun --standalone --nproc-per-node=2 --no-python target/release/examples/mnist"))
+        .find(|l| l.contains("torchrun --standalone --nproc-per-node=2 --no-python target/release/examples/mnist"))
         .expect("the README's two-rank torchrun line");
     let words: Vec<&str> = line.split_whitespace().collect();
+    // Typed in the checkout after `make demo`, which puts nothing on the PATH: the line must
+    // name the venv's torchrun by its path, which resolves from the checkout's root.
+    assert_eq!(words[0], ".venv/bin/torchrun", "the README's line: {line}");
+    let torchrun = Path::new(env!("CARGO_MANIFEST_DIR")).join(words[0]);
     let exe_str = exe.to_str().unwrap();
     let args: Vec<&str> = words[1..]
         .iter()
         .map(|w| if *w == "target/release/examples/mnist" { exe_str } else { w })
         .collect();
     let (status, stdout) = common::run_streaming(
-        Command::new(common::venv_bin("torchrun")).args(&args).current_dir(&work),
+        Command::new(&torchrun).args(&args).current_dir(&work),
         Duration::from_secs(1200),
         "the README's torchrun line",
     );

@@ -405,6 +405,15 @@ fn sentences_found_untrue_stay_gone() {
         "with bitwise the same weights as an uninterrupted run (tested)",
         "renames it into place and fsyncs the parent, while the other ranks wait at a barrier",
         "test accuracy in under a minute on 2 cores",
+        // The claims review of 2026-12-07: contradicted by the code or the records.
+        "so a published torchvision recipe runs as written on any ImageFolder",
+        "Every torchvision classification weight was trained by one program",
+        "runs torchvision's published training recipes (",
+        "takes a few minutes on a 2-core CPU",
+        "Each runs in a few minutes on a 2-core CPU",
+        "The launcher starts it again, up to 3 times",
+        "every exact claim and its test",
+        "--test-only: no --weights given and no checkpoint in",
     ] {
         assert!(!docs.contains(old), "the README or the book says again: {old}");
     }
