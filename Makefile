@@ -32,10 +32,11 @@ setup:
 setup-demo:
 	bash scripts/setup/setup.sh --demo
 
-## setup-notebook: setup-demo plus Jupyter, evcxr_jupyter, the kernel "Rust (trainbook)" and its cache
+## setup-notebook: setup-demo plus Jupyter, evcxr_jupyter, the kernel "Rust (trainbook)", its cache and the examples the notebooks run
 # The notebooks: setup-demo plus the Python packages, evcxr_jupyter (a one-time build of ~10
-# minutes), the Jupyter kernel "Rust (trainbook)" and the prebuilt kernel cache (what `:dep
-# trainbook` compiles; TRAINBOOK_KERNEL_CACHE=DIR builds a shared one for a class).
+# minutes), the Jupyter kernel "Rust (trainbook)", the prebuilt kernel cache (what `:dep
+# trainbook` compiles; TRAINBOOK_KERNEL_CACHE=DIR builds a shared one for a class) and the
+# examples notebooks 02, 04, 05 and 06 start (release builds).
 setup-notebook:
 	bash scripts/setup/setup.sh --notebook
 

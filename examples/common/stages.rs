@@ -87,10 +87,10 @@ impl RunArgs {
         };
         let mut trainer = trainer;
         for name in names {
-            trainer = trainer.metric_shared(builtin("--metric", &name)?);
+            trainer = trainer.metric(builtin("--metric", &name)?);
         }
         for name in &self.train_metrics {
-            trainer = trainer.train_metric_shared(builtin("--train-metric", name)?);
+            trainer = trainer.train_metric(builtin("--train-metric", name)?);
         }
         Ok(trainer)
     }

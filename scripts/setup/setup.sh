@@ -6,7 +6,8 @@
 # without apt-get (RHEL, Rocky: see the book's docs/src/install.md, "RHEL / Rocky / HPC modules").
 #
 #   --demo      what `make demo` needs: steps 1 (torch only), 2 and 3 (Gloo headers, font)
-#   --notebook  the notebooks (`make setup-notebook`): steps 1-3, 4, 5 and 7
+#   --notebook  the notebooks (`make setup-notebook`): steps 1-3, 4, 5, 7 and 7b (the examples the
+#               notebooks run, built in release)
 #   --repl      the evcxr REPL (`make setup-repl`, scripts/kernel/trainbook-repl): steps 1 (torch
 #               only), 2, 3 and 6
 #   --docs      the book's builder only (`make docs`): step 8
@@ -500,6 +501,20 @@ fi
 say "kernel cache: checking (the first time: a cold build of tch and trainbook inside evcxr)"
 "$VENV/bin/python" "$ROOT/scripts/kernel/kernel_cache.py" build ||
   die "building the kernel cache failed (see above)."
+
+# --- 7b. the examples the notebooks run, --notebook only ------------------------------------
+# Notebooks 02, 04, 05 and 06 start programs of examples/ (`example_binary`): a class meets them
+# built. Release builds, which `example_binary` prefers when newer; cargo skips what is up to
+# date. (`make test` builds them in its own test build instead.) The list is the notebooks'
+# `example_binary("...")` names; tests/tooling/notebooks.rs checks that the two agree.
+NOTEBOOK_EXAMPLES=(mnist designsafe tiny_imagenet dogs)
+if [ "$MODE" = notebook ]; then
+  example_args=()
+  for e in "${NOTEBOOK_EXAMPLES[@]}"; do example_args+=(--example "$e"); done
+  say "the notebooks' examples: building ${NOTEBOOK_EXAMPLES[*]} (release; the first time several minutes)"
+  (cd "$ROOT" && cargo build --release "${example_args[@]}") ||
+    die "building the notebooks' examples failed (see above)."
+fi
 
 if [ "$MODE" = all ]; then
   install_mdbook

@@ -27,7 +27,7 @@ pub use callbacks::gradient_noise::GradientNoise;
 pub use callbacks::launcher_report::reports_enabled;
 pub use callbacks::live_curves::LiveCurves;
 pub use callbacks::step_csv::STEPS_CSV_HEADER;
-pub use callbacks::{Callback, Callbacks, FitStart, SharedCallback};
+pub use callbacks::{Callback, Callbacks, FitStart, IntoSharedCallback, SharedCallback};
 pub use config::FitConfig;
 pub use outcome::FitReport;
 pub use parts::EarlyStopping;

@@ -71,8 +71,9 @@ pub use loss::{
 pub use lr_find::{lr_find, lr_find_step, valley, LrFind, LrFindOptions};
 pub(crate) use metrics::check_names;
 pub use metrics::{
-    builtin_metric, Average, ConfusionMatrix, Metric, MetricName, MetricValue, Mode, Monitor,
-    MulticlassAuroc, MulticlassScore, RunningMetrics, SharedMetric, AUROC_THRESHOLDS,
+    builtin_metric, Average, ConfusionMatrix, IntoSharedMetric, Metric, MetricName, MetricValue,
+    Mode, Monitor, MulticlassAuroc, MulticlassScore, RunningMetrics, SharedMetric,
+    AUROC_THRESHOLDS,
 };
 pub use predict::{predict, predictions, Prediction};
 pub(crate) use profile::phase_range;

@@ -161,7 +161,7 @@ fn a_step_reading_the_batch_as_its_own_struct_trains_as_one_reading_the_tensors(
         let mut opt = Optimizer::sgd(&vs, 0.1, 0.0);
         let data = WithExtras { len: 10, odd: None, short: None };
         let mut loader = DataLoader::new(data, 4).shuffle(true).num_workers(2);
-        let opts = EpochOptions::new(Device::Cpu).progress(false);
+        let opts = EpochOptions::on(Device::Cpu).progress(false);
         for epoch in 0..2 {
             loader.set_epoch(epoch);
             train_epoch_step(&step, &mut loader, &mut opt, &opts, &mut ()).unwrap();
@@ -193,7 +193,7 @@ fn a_step_of_ones_own_trains_on_the_extra_inputs_and_a_graph_on_the_cpu_leaves_i
     let mut opt = Optimizer::sgd(&vs, 0.1, 0.0);
     let mut loader = DataLoader::new(WithExtras { len: 10, odd: None, short: None }, 4);
     let graph = RefCell::new(StepGraph::new());
-    let opts = EpochOptions::new(Device::Cpu).progress(false).cuda_graph(&graph);
+    let opts = EpochOptions::on(Device::Cpu).progress(false).cuda_graph(&graph);
     let before = step.head.ws.copy();
     let summary = train_epoch_step(&step, &mut loader, &mut opt, &opts, &mut ()).unwrap();
     assert_eq!((summary.samples, summary.steps), (10, 3));
@@ -210,7 +210,7 @@ fn a_step_of_ones_own_trains_on_the_extra_inputs_and_a_graph_on_the_cpu_leaves_i
 
     // Evaluation: the exact mean of the per-sample losses the step gives, over all 10 samples.
     let v =
-        evaluate_step(&step, &mut loader, &EpochOptions::new(Device::Cpu).progress(false)).unwrap();
+        evaluate_step(&step, &mut loader, &EpochOptions::on(Device::Cpu).progress(false)).unwrap();
     let (mut sum, mut outputs, mut flipped) = (0.0, Vec::new(), Vec::new());
     for b in loader.iter() {
         let b = b.unwrap();

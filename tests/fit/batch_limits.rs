@@ -59,7 +59,7 @@ fn each_epoch_trains_and_validates_on_its_first_batches_and_the_loaders_get_thei
             .progress(false)
             .limit_batches(Some(3), Some(1))
             .weight_trail(1)
-            .callback_shared(samples.clone())
+            .callback(samples.clone())
             .fit(&mut vs, &net, &mut opt, &mut train, &mut val)
             .unwrap();
         let seen = std::mem::take(&mut samples.lock().unwrap().0);
@@ -96,7 +96,7 @@ fn max_steps_ends_the_run_mid_epoch_and_a_resume_has_nothing_left() {
             .accumulate(2)
             .max_steps(Some(max))
             .weight_trail(1)
-            .callback_shared(samples.clone())
+            .callback(samples.clone())
             .fit(&mut vs, &net, &mut opt, &mut train, &mut val)
             .unwrap();
         let seen = std::mem::take(&mut samples.lock().unwrap().0);
@@ -141,7 +141,7 @@ fn a_fast_dev_run_trains_a_few_batches_once_and_writes_nothing_where_out_points(
         .progress(false)
         .weight_trail(1)
         .fast_dev_run(Some(2))
-        .callback_shared(samples.clone());
+        .callback(samples.clone());
     for _ in 0..2 {
         // Twice: the second run does not resume the first (nothing of it was kept).
         let report = trainer.fit(&mut vs, &net, &mut opt, &mut train, &mut val).unwrap();
@@ -185,7 +185,7 @@ fn overfit_batches_trains_the_first_batches_in_order_and_gives_the_shuffle_back(
         };
         tch::manual_seed(9);
         trainer
-            .callback_shared(samples.clone())
+            .callback(samples.clone())
             .fit(&mut vs, &net, &mut opt, &mut train, &mut val)
             .unwrap();
         assert_eq!(train.is_shuffled(), overfit, "the loader's own shuffle is back");

@@ -97,7 +97,7 @@ fn fit(
         trainer = trainer.schedule(StepLR::new(1, 0.5));
     }
     for c in callbacks {
-        trainer = trainer.callback_shared(c.clone());
+        trainer = trainer.callback(c.clone());
     }
     trainer.fit(&mut vs, &net, &mut opt, &mut train, &mut val)
 }

@@ -73,7 +73,7 @@ fn rank(dist: &Dist, out: &std::path::Path, head: &str) -> Result<Seen> {
         .checkpoint_every_epochs(0)
         .keep_best(None)
         .freeze_backbone_epochs(1)
-        .callback_shared(watch.clone())
+        .callback(watch.clone())
         .fit(&mut vs, &model, &mut opt, &mut train, &mut val)?;
     let seen = std::mem::take(&mut watch.lock().unwrap().seen);
     Ok((init, seen))

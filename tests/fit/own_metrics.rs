@@ -103,7 +103,7 @@ fn fit_on_two_ranks_with_steps(
             .early_stopping(EarlyStopping::new(Monitor::of_metric(&f1), 2))
             .metric(f1)
             .train_metric(AccuracySums)
-            .callback_shared(steps.clone())
+            .callback(steps.clone())
             .fit(&mut vs, &net, &mut opt, &mut train, &mut val)?;
         let steps = std::mem::take(&mut steps.lock().unwrap().0);
         Ok((report, steps))

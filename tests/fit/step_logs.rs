@@ -100,7 +100,7 @@ fn train(
         .policy(policy)
         .step_log(step_log);
     if let Some(r) = recorder {
-        trainer = trainer.callback_shared(r);
+        trainer = trainer.callback(r);
     }
     let before = host_reads();
     let report = trainer.fit(&mut vs, &net, &mut opt, &mut tr, &mut va).unwrap();
@@ -247,7 +247,7 @@ fn live_curves_follow_the_run() {
         .progress(false)
         .policy(no_checkpoints())
         .step_log(false)
-        .callback_shared(live.clone())
+        .callback(live.clone())
         .fit(&mut vs, &net, &mut opt, &mut tr, &mut va)
         .unwrap();
     assert_eq!(live.lock().unwrap().history(), report.history.as_slice());

@@ -52,7 +52,7 @@ fn fit(out: &Path, every: Option<u64>, seen: Arc<Mutex<Seen>>) {
         .progress(false)
         .policy(policy)
         .val_every_steps(every)
-        .callback_shared(seen)
+        .callback(seen)
         .fit(&mut vs, &net, &mut opt, &mut train, &mut val)
         .unwrap();
 }

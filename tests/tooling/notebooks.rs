@@ -183,6 +183,47 @@ fn every_notebook_has_a_test() {
     assert_eq!(found, NOTEBOOKS, "notebooks/ and the tests in tests/tooling/notebooks.rs differ");
 }
 
+/// `make setup-notebook` builds the examples the notebooks start: the list in
+/// scripts/setup/setup.sh (`NOTEBOOK_EXAMPLES`) is exactly the notebooks' `example_binary("...")`
+/// names, each an example of this crate.
+#[test]
+fn setup_notebook_builds_every_example_the_notebooks_start() {
+    let _turn = common::module_turn(module_path!());
+    let mut called: Vec<String> = Vec::new();
+    for name in NOTEBOOKS {
+        let path = Path::new(ROOT).join(format!("notebooks/{name}.ipynb"));
+        let nb: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        for cell in nb["cells"].as_array().unwrap().iter().filter(|c| c["cell_type"] == "code") {
+            let source: String = match &cell["source"] {
+                serde_json::Value::Array(lines) => {
+                    lines.iter().filter_map(|l| l.as_str()).collect()
+                }
+                other => other.as_str().unwrap_or_default().to_string(),
+            };
+            for (at, _) in source.match_indices("example_binary(\"") {
+                let rest = &source[at + "example_binary(\"".len()..];
+                called.push(rest[..rest.find('"').expect("a closing quote")].to_string());
+            }
+        }
+    }
+    called.sort();
+    called.dedup();
+    assert!(called.len() >= 4, "the notebooks start examples: {called:?}");
+    let setup = std::fs::read_to_string(Path::new(ROOT).join("scripts/setup/setup.sh")).unwrap();
+    let line = setup
+        .lines()
+        .find_map(|l| l.strip_prefix("NOTEBOOK_EXAMPLES=("))
+        .and_then(|l| l.strip_suffix(')'))
+        .expect("NOTEBOOK_EXAMPLES=(...) in scripts/setup/setup.sh");
+    let mut listed: Vec<String> = line.split_whitespace().map(str::to_string).collect();
+    listed.sort();
+    assert_eq!(listed, called, "setup.sh's NOTEBOOK_EXAMPLES and the notebooks' example_binary");
+    for e in &listed {
+        assert!(Path::new(ROOT).join(format!("examples/{e}.rs")).is_file(), "examples/{e}.rs");
+    }
+}
+
 /// The runner keeps a cell's stdout lines that evcxr sends after the cell's end (a line lost so
 /// failed notebook 02's test on CI) and reports what a failed cell showed:
 /// scripts/notebooks/test_kernel_output.py against scripted messages.

@@ -77,7 +77,7 @@ fn the_cpu_peak_grows_with_the_batch_and_a_limit_stops_the_doubling() {
     let mut loader = DataLoader::from_arc(data(256), 8).shuffle(true).num_workers(0);
     // A first epoch so that the optimizer has state to put back.
     loader.set_limit_batches(Some(2));
-    let opts = EpochOptions::new(Device::Cpu).progress(false);
+    let opts = EpochOptions::on(Device::Cpu).progress(false);
     train_epoch(&model, &mut loader, &mut opt, &CrossEntropyLoss::new(), &opts).unwrap();
     loader.set_limit_batches(None);
     let before = snapshot(&vs, &opt);
@@ -156,7 +156,7 @@ fn out_of_memory_errors_and_panics_do_not_fit_and_other_errors_end_the_search() 
     let mut opt = Optimizer::sgd(&vs, 0.1, 0.9);
     let mut loader = DataLoader::from_arc(data(128), 4).num_workers(0);
     let before = snapshot(&vs, &opt);
-    let opts = || EpochOptions::new(Device::Cpu);
+    let opts = || EpochOptions::on(Device::Cpu);
     let find =
         |mode| BatchSizeFindOptions { mode, max_memory: Some(u64::MAX), ..Default::default() };
     for panics in [false, true] {

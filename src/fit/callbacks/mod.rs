@@ -198,6 +198,32 @@ pub trait Callback: Send {
 /// keeps a handle to read what the callback gathered after the run.
 pub type SharedCallback = Arc<Mutex<dyn Callback>>;
 
+/// What [`Trainer::callback`](crate::fit::Trainer::callback) takes: a callback, moved in, or one
+/// the caller shares (`Arc<Mutex<C>>`, or a [`SharedCallback`]), a clone kept to read what it
+/// gathered after the run.
+pub trait IntoSharedCallback {
+    /// The callback as the run holds it.
+    fn into_shared_callback(self) -> SharedCallback;
+}
+
+impl<C: Callback + 'static> IntoSharedCallback for C {
+    fn into_shared_callback(self) -> SharedCallback {
+        Arc::new(Mutex::new(self))
+    }
+}
+
+impl<C: Callback + 'static> IntoSharedCallback for Arc<Mutex<C>> {
+    fn into_shared_callback(self) -> SharedCallback {
+        self
+    }
+}
+
+impl IntoSharedCallback for SharedCallback {
+    fn into_shared_callback(self) -> SharedCallback {
+        self
+    }
+}
+
 /// The callbacks of a run, called in the order they were added ([`FitConfig::callbacks`](crate::fit::FitConfig::callbacks)).
 #[derive(Clone, Default)]
 pub struct Callbacks(Vec<SharedCallback>);

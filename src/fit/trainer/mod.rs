@@ -2,7 +2,6 @@
 //! model, the optimizer and the data (in the spirit of Lightning's `Trainer` and burn's
 //! `Learner`).
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
 
 use tch::nn::{ModuleT, VarStore};
 use tch::Device;
@@ -10,7 +9,7 @@ use tch::Device;
 use crate::checkpoint::Policy;
 use crate::data::{DataLoader, Dataset};
 use crate::dist::Dist;
-use crate::fit::callbacks::{Callback, SharedCallback};
+use crate::fit::callbacks::{IntoSharedCallback, SharedCallback};
 use crate::fit::config::FitConfig;
 use crate::fit::outcome::FitReport;
 use crate::fit::parts::early_stopping::EarlyStopping;
@@ -317,18 +316,13 @@ impl<'d> Trainer<'d> {
         self
     }
 
-    /// Adds a [`Callback`] (after those added before). To read what it gathers after the run,
-    /// keep a handle and pass it with [`callback_shared`](Self::callback_shared).
-    pub fn callback(self, callback: impl Callback + 'static) -> Self {
-        self.callback_shared(Arc::new(Mutex::new(callback)))
-    }
-
-    /// Adds a [`Callback`] the caller shares: `Arc::new(Mutex::new(c))`, one clone kept.
+    /// Adds a [`Callback`] (after those added before): one moved in, or one you share
+    /// (`Arc::new(Mutex::new(c))`, a clone kept) to read what it gathered after the run.
     ///
     /// ```no_run
     /// # use std::sync::{Arc, Mutex};
     /// # use trainbook::prelude::*;
-    /// # use trainbook::fit::Callback;
+    /// # use trainbook::fit::{Callback, GradientNoise};
     /// #[derive(Default)]
     /// struct Losses(Vec<f64>);
     /// impl Callback for Losses {
@@ -340,13 +334,22 @@ impl<'d> Trainer<'d> {
     /// # fn main() -> trainbook::Result<()> {
     /// let dist = Dist::single(Device::Cpu);
     /// let losses = Arc::new(Mutex::new(Losses::default()));
-    /// let trainer = Trainer::new(&dist).callback_shared(losses.clone());
+    /// let trainer = Trainer::new(&dist)
+    ///     .callback(GradientNoise::new(0.01, 0.55, 0)?) // moved in
+    ///     .callback(losses.clone()); // shared
     /// // ... trainer.fit(...) ...; then losses.lock().unwrap().0 holds every step's loss
     /// # Ok(()) }
     /// ```
-    pub fn callback_shared(mut self, callback: SharedCallback) -> Self {
-        self.cfg.callbacks.push(callback);
+    pub fn callback(mut self, callback: impl IntoSharedCallback) -> Self {
+        self.cfg.callbacks.push(callback.into_shared_callback());
         self
+    }
+
+    /// The same as [`callback`](Self::callback), which now also takes a shared callback;
+    /// `callback_shared` stays for one release.
+    #[deprecated(note = "use Trainer::callback, which takes a shared callback too")]
+    pub fn callback_shared(self, callback: SharedCallback) -> Self {
+        self.callback(callback)
     }
 
     /// Trains `net` (its variables in `vs`, updated by `opt`) on `train`, validating on `val`

@@ -2,10 +2,8 @@
 //! over all ranks, logged beside the built-in ones and monitorable by name; and
 //! [`Trainer::train_metric`], measured on the training batches (each epoch over all ranks,
 //! each step on its rank).
-use std::sync::Arc;
-
 use super::Trainer;
-use crate::train::{Metric, SharedMetric};
+use crate::train::{IntoSharedMetric, SharedMetric};
 
 impl Trainer<'_> {
     /// Measures `metric` at every validation (and [`test`](Self::test)) over all ranks' samples:
@@ -26,15 +24,17 @@ impl Trainer<'_> {
     ///     .metric(MulticlassAuroc::new(10, 200));
     /// # }
     /// ```
-    pub fn metric(self, metric: impl Metric + 'static) -> Self {
-        self.metric_shared(Arc::new(metric))
+    pub fn metric(mut self, metric: impl IntoSharedMetric) -> Self {
+        self.cfg.metrics.push(metric.into_shared_metric());
+        self
     }
 
-    /// [`metric`](Self::metric) with a metric already shared, e.g. one of
-    /// [`builtin_metric`](crate::train::builtin_metric)'s.
-    pub fn metric_shared(mut self, metric: SharedMetric) -> Self {
-        self.cfg.metrics.push(metric);
-        self
+    /// The same as [`metric`](Self::metric), which now also takes a shared metric (one of
+    /// [`builtin_metric`](crate::train::builtin_metric)'s); `metric_shared` stays for one
+    /// release.
+    #[deprecated(note = "use Trainer::metric, which takes a shared metric too")]
+    pub fn metric_shared(self, metric: SharedMetric) -> Self {
+        self.metric(metric)
     }
 
     /// Measures `metric` on the training batches: over every epoch's samples of all ranks as
@@ -56,13 +56,15 @@ impl Trainer<'_> {
     ///     .metric(MulticlassScore::f1(10)); // val_f1_macro
     /// # }
     /// ```
-    pub fn train_metric(self, metric: impl Metric + 'static) -> Self {
-        self.train_metric_shared(Arc::new(metric))
+    pub fn train_metric(mut self, metric: impl IntoSharedMetric) -> Self {
+        self.cfg.train_metrics.push(metric.into_shared_metric());
+        self
     }
 
-    /// [`train_metric`](Self::train_metric) with a metric already shared.
-    pub fn train_metric_shared(mut self, metric: SharedMetric) -> Self {
-        self.cfg.train_metrics.push(metric);
-        self
+    /// The same as [`train_metric`](Self::train_metric), which now also takes a shared metric;
+    /// `train_metric_shared` stays for one release.
+    #[deprecated(note = "use Trainer::train_metric, which takes a shared metric too")]
+    pub fn train_metric_shared(self, metric: SharedMetric) -> Self {
+        self.train_metric(metric)
     }
 }

@@ -36,7 +36,7 @@ use crate::{Error, Result};
 /// let mut opt = Optimizer::adam(&vs, 1e-3);
 /// // On the CPU: the largest batch whose steps keep the process within 2 GiB.
 /// let find = BatchSizeFindOptions { max_memory: Some(2 << 30), ..Default::default() };
-/// let opts = EpochOptions::new(Device::Cpu);
+/// let opts = EpochOptions::on(Device::Cpu);
 /// let found = find_batch_size((&vs, &net), &mut loader, &mut opt, &CrossEntropyLoss::new(), opts, find)?;
 /// loader.set_batch_size(found.batch_size);
 /// # Ok(()) }

@@ -109,7 +109,8 @@ impl<'a> EpochOptions<'a> {
     pub fn on(device: Device) -> Self {
         EpochOptions { device, ..Default::default() }
     }
-    /// The same as [`on`](Self::on).
+    /// The same as [`on`](Self::on), its one name from now on; `new` stays for one release.
+    #[deprecated(note = "use EpochOptions::on(device), the same options")]
     pub fn new(device: Device) -> Self {
         EpochOptions::on(device)
     }

@@ -75,6 +75,32 @@ impl std::fmt::Debug for dyn Metric {
 /// A metric shared by the runs of a `Trainer` (which is `Clone`).
 pub type SharedMetric = Arc<dyn Metric>;
 
+/// What `Trainer::metric` and `Trainer::train_metric` take: a metric, moved in, or one already
+/// shared (`Arc<M>`, or a [`SharedMetric`] such as
+/// [`builtin_metric`](crate::train::builtin_metric)'s).
+pub trait IntoSharedMetric {
+    /// The metric as the run holds it.
+    fn into_shared_metric(self) -> SharedMetric;
+}
+
+impl<M: Metric + 'static> IntoSharedMetric for M {
+    fn into_shared_metric(self) -> SharedMetric {
+        Arc::new(self)
+    }
+}
+
+impl<M: Metric + 'static> IntoSharedMetric for Arc<M> {
+    fn into_shared_metric(self) -> SharedMetric {
+        self
+    }
+}
+
+impl IntoSharedMetric for SharedMetric {
+    fn into_shared_metric(self) -> SharedMetric {
+        self
+    }
+}
+
 /// What an epoch measured of one [`Metric`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct MetricValue {

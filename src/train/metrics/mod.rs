@@ -23,7 +23,7 @@ pub use auroc::MulticlassAuroc;
 pub use classwise::{Average, MulticlassScore};
 pub use confusion::ConfusionMatrix;
 pub(crate) use metric::check_names;
-pub use metric::{Metric, MetricValue, SharedMetric};
+pub use metric::{IntoSharedMetric, Metric, MetricValue, SharedMetric};
 pub use monitor::{MetricName, Monitor};
 
 /// The thresholds of [`builtin_metric`]'s `auroc`.
