@@ -16,5 +16,6 @@ mod ddp_evaluation;
 mod ddp_failures;
 mod ddp_graph_exchange;
 mod mixed_groups;
+mod own_sampler;
 mod spawn;
 mod sync_batch_norm;

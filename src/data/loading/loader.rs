@@ -7,11 +7,10 @@ use std::sync::Arc;
 use tch::{Device, Tensor};
 
 use super::batches::{Batches, Plans};
-pub use super::order::Order;
+use super::order::{RandomSampler, Sampler, SequentialSampler};
 #[cfg(doc)]
 use crate::data::SubsetRandomSampler;
 use crate::data::{Dataset, DistributedSampler};
-use crate::rng::{randperm, TorchGenerator};
 use crate::transforms::MixUpCutMix;
 
 /// One batch. `indices` are the data set indices; `is_padding[k]` marks a repeat that a
@@ -75,7 +74,11 @@ pub struct DataLoader<D: Dataset> {
     dataset: Arc<D>,
     batch_size: usize,
     drop_last: bool,
-    order: Order,
+    /// The sampler that orders each epoch: the loader's own (sequential, or shuffled with its
+    /// seed) unless [`sampler`](Self::sampler) or [`distributed`](Self::distributed) gave one.
+    order: Box<dyn Sampler>,
+    /// Whether `order` is the loader's own sequential or shuffled order.
+    own_order: bool,
     num_workers: usize,
     prefetch: usize,
     seed: u64,
@@ -95,11 +98,13 @@ impl<D: Dataset + 'static> DataLoader<D> {
     /// A loader over a data set shared with other loaders or code.
     pub fn from_arc(dataset: Arc<D>, batch_size: usize) -> DataLoader<D> {
         let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let order = Box::new(SequentialSampler::new(dataset.len()));
         DataLoader {
             dataset,
             batch_size: batch_size.max(1),
             drop_last: false,
-            order: Order::Sequential,
+            order,
+            own_order: true,
             num_workers: workers,
             prefetch: 2,
             seed: 0,
@@ -122,25 +127,23 @@ impl<D: Dataset + 'static> DataLoader<D> {
     /// Whether each epoch visits the data in a fresh random order (a shuffle, or a sampler that
     /// shuffles).
     pub fn is_shuffled(&self) -> bool {
-        match &self.order {
-            Order::Shuffle | Order::SubsetRandom(_) | Order::Weighted(_) => true,
-            Order::Distributed(s) => s.is_shuffled(),
-            Order::RepeatedAugmentation(s) => s.is_shuffled(),
-            Order::Sequential => false,
-        }
+        self.order.is_shuffled()
     }
 
     /// [`shuffle`](Self::shuffle) on a loader in place (a [`SubsetRandomSampler`] always
-    /// shuffles).
+    /// shuffles; a sampler of one's own gets [`Sampler::set_shuffle`]).
     pub fn set_shuffle(&mut self, shuffle: bool) {
-        self.order = match std::mem::replace(&mut self.order, Order::Sequential) {
-            Order::Distributed(s) => Order::Distributed(s.shuffle(shuffle)),
-            Order::SubsetRandom(s) => Order::SubsetRandom(s),
-            Order::Weighted(s) => Order::Weighted(s),
-            Order::RepeatedAugmentation(s) => Order::RepeatedAugmentation(s.shuffle(shuffle)),
-            _ if shuffle => Order::Shuffle,
-            _ => Order::Sequential,
+        if !self.own_order {
+            self.order.set_shuffle(shuffle);
+            return;
+        }
+        let len = self.dataset.len();
+        self.order = if shuffle {
+            Box::new(RandomSampler::new(len, self.seed))
+        } else {
+            Box::new(SequentialSampler::new(len))
         };
+        self.order.set_epoch(self.epoch);
     }
 
     /// Shards the data set over the ranks of `dist`: this rank visits its part of every epoch,
@@ -165,16 +168,19 @@ impl<D: Dataset + 'static> DataLoader<D> {
     /// # Ok(()) }
     /// ```
     pub fn distributed(mut self, dist: &crate::dist::Dist) -> Self {
-        let shuffle = matches!(self.order, Order::Shuffle)
-            || matches!(&self.order, Order::Distributed(s) if s.is_shuffled());
+        let shuffle = (self.own_order && self.order.is_shuffled())
+            || self.order.as_distributed().is_some_and(DistributedSampler::is_shuffled);
         let sampler =
             DistributedSampler::for_dist(self.dataset.len(), dist).shuffle(shuffle).seed(self.seed);
-        self.order = Order::Distributed(sampler);
+        self.order = Box::new(sampler);
+        self.own_order = false;
         self
     }
-    /// Visit the data in `sampler`'s order: a [`DistributedSampler`] or a
-    /// [`SubsetRandomSampler`] (torch's `sampler=`). Its epoch follows
-    /// [`set_epoch`](Self::set_epoch); a `SubsetRandomSampler` keeps its own seed.
+    /// Visit the data in `sampler`'s order (torch's `sampler=`): a [`DistributedSampler`], a
+    /// [`SubsetRandomSampler`], an [`RASampler`](crate::data::RASampler), a
+    /// [`WeightedRandomSampler`](crate::data::WeightedRandomSampler), or a [`Sampler`] of one's
+    /// own. Its epoch follows [`set_epoch`](Self::set_epoch); a `SubsetRandomSampler` keeps its
+    /// own seed.
     ///
     /// ```
     /// use trainbook::data::{DataLoader, SubsetRandomSampler, TensorDataset};
@@ -192,8 +198,9 @@ impl<D: Dataset + 'static> DataLoader<D> {
     /// assert_eq!(seen, sampler.indices());
     /// # Ok(()) }
     /// ```
-    pub fn sampler(mut self, sampler: impl Into<Order>) -> Self {
-        self.order = sampler.into();
+    pub fn sampler(mut self, sampler: impl Sampler + 'static) -> Self {
+        self.order = Box::new(sampler);
+        self.own_order = false;
         self
     }
     /// Drop the last batch when it is smaller than the batch size (torch's `drop_last`).
@@ -214,12 +221,7 @@ impl<D: Dataset + 'static> DataLoader<D> {
     /// Seed of the shuffle (also a distributed sampler's) and of the augmentations.
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = seed;
-        if let Order::RepeatedAugmentation(s) = &self.order {
-            self.order = Order::RepeatedAugmentation(s.clone().seed(seed));
-        }
-        if let Order::Distributed(s) = self.order {
-            self.order = Order::Distributed(s.seed(seed));
-        }
+        self.order.set_seed(seed);
         self
     }
     /// Mixes every batch with MixUp or CutMix ([`MixUpCutMix`], torchvision's
@@ -259,13 +261,7 @@ impl<D: Dataset + 'static> DataLoader<D> {
     /// Selects the epoch (shuffle permutation, sampler epoch and augmentations).
     pub fn set_epoch(&mut self, epoch: u64) {
         self.epoch = epoch;
-        match &mut self.order {
-            Order::Distributed(s) => s.set_epoch(epoch),
-            Order::SubsetRandom(s) => s.set_epoch(epoch),
-            Order::Weighted(s) => s.set_epoch(epoch),
-            Order::RepeatedAugmentation(s) => s.set_epoch(epoch),
-            Order::Sequential | Order::Shuffle => {}
-        }
+        self.order.set_epoch(epoch);
     }
     /// The epoch set by [`set_epoch`](Self::set_epoch).
     pub fn epoch(&self) -> u64 {
@@ -320,42 +316,17 @@ impl<D: Dataset + 'static> DataLoader<D> {
     }
     /// The sampler, when the loader is [`distributed`](Self::distributed) or has one.
     pub fn distributed_sampler(&self) -> Option<&DistributedSampler> {
-        match &self.order {
-            Order::Distributed(s) => Some(s),
-            _ => None,
-        }
+        self.order.as_distributed()
     }
 
     /// This epoch's sample order with each position's padding flag.
     fn epoch_order(&self) -> Vec<(usize, bool)> {
-        match &self.order {
-            Order::Sequential => (0..self.dataset.len()).map(|i| (i, false)).collect(),
-            Order::Shuffle => randperm(
-                self.dataset.len(),
-                &mut TorchGenerator::new(self.seed.wrapping_add(self.epoch)),
-            )
-            .into_iter()
-            .map(|i| (i, false))
-            .collect(),
-            Order::Distributed(s) => {
-                s.indices().into_iter().enumerate().map(|(k, i)| (i, s.is_padding(k))).collect()
-            }
-            Order::SubsetRandom(s) => s.indices().into_iter().map(|i| (i, false)).collect(),
-            Order::Weighted(s) => s.indices().into_iter().map(|i| (i, false)).collect(),
-            // The repeats are the point, not padding: each counts in the epoch's metrics.
-            Order::RepeatedAugmentation(s) => s.indices().into_iter().map(|i| (i, false)).collect(),
-        }
+        self.order.epoch_indices()
     }
 
     /// Samples per epoch seen by this loader (padding included).
     pub fn num_samples(&self) -> usize {
-        match &self.order {
-            Order::Distributed(s) => s.len(),
-            Order::SubsetRandom(s) => s.len(),
-            Order::Weighted(s) => s.len(),
-            Order::RepeatedAugmentation(s) => s.len(),
-            Order::Sequential | Order::Shuffle => self.dataset.len(),
-        }
+        self.order.num_samples()
     }
 
     /// Batches per epoch (`len(loader)`; at most the [`limit_batches`](Self::limit_batches)).
