@@ -2,6 +2,7 @@
 //! torchvision's classification recipe applies them (`--mixup-alpha`, `--cutmix-alpha`).
 use super::Trainer;
 
+/// MixUp and CutMix over the run's training batches.
 impl Trainer<'_> {
     /// Mixes every training batch by MixUp (weight from Beta(`mixup_alpha`, `mixup_alpha`)) or
     /// CutMix (Beta(`cutmix_alpha`, `cutmix_alpha`)), one of the two chosen with equal chance

@@ -9,6 +9,7 @@ use crate::train::{
 };
 use crate::Result;
 
+/// The batch-size finder, run before the training (Lightning's `Tuner.scale_batch_size`).
 impl Trainer<'_> {
     /// Lightning's `Tuner.scale_batch_size` with this trainer's device, loss, precision,
     /// channels-last layout and CUDA graph: trains `steps_per_trial` steps at batch sizes from

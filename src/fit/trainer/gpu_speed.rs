@@ -4,6 +4,8 @@
 use super::Trainer;
 use crate::train::{Float32MatmulPrecision, ProfileSchedule};
 
+/// The GPU's speed switches (CUDA graphs, cuDNN's benchmark mode, float32 matmul precision) and
+/// the profiler (with NVTX ranges).
 impl Trainer<'_> {
     /// Captures the training step (forward, loss, backward) as a CUDA graph after a few eager
     /// steps and replays it for every batch of the captured shape

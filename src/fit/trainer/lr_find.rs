@@ -7,6 +7,7 @@ use crate::data::{DataLoader, Dataset};
 use crate::train::{lr_find_step, LrFind, LrFindOptions, ModelStep, Optimizer, TrainStep};
 use crate::Result;
 
+/// The learning-rate range test, run before the training (fastai's `lr_find`).
 impl Trainer<'_> {
     /// fastai's `lr_find` with this trainer's device, ranks (the model wrapped for data
     /// parallelism, every rank recording the same curve), loss, precision and accumulation:

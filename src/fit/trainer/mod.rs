@@ -66,6 +66,7 @@ impl std::fmt::Debug for Trainer<'_> {
     }
 }
 
+/// Building a trainer and reading its settings.
 impl<'d> Trainer<'d> {
     /// A run with the defaults of [`FitConfig::default`].
     pub fn new(dist: &'d Dist) -> Self {
@@ -81,7 +82,10 @@ impl<'d> Trainer<'d> {
     pub fn config(&self) -> &FitConfig {
         &self.cfg
     }
+}
 
+/// How long the run is, where it writes, what it keeps, and whether it resumes.
+impl Trainer<'_> {
     /// Epochs to train in all (a resumed run trains only the missing ones). Default 1.
     pub fn epochs(mut self, epochs: u64) -> Self {
         self.cfg.epochs = epochs;
@@ -131,7 +135,10 @@ impl<'d> Trainer<'d> {
         self.cfg.resume = resume;
         self
     }
+}
 
+/// The learning rate's schedule, the seed, the recorded settings and the progress display.
+impl Trainer<'_> {
     /// The learning-rate schedule (default none): [`ReduceLROnPlateau`],
     /// [`StepLR`](crate::train::StepLR), [`CosineAnnealingLR`](crate::train::CosineAnnealingLR),
     /// [`LinearLR`](crate::train::LinearLR), [`OneCycleLR`](crate::train::OneCycleLR) or any
@@ -177,7 +184,10 @@ impl<'d> Trainer<'d> {
         self.cfg.progress = show;
         self
     }
+}
 
+/// The step: gradient accumulation, DDP's options, precision, memory format, clipping.
+impl Trainer<'_> {
     /// Gradient accumulation: micro-batches per optimizer step (default 1: none).
     pub fn accumulate(mut self, micro_batches: usize) -> Self {
         self.cfg.accumulate = micro_batches;
@@ -217,7 +227,10 @@ impl<'d> Trainer<'d> {
         self.cfg.clip_grad = Some(GradClip::Value(value));
         self
     }
+}
 
+/// Judging the epochs: early stopping, the monitored metric, the best weights.
+impl Trainer<'_> {
     /// Stops the run when the monitored metric has not improved for `early.patience` epochs
     /// (Lightning's `EarlyStopping`); its state goes into checkpoints. Default: none.
     ///
@@ -251,7 +264,10 @@ impl<'d> Trainer<'d> {
         self.cfg.restore_best = on;
         self
     }
+}
 
+/// The loss and the counts beside it.
+impl Trainer<'_> {
     /// The loss (default `CrossEntropyLoss::new()`): any [`Loss`](crate::train::Loss), such as
     /// `MSELoss` for a regression head on float targets or `BCEWithLogitsLoss` for multi-hot
     /// ones, or a closure giving per-sample losses. With the data's targets it decides what the
@@ -274,7 +290,10 @@ impl<'d> Trainer<'d> {
         self.cfg.top_k = Some(k);
         self
     }
+}
 
+/// Slurm's requeue and the loaders' pinned memory.
+impl Trainer<'_> {
     /// Under Slurm, requeue the job after a stop by SIGUSR1 (`sbatch --signal=USR1@90
     /// --requeue`): rank 0 runs `scontrol requeue $SLURM_JOB_ID` once the checkpoint is
     /// written, and the requeued job resumes from it. Default `false`.
@@ -289,7 +308,10 @@ impl<'d> Trainer<'d> {
         self.cfg.pin_memory = on;
         self
     }
+}
 
+/// An average of the weights, and training the head alone first.
+impl Trainer<'_> {
     /// Keeps an exponential moving average of the weights with `decay` (timm's `ModelEmaV2`,
     /// e.g. 0.999); see [`FitConfig::ema`].
     pub fn ema(mut self, decay: f64) -> Self {
@@ -315,8 +337,11 @@ impl<'d> Trainer<'d> {
         self.cfg.freeze_backbone_epochs = epochs;
         self
     }
+}
 
-    /// Adds a [`Callback`] (after those added before): one moved in, or one you share
+/// Callbacks.
+impl Trainer<'_> {
+    /// Adds a [`Callback`](crate::fit::Callback) (after those added before): one moved in, or one you share
     /// (`Arc::new(Mutex::new(c))`, a clone kept) to read what it gathered after the run.
     ///
     /// ```no_run
@@ -351,7 +376,10 @@ impl<'d> Trainer<'d> {
     pub fn callback_shared(self, callback: SharedCallback) -> Self {
         self.callback(callback)
     }
+}
 
+/// The run.
+impl Trainer<'_> {
     /// Trains `net` (its variables in `vs`, updated by `opt`) on `train`, validating on `val`
     /// after every epoch. The model is wrapped for data parallelism first (rank 0's weights go
     /// to every rank); returns the same report on every rank. On a CUDA device the loaders

@@ -5,6 +5,7 @@
 use super::Trainer;
 use crate::train::{IntoSharedMetric, SharedMetric};
 
+/// Metrics of one's own, on the validation and on the training batches.
 impl Trainer<'_> {
     /// Measures `metric` at every validation (and [`test`](Self::test)) over all ranks' samples:
     /// `val_<name>` in the epoch line, `metrics.jsonl` (with `val_<name>_per_class` where the

@@ -10,6 +10,7 @@ use crate::fit::run::{run, Model};
 use crate::train::{Optimizer, TrainStep};
 use crate::Result;
 
+/// A training step of one's own in place of a model and a loss (`fit_step`).
 impl Trainer<'_> {
     /// [`fit`](Self::fit) with a step of one's own: `step` gives each batch's forward pass and
     /// loss (its [`eval_step`](TrainStep::eval_step) at validation), for a model of several

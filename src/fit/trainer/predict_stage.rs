@@ -34,6 +34,7 @@ impl TtaView {
     }
 }
 
+/// Prediction over a loader, with test-time augmentation (Lightning's `trainer.predict`).
 impl Trainer<'_> {
     /// The model's outputs (evaluation mode, no gradients, the run's precision and memory
     /// format) for every sample of `loader`'s data set, in the data set's order, on the CPU,

@@ -8,6 +8,9 @@ use crate::data::{DataLoader, Dataset};
 use crate::fit::FitConfig;
 use crate::{Error, Result, WithPath};
 
+/// Run controls: step logs and the weight trail, limits on the batches and steps, mid-epoch
+/// validation, overfitting a few batches, a debug run, anomaly detection, and taking the run's
+/// settings off the loaders and giving them back.
 impl Trainer<'_> {
     /// Logs every optimizer step to `out/steps.csv` and TensorBoard (`out/tb/`) on rank 0;
     /// default `true`. See [`FitConfig::step_log`].

@@ -10,6 +10,7 @@ use crate::models::to_channels_last;
 use crate::train::{evaluate_step, Ddp, EpochOptions, EpochSummary, ModelStep, TrainStep};
 use crate::Result;
 
+/// The test stage after the run (Lightning's `trainer.test`).
 impl Trainer<'_> {
     /// Evaluates the model's current weights over `loader` as `fit` validates an epoch (the
     /// ranks' shares summed exactly, padding repeats excluded; rank 0's weights on every rank),
