@@ -19,11 +19,8 @@ use crate::fit::config::FitConfig;
 use crate::fit::finish::{best_monitor, best_policy, best_val_acc, restore_best, write_outputs};
 use crate::fit::max_steps;
 use crate::fit::outcome::FitReport;
-use crate::fit::parts::callback_part::stateful_callbacks;
-use crate::fit::parts::data_layout::DataLayout;
 use crate::fit::parts::freeze::freeze_for_epoch;
-use crate::fit::parts::run_schedule::RunSchedule;
-use crate::fit::parts::{RunParts, SharedPart, BUILT_IN_KEYS};
+use crate::fit::parts::{PartsPlan, RunParts};
 use crate::fit::resume::{resume, resume_parts, Start};
 use crate::fit::run_loaders::LoaderSettings;
 use crate::fit::step_events::{train_state, MidValidation, StepEvents};
@@ -35,8 +32,7 @@ use crate::models::to_channels_last;
 use crate::trail::TrailRecorder;
 use crate::train::{
     evaluate_step, named_anomaly, task_of, train_epoch_step, ConfusionMatrix, Ddp, EpochRecord,
-    GradScaler, ModelEma, Monitor, Optimizer, Precision, RunningMetrics, StepLogging, TrainStep,
-    Validation,
+    Monitor, Optimizer, Precision, RunningMetrics, StepLogging, TrainStep, Validation,
 };
 use crate::{Error, Result};
 
@@ -108,18 +104,10 @@ fn run_limited<A: Dataset + 'static, B: Dataset + 'static>(
     val: &mut DataLoader<B>,
 ) -> Result<FitReport> {
     let Model { vs, step, opt } = model;
-    let groups = opt.group_lrs().len();
-    let schedule =
-        cfg.schedule.as_deref().map(|s| RunSchedule::new(Some(s), groups)).transpose()?;
+    // The parts the settings ask for, checked before anything runs.
+    let plan = PartsPlan::check(cfg, opt.group_lrs().len())?;
     if let Some(c) = &cfg.clip_grad {
         c.validate()?;
-    }
-    // The user's callbacks that keep state, their keys checked before anything runs.
-    let callback_parts = stateful_callbacks(&cfg.callbacks, &BUILT_IN_KEYS)?;
-    let mut early = cfg.early_stopping.clone();
-    if let Some(e) = &mut early {
-        e.validate()?;
-        e.monitor = cfg.monitor.unwrap_or(e.monitor);
     }
     if cfg.channels_last {
         to_channels_last(vs);
@@ -131,18 +119,7 @@ fn run_limited<A: Dataset + 'static, B: Dataset + 'static>(
     // Checkpoints are written in the background: a save costs the step a copy to host memory.
     let mut ckpt = Checkpointer::new(cfg.out.join("checkpoints"), policy.clone()).background(true);
     let start = resume(dist, cfg.resume, &mut ckpt, (vs, opt), &log)?;
-    let mut parts = RunParts {
-        schedule,
-        // float16 needs loss scaling; bfloat16 has float32's range and does not.
-        scaler: (cfg.precision == Precision::F16)
-            .then(|| SharedPart::new(GradScaler::new(dist.device()))),
-        early,
-        // The average starts from the weights every rank now holds (rank 0's, broadcast, or
-        // the checkpoint's when it holds no average).
-        ema: cfg.ema.map(|decay| ModelEma::of_run(vs, decay, cfg.ema_cadence)).transpose()?,
-        data_layout: Some(DataLayout::of(dist, train.batch_size(), cfg.accumulate)),
-        callbacks: callback_parts,
-    };
+    let mut parts = plan.build(cfg, dist, vs, train.batch_size())?;
     // Every part by its key in the checkpoint, in one loop.
     resume_parts(dist, start.checkpoint.as_ref(), &mut parts.each_mut())?;
     // On another number of ranks than the checkpoint's: the same global batch and samples.

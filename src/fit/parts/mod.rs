@@ -14,9 +14,15 @@ pub(crate) mod run_schedule;
 
 pub use early_stopping::EarlyStopping;
 
+use tch::nn::VarStore;
+
+use crate::dist::Dist;
+use crate::fit::config::FitConfig;
 use crate::stateful::{PartState, Stateful};
-use crate::train::{GradScaler, ModelEma};
+use crate::train::{GradScaler, ModelEma, Precision};
 use crate::Result;
+use callback_part::{stateful_callbacks, CallbackPart};
+use data_layout::DataLayout;
 use run_schedule::RunSchedule;
 
 /// A part that two holders share: the epoch's steps (through
@@ -93,6 +99,54 @@ run_parts! {
     /// Ranks x per-rank batch x accumulation, key `data_layout`: a resume on another rank
     /// count keeps the global batch.
     data_layout: data_layout::DataLayout,
+}
+
+/// The parts a run's settings ask for, built in this one place: the settings are checked by
+/// [`check`](Self::check) before anything runs (a bad schedule, early-stopping setting or
+/// callback key is an error naming it), and [`build`](Self::build) makes the parts once the
+/// model is wrapped and the checkpoint to resume from is known.
+pub(crate) struct PartsPlan {
+    schedule: Option<RunSchedule>,
+    early: Option<EarlyStopping>,
+    callbacks: Vec<CallbackPart>,
+}
+
+impl PartsPlan {
+    /// Checks the parts' settings of `cfg` for an optimizer of `groups` param groups.
+    pub(crate) fn check(cfg: &FitConfig, groups: usize) -> Result<PartsPlan> {
+        let schedule =
+            cfg.schedule.as_deref().map(|s| RunSchedule::new(Some(s), groups)).transpose()?;
+        let mut early = cfg.early_stopping.clone();
+        if let Some(e) = &mut early {
+            e.validate()?;
+            e.monitor = cfg.monitor.unwrap_or(e.monitor);
+        }
+        // The user's callbacks that keep state, their keys checked before anything runs.
+        let callbacks = stateful_callbacks(&cfg.callbacks, &BUILT_IN_KEYS)?;
+        Ok(PartsPlan { schedule, early, callbacks })
+    }
+
+    /// The run's parts on `dist`, for the model in `vs` and a training batch of `batch_size`.
+    pub(crate) fn build(
+        self,
+        cfg: &FitConfig,
+        dist: &Dist,
+        vs: &VarStore,
+        batch_size: usize,
+    ) -> Result<RunParts> {
+        Ok(RunParts {
+            schedule: self.schedule,
+            // float16 needs loss scaling; bfloat16 has float32's range and does not.
+            scaler: (cfg.precision == Precision::F16)
+                .then(|| SharedPart::new(GradScaler::new(dist.device()))),
+            early: self.early,
+            // The average starts from the weights every rank now holds (rank 0's, broadcast,
+            // or the checkpoint's when it holds no average).
+            ema: cfg.ema.map(|decay| ModelEma::of_run(vs, decay, cfg.ema_cadence)).transpose()?,
+            data_layout: Some(DataLayout::of(dist, batch_size, cfg.accumulate)),
+            callbacks: self.callbacks,
+        })
+    }
 }
 
 #[cfg(test)]

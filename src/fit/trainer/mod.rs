@@ -1,12 +1,10 @@
 //! [`Trainer`]: the builder for a whole training run, with defaults for everything but the
 //! model, the optimizer and the data (in the spirit of Lightning's `Trainer` and burn's
 //! `Learner`).
-use std::path::PathBuf;
 
 use tch::nn::{ModuleT, VarStore};
 use tch::Device;
 
-use crate::checkpoint::Policy;
 use crate::data::{DataLoader, Dataset};
 use crate::dist::Dist;
 use crate::fit::callbacks::{IntoSharedCallback, SharedCallback};
@@ -14,7 +12,7 @@ use crate::fit::config::FitConfig;
 use crate::fit::outcome::FitReport;
 use crate::fit::parts::early_stopping::EarlyStopping;
 use crate::train::{DdpOptions, ModelStep};
-use crate::train::{GradClip, LrSchedule, Mode, Monitor, Optimizer, Precision, ReduceLROnPlateau};
+use crate::train::{GradClip, LrSchedule, Monitor, Optimizer, Precision, ReduceLROnPlateau};
 use crate::Result;
 
 /// A training run on one rank of `dist` (a world of one without a launcher): resume from the
@@ -84,59 +82,6 @@ impl<'d> Trainer<'d> {
     }
 }
 
-/// How long the run is, where it writes, what it keeps, and whether it resumes.
-impl Trainer<'_> {
-    /// Epochs to train in all (a resumed run trains only the missing ones). Default 1.
-    pub fn epochs(mut self, epochs: u64) -> Self {
-        self.cfg.epochs = epochs;
-        self
-    }
-
-    /// Output folder (rank 0 writes its files there, checkpoints under `checkpoints/`).
-    /// Default `runs/fit`.
-    pub fn out(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.cfg.out = dir.into();
-        self
-    }
-
-    /// All checkpoint settings at once.
-    pub fn policy(mut self, policy: Policy) -> Self {
-        self.cfg.policy = policy;
-        self
-    }
-
-    /// A checkpoint at the end of every `n`-th epoch (0: none at epoch ends). Default 1.
-    pub fn checkpoint_every_epochs(mut self, n: u64) -> Self {
-        self.cfg.policy.every_epochs = (n > 0).then_some(n);
-        self
-    }
-
-    /// Also a checkpoint every `n` optimizer steps, mid-epoch too (0: none). Default none.
-    pub fn checkpoint_every_steps(mut self, n: u64) -> Self {
-        self.cfg.policy.every_steps = (n > 0).then_some(n);
-        self
-    }
-
-    /// How many step checkpoints to keep (older ones are deleted). Default 2.
-    pub fn keep_last(mut self, n: usize) -> Self {
-        self.cfg.policy.keep_last = n;
-        self
-    }
-
-    /// Keep `best/` by the highest validation accuracy (`Some(Mode::Max)`, the default), by the
-    /// lowest validation loss (`Some(Mode::Min)`), or not at all (`None`).
-    pub fn keep_best(mut self, mode: Option<Mode>) -> Self {
-        self.cfg.policy.best = mode;
-        self
-    }
-
-    /// Continue from the newest intact checkpoint in `out/checkpoints` (default `true`).
-    pub fn resume(mut self, resume: bool) -> Self {
-        self.cfg.resume = resume;
-        self
-    }
-}
-
 /// The learning rate's schedule, the seed, the recorded settings and the progress display.
 impl Trainer<'_> {
     /// The learning-rate schedule (default none): [`ReduceLROnPlateau`],
@@ -162,7 +107,7 @@ impl Trainer<'_> {
     }
 
     /// [`schedule`](Self::schedule) with a [`ReduceLROnPlateau`]: after each epoch it looks at
-    /// the validation loss ([`Mode::Min`]) or the validation accuracy ([`Mode::Max`]).
+    /// the validation loss ([`Mode::Min`](crate::train::Mode::Min)) or the validation accuracy ([`Mode::Max`](crate::train::Mode::Max)).
     pub fn plateau(self, scheduler: ReduceLROnPlateau) -> Self {
         self.schedule(scheduler)
     }
@@ -411,6 +356,7 @@ fn batch_device(run: Device, pin_memory: bool, loader: Device) -> Device {
 
 mod batch_mix;
 mod batch_size_find;
+mod checkpoints;
 mod gpu_speed;
 mod lr_find;
 pub use predict_stage::TtaView;
