@@ -14,7 +14,7 @@ endif
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
-.PHONY: help kernel-times setup setup-demo setup-notebook setup-repl repl test-repl demo lint test test-long test-timings notebooks docs gpu-test torch-2.11-check gpu-bundle gpu-bundle-cpu
+.PHONY: help kernel-times class-times setup setup-demo setup-notebook workspace setup-repl repl test-repl demo lint test test-long test-timings notebooks docs gpu-test torch-2.11-check gpu-bundle gpu-bundle-cpu
 
 ## help: this list (`make` alone)
 help:
@@ -36,9 +36,18 @@ setup-demo:
 # The notebooks: setup-demo plus the Python packages, evcxr_jupyter (a one-time build of ~10
 # minutes), the Jupyter kernel "Rust (trainbook)", the prebuilt kernel cache (what `:dep
 # trainbook` compiles; TRAINBOOK_KERNEL_CACHE=DIR builds a shared one for a class) and the
-# examples notebooks 02, 04, 05 and 06 start (release builds).
+# examples notebooks 02, 04, 05 and 06 start (release builds). On a GPU node, TRAINBOOK_CUDA=1
+# builds the examples and the kernel cache's `:dep` line with the `cuda` feature.
 setup-notebook:
 	bash scripts/setup/setup.sh --notebook
+
+## workspace: a student's own folder on the class's checkout: make workspace DIR=~/trainbook [SHARE=K/N | GPUS=0,1] [NAME=ann]
+# A student's copies of the notebooks (their `:dep` line naming this checkout), their own runs/,
+# the class's data linked and their share of the GPUs (SHARE=K/N: student K of N; GPUS: these);
+# writes nothing in the checkout, so it works on a read-only one (scripts/notebooks/workspace.py).
+workspace:
+	@test -n "$(DIR)" || { echo "make workspace: DIR=... names the student's folder, e.g. make workspace DIR=~/trainbook" >&2; exit 2; }
+	python3 scripts/notebooks/workspace.py "$(DIR)" $(if $(SHARE),--share "$(SHARE)") $(if $(GPUS),--gpus "$(GPUS)") $(if $(NAME),--name "$(NAME)")
 
 ## setup-repl: setup-demo plus evcxr_repl
 # The evcxr REPL: setup-demo plus evcxr_repl (the same version as evcxr_jupyter; a one-time
@@ -117,9 +126,17 @@ notebooks: setup-notebook
 
 ## kernel-times: time a notebook kernel's first :dep trainbook and a warm one
 # What a notebook user waits for: a new slot's first `:dep trainbook` + one cell (seeded from
-# the kernel cache) and a warm kernel's; figures in target/bench/notebook_kernel.json.
+# the kernel cache) and a warm kernel's, after STUDENTS new users (default 3, a class) open one
+# at the same moment; figures in target/bench/notebook_kernel.json.
+STUDENTS ?= 3
 kernel-times: setup-notebook
-	.venv/bin/python scripts/kernel/kernel_cache.py time
+	.venv/bin/python scripts/kernel/kernel_cache.py time --students $(STUDENTS)
+
+## class-times: each notebook run by STUDENTS (default 3) workspaces at the same moment
+# What a class on one node waits for: every notebook at its committed settings, run by STUDENTS
+# student workspaces at once; figures in target/bench/class_times.json.
+class-times: setup-notebook
+	.venv/bin/python scripts/notebooks/class_times.py --students $(STUDENTS)
 
 ## gpu-test: the GPU suites with NCCL (SKIP without a GPU)
 # The GPU suites (tests/gpu.rs, tests/gpu_ranks.rs) with NCCL: on a machine with a CUDA GPU

@@ -60,6 +60,8 @@ pub struct ReadmeDoctests;
 /// doctests so that they stay true.
 #[cfg(doctest)]
 mod book {
+    #[doc = include_str!("../docs/src/answer-key.md")]
+    pub struct AnswerKey;
     #[doc = include_str!("../docs/src/checkpoints.md")]
     pub struct Checkpoints;
     #[doc = include_str!("../docs/src/claims.md")]

@@ -4,8 +4,9 @@ into every new kernel's build directory, so a user's first cell does not compile
 trainbook again.
 
     .venv/bin/python scripts/kernel/kernel_cache.py build [--cache DIR]
-    .venv/bin/python scripts/kernel/kernel_cache.py time [--cache DIR] [--json FILE]
+    .venv/bin/python scripts/kernel/kernel_cache.py time [--cache DIR] [--json FILE] [--students N]
     .venv/bin/python scripts/kernel/kernel_cache.py check [--cache DIR]
+    python3 scripts/kernel/kernel_cache.py dep-line        (the `:dep` line a build uses)
 
 `build` (what `make setup-notebook` runs) starts the `trainbook` kernel once in a scratch build
 directory, runs the notebooks' `:dep trainbook` line and one cell, and publishes that build
@@ -38,9 +39,20 @@ import tempfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent.parent
-# The line every notebook starts with; evcxr makes the path absolute (canonical), so building
-# with the canonical checkout path gives the same dependency as a notebook under notebooks/.
-DEP_LINE = f':dep trainbook = {{ path = "{ROOT.resolve()}", default-features = false }}'
+
+
+def dep_line(cuda=None):
+    """The line every notebook starts with; evcxr makes the path absolute (canonical), so building
+    with the canonical checkout path gives the same dependency as a notebook under notebooks/.
+    With TRAINBOOK_CUDA=1 (a GPU node's set-up) it asks for the `cuda` feature (NCCL), and the
+    students' workspaces (scripts/notebooks/workspace.py) copy the line the cache was built with."""
+    if cuda is None:
+        cuda = os.environ.get("TRAINBOOK_CUDA", "") not in ("", "0")
+    features = ', features = ["cuda"]' if cuda else ""
+    return f':dep trainbook = {{ path = "{ROOT.resolve()}", default-features = false{features} }}'
+
+
+DEP_LINE = dep_line()
 FIRST_CELL = 'println!("{}", trainbook::versions());'
 
 
@@ -176,16 +188,27 @@ def build(cache):
         return version
 
 
-def measure(cache, json_path, trainbook=None):
+def measure(cache, json_path, trainbook=None, students=1):
     """A new user's first `:dep` + cell (a fresh slot root seeded from `cache`), then a warm kernel
     start + `:dep` + cell in the same slot. With `trainbook` (another checkout), the `:dep` line
-    names it: the cache then serves the dependencies but not trainbook itself. Writes and returns
-    the figures."""
+    names it: the cache then serves the dependencies but not trainbook itself. With `students` >
+    1, that many new users (each a fresh slot root, as a fresh home has) open a notebook at the
+    same moment first, as a class does; their first cells' times are recorded too. Writes and
+    returns the figures."""
     current = (cache / "current").resolve()
     if not current.exists():
         raise SystemExit(f"no kernel cache at {cache}: run `scripts/kernel/kernel_cache.py build` first")
     meta = json.loads((current / "kernel-cache.json").read_text())
     dep = DEP_LINE if trainbook is None else DEP_LINE.replace(str(ROOT.resolve()), str(trainbook.resolve()))
+    together = None
+    if students > 1:
+        import concurrent.futures
+
+        with contextlib.ExitStack() as stack:
+            roots = [stack.enter_context(tempfile.TemporaryDirectory(prefix="kernel-time-")) for _ in range(students)]
+            with concurrent.futures.ThreadPoolExecutor(students) as pool:
+                runs = [pool.submit(run_cells, [dep, FIRST_CELL], kernel_env(pathlib.Path(r), cache)) for r in roots]
+                together = [round(sum(run.result()), 1) for run in runs]
     with tempfile.TemporaryDirectory(prefix="kernel-time-") as root:
         env = kernel_env(pathlib.Path(root), cache)
         first = run_cells([dep, FIRST_CELL], env)
@@ -201,6 +224,8 @@ def measure(cache, json_path, trainbook=None):
         "first_parts_seconds": {"kernel_start": round(first[0], 1), "dep": round(first[1], 1), "cell": round(first[2], 1)},
         "warm_cell_seconds": round(sum(warm), 1),
         "warm_parts_seconds": {"kernel_start": round(warm[0], 1), "dep": round(warm[1], 1), "cell": round(warm[2], 1)},
+        "students_at_once": students,
+        "students_first_cell_seconds": together,
         "cpus": os.cpu_count(),
         "date": time.strftime("%Y-%m-%d"),
     }
@@ -241,12 +266,17 @@ def check(cache, kernels=2):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["build", "time", "check"])
+    parser.add_argument("command", choices=["build", "time", "check", "dep-line"])
     parser.add_argument("--cache", type=pathlib.Path, default=None, help="the cache directory")
     parser.add_argument("--trainbook", type=pathlib.Path, default=None,
                         help="time: a `:dep` on this trainbook checkout instead of the cache's")
     parser.add_argument("--json", type=pathlib.Path, default=ROOT / "target" / "bench" / "notebook_kernel.json")
+    parser.add_argument("--students", type=int, default=1,
+                        help="time: first that many new users opening a notebook at once (a class)")
     args = parser.parse_args()
+    if args.command == "dep-line":  # what a build here would put in the cache (and workspaces copy)
+        print(DEP_LINE)
+        return 0
     cache = (args.cache or default_cache()).absolute()
     named = kernelspec_cache()
     if named and named.absolute() != cache:
@@ -260,7 +290,7 @@ def main():
             print(f"kernel cache check: FAILED: {failure}", flush=True)
             return 1
     else:
-        measure(cache, args.json, args.trainbook)
+        measure(cache, args.json, args.trainbook, args.students)
     return 0
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Executes trainbook's notebooks headless, top to bottom, in the `trainbook` Jupyter kernel.
 
-    .venv/bin/python scripts/notebooks/run_notebooks.py [NOTEBOOK ...] [--out DIR | --in-place] [--cell-timeout S] [--inject CODE]
+    .venv/bin/python scripts/notebooks/run_notebooks.py [NOTEBOOK ...] [--out DIR | --in-place] [--cell-timeout S] [--inject CODE] [--append CODE ...]
     .venv/bin/python scripts/notebooks/run_notebooks.py --check interrupt|spawn
 
 Without arguments it runs every notebooks/*.ipynb in name order, then the two kernel checks
@@ -16,6 +16,9 @@ their outputs were made. Fails on any cell error.
 `--inject CODE` runs the notebooks with CODE as a new cell after their cell tagged `parameters`
 (papermill's convention): `make test` runs each notebook so, with short settings (fewer epochs,
 smaller pictures), and `make test-long` at the settings committed in the notebook.
+`--append CODE` (repeatable) runs CODE as new cells after the notebook's last one, with every name
+the notebook defined in scope: the long tier runs the answer key's exercise answers
+(docs/src/answer-key.md) so.
 """
 import argparse
 import os
@@ -66,12 +69,16 @@ def inject_parameters(nb, code, name):
     return None
 
 
-def run_one(path, out_dir, cell_timeout, inject=None):
+def run_one(path, out_dir, cell_timeout, inject=None, append=()):
     nb = nbformat.read(path, as_version=4)
     if inject is not None:
         failure = inject_parameters(nb, inject, path.name)
         if failure:
             return failure
+    for code in append:
+        cell = nbformat.v4.new_code_cell(code)
+        cell.metadata["tags"] = ["appended"]
+        nb.cells.append(cell)
     kernel = nb.metadata.get("kernelspec", {}).get("name", "trainbook")
     try:
         KernelSpecManager().get_kernel_spec(kernel)
@@ -274,6 +281,9 @@ def main():
                         help="run with this code cell inserted after the cell tagged 'parameters' "
                              "(papermill's convention; the executed copy shows it): the short settings of "
                              "`make test` (tests/tooling/notebooks.rs); not with --in-place")
+    parser.add_argument("--append", metavar="CODE", action="append", default=[],
+                        help="run this code as a new cell after the notebook's last one (repeatable; "
+                             "not with --in-place)")
     parser.add_argument("--check", choices=sorted(CHECKS), action="append", default=[],
                         help="run this kernel check alone (no notebooks); may be repeated")
     args = parser.parse_args()
@@ -284,6 +294,9 @@ def main():
         os.environ.pop(name, None)
     if args.check:
         return 0 if all(run_check(name) for name in args.check) else 1
+    if args.append and args.in_place:
+        print("--append writes over nothing: the committed notebooks keep their own cells (drop --in-place)", file=sys.stderr)
+        return 2
     if args.inject is not None and args.in_place:
         print("--inject writes over nothing: the committed notebooks keep their own settings (drop --in-place)", file=sys.stderr)
         return 2
@@ -295,7 +308,8 @@ def main():
     for path in paths:
         start = time.monotonic()
         print(f"notebook {path.name}: running", flush=True)
-        failure = run_one(path, path.parent if args.in_place else args.out, args.cell_timeout, args.inject)
+        failure = run_one(path, path.parent if args.in_place else args.out, args.cell_timeout, args.inject,
+                          args.append)
         seconds = time.monotonic() - start
         if failure:
             failed += 1

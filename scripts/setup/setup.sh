@@ -508,10 +508,13 @@ say "kernel cache: checking (the first time: a cold build of tch and trainbook i
 # date. (`make test` builds them in its own test build instead.) The list is the notebooks'
 # `example_binary("...")` names; tests/tooling/notebooks.rs checks that the two agree.
 NOTEBOOK_EXAMPLES=(mnist designsafe tiny_imagenet dogs)
+# On a GPU node, TRAINBOOK_CUDA=1 builds them with the `cuda` feature (NCCL; docs/src/cuda.md), as
+# it builds the kernel cache's `:dep` line (scripts/kernel/kernel_cache.py dep_line).
 if [ "$MODE" = notebook ]; then
   example_args=()
   for e in "${NOTEBOOK_EXAMPLES[@]}"; do example_args+=(--example "$e"); done
-  say "the notebooks' examples: building ${NOTEBOOK_EXAMPLES[*]} (release; the first time several minutes)"
+  case "${TRAINBOOK_CUDA:-}" in ""|0) ;; *) example_args+=(--features cuda) ;; esac
+  say "the notebooks' examples: building ${NOTEBOOK_EXAMPLES[*]} (release${TRAINBOOK_CUDA:+, TRAINBOOK_CUDA=$TRAINBOOK_CUDA}; the first time several minutes)"
   (cd "$ROOT" && cargo build --release "${example_args[@]}") ||
     die "building the notebooks' examples failed (see above)."
 fi

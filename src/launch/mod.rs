@@ -23,20 +23,46 @@ use std::time::{Duration, Instant};
 use crate::programs::failed;
 use crate::Result;
 
-/// The Cargo target directories of the project that contains `start` (or a parent of it):
-/// `$CARGO_TARGET_DIR` if set, else `target/` beside the nearest `Cargo.toml` going up.
-fn target_dirs(start: &Path) -> Vec<PathBuf> {
+/// The file a student's workspace (`make workspace`, scripts/notebooks/workspace.py) has at its
+/// top: JSON whose `checkout` names the class's shared checkout.
+pub const WORKSPACE_FILE: &str = "trainbook-workspace.json";
+
+/// The Cargo target directories where `example_binary` looks, from `start` up: `$CARGO_TARGET_DIR`
+/// if set, `target/` beside the nearest `Cargo.toml`, and, inside a student's workspace (a folder
+/// above `start` holding [`WORKSPACE_FILE`]), the `target/` of the checkout it names. A workspace
+/// file that cannot be read or names no checkout is an error naming the file.
+fn target_dirs(start: &Path) -> Result<Vec<PathBuf>> {
     let mut dirs: Vec<PathBuf> =
         std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).into_iter().collect();
     if let Some(project) = start.ancestors().find(|d| d.join("Cargo.toml").is_file()) {
         dirs.push(project.join("target"));
     }
-    dirs
+    if let Some(ws) = start.ancestors().find(|d| d.join(WORKSPACE_FILE).is_file()) {
+        dirs.push(workspace_checkout(&ws.join(WORKSPACE_FILE))?.join("target"));
+    }
+    Ok(dirs)
+}
+
+/// The checkout a workspace file names.
+fn workspace_checkout(file: &Path) -> Result<PathBuf> {
+    let text = std::fs::read_to_string(file).map_err(|e| failed(file, e.to_string()))?;
+    let value: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| failed(file, format!("not a workspace file: {e}")))?;
+    match value.get("checkout").and_then(|c| c.as_str()) {
+        Some(checkout) if Path::new(checkout).is_absolute() => Ok(PathBuf::from(checkout)),
+        _ => Err(failed(
+            file,
+            "names no checkout (an absolute path under \"checkout\"): make the workspace again \
+             with `make workspace`",
+        )),
+    }
 }
 
 /// The compiled example `name` of the Cargo project the current directory belongs to (a
 /// notebook's folder inside it counts): the newest of `target/release/examples/NAME` and
-/// `target/debug/examples/NAME`. trainbook does not build it: an error says how.
+/// `target/debug/examples/NAME`. In a student's workspace (`make workspace`) it also looks in
+/// the `target/` of the class's checkout the workspace names. trainbook does not build it: an
+/// error says how.
 ///
 /// ```no_run
 /// let exe = trainbook::launch::example_binary("mnist")?;
@@ -44,8 +70,12 @@ fn target_dirs(start: &Path) -> Vec<PathBuf> {
 /// # Ok::<(), trainbook::Error>(())
 /// ```
 pub fn example_binary(name: &str) -> Result<PathBuf> {
-    let cwd = std::env::current_dir().unwrap_or_default();
-    let targets = target_dirs(&cwd);
+    example_binary_from(&std::env::current_dir().unwrap_or_default(), name)
+}
+
+/// [`example_binary`] looking up from `start` instead of the current directory.
+fn example_binary_from(start: &Path, name: &str) -> Result<PathBuf> {
+    let targets = target_dirs(start)?;
     let newest = targets
         .iter()
         .flat_map(|t| ["release", "debug"].map(|p| t.join(p).join("examples").join(name)))
@@ -258,5 +288,31 @@ pub(crate) mod tests {
         // The probe itself sees the pipe, so the check above can fail.
         let here = with_stdin_a_pipe(|| std::fs::read_link("/proc/self/fd/0").unwrap());
         assert!(here.to_string_lossy().starts_with("pipe:"), "{here:?}");
+    }
+
+    #[test]
+    fn a_workspace_finds_the_examples_built_in_its_checkout() {
+        let dir = tempfile::tempdir().unwrap();
+        let checkout = dir.path().join("checkout");
+        let built = checkout.join("target/release/examples");
+        std::fs::create_dir_all(&built).unwrap();
+        std::fs::write(built.join("mnist"), b"").unwrap();
+        let notebooks = dir.path().join("ws/notebooks");
+        std::fs::create_dir_all(&notebooks).unwrap();
+        // Outside any workspace and project: not found, and the message says where it looked.
+        let err = example_binary_from(&notebooks, "mnist").unwrap_err().to_string();
+        assert!(err.contains("not built") && err.contains("examples/mnist"), "{err}");
+        let file = dir.path().join("ws").join(WORKSPACE_FILE);
+        let about = serde_json::json!({ "checkout": checkout.to_str().unwrap() });
+        std::fs::write(&file, about.to_string()).unwrap();
+        assert_eq!(example_binary_from(&notebooks, "mnist").unwrap(), built.join("mnist"));
+        let err = example_binary_from(&notebooks, "dogs").unwrap_err().to_string();
+        assert!(err.contains(&checkout.join("target").display().to_string()), "{err}");
+        // A workspace file that names no checkout, or is not JSON: an error naming the file.
+        for bad in ["{\"checkout\": \"relative/path\"}", "{}", "checkout = 1"] {
+            std::fs::write(&file, bad).unwrap();
+            let err = example_binary_from(&notebooks, "mnist").unwrap_err().to_string();
+            assert!(err.contains(&file.display().to_string()), "{bad}: {err}");
+        }
     }
 }

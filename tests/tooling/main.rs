@@ -10,7 +10,10 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod answer_key;
 mod benchmarks_md;
+mod claims_index;
+mod class_workspace;
 mod compiler_cache;
 mod docs_book;
 mod docs_claims;

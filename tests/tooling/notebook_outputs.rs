@@ -88,3 +88,59 @@ fn committed_notebooks_carry_current_outputs() {
         all.join("\n")
     );
 }
+
+/// A line of code as an excerpt compares it: without its trailing `// comment` and its indent.
+fn code_line(line: &str) -> &str {
+    let line = match line.find(" //") {
+        Some(at) if !line.trim_start().starts_with("//") => &line[..at],
+        _ => line,
+    };
+    line.trim()
+}
+
+/// The markdown cells show parts of the examples as fenced excerpts whose first line is
+/// `// examples/NAME.rs, shortened`: unlike a cell that prints the file, an excerpt cannot go
+/// stale by surprise, because every line of it must be a line of that file, in the file's order
+/// (lines left out between them; the excerpt's own trailing comments do not count).
+#[test]
+fn excerpts_of_the_examples_match_the_files() {
+    let _turn = common::module_turn(module_path!());
+    let mut checked = 0;
+    for entry in std::fs::read_dir(Path::new(ROOT).join("notebooks")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|x| x != "ipynb") {
+            continue;
+        }
+        let nb: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        for cell in nb["cells"].as_array().unwrap().iter().filter(|c| c["cell_type"] == "markdown")
+        {
+            let source = text(&cell["source"]);
+            for block in source.split("```rust\n").skip(1) {
+                let block = block.split("```").next().unwrap();
+                let mut lines = block.lines();
+                let Some(file) = lines
+                    .next()
+                    .and_then(|l| l.strip_prefix("// "))
+                    .and_then(|l| l.strip_suffix(", shortened"))
+                else {
+                    continue;
+                };
+                let example = std::fs::read_to_string(Path::new(ROOT).join(file))
+                    .unwrap_or_else(|e| panic!("{}: an excerpt of {file}: {e}", path.display()));
+                let mut rest = example.lines().map(code_line);
+                for line in lines.map(code_line).filter(|l| !l.is_empty()) {
+                    assert!(
+                        rest.any(|l| l == line),
+                        "{}: the excerpt of {file} shows `{line}`, which is not in the file \
+                         (or not in this order): update the excerpt",
+                        path.display()
+                    );
+                }
+                checked += 1;
+            }
+        }
+    }
+    // Notebook 04's `examples/designsafe.rs` and 05's `examples/tiny_imagenet.rs`.
+    assert!(checked >= 2, "{checked} excerpts found");
+}

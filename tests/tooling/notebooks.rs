@@ -9,6 +9,7 @@
 //! interrupt during `Trainer::fit`, and `spawn` from a notebook's cells against its exported
 //! program. A notebook added without a test here fails `every_notebook_has_a_test`; the runner's
 //! handling of lines the kernel sends late has a test of its own here too.
+use crate::answer_key;
 use crate::common;
 
 use std::path::{Path, PathBuf};
@@ -97,6 +98,9 @@ fn short_settings(name: &str) -> Option<&'static str> {
 
 /// Runs notebooks/NAME.ipynb top to bottom at `size`; returns the executed copy's path
 /// (target/notebooks/ for the short run, target/notebooks-committed/ for the committed one).
+/// The run at the committed settings (for 04, whose settings are already short, the `make test`
+/// run) also runs the answer key's exact answers for the notebook after its last cell
+/// (tests/tooling/answer_key.rs) and checks that each printed what the key says.
 fn execute(name: &str, size: Size) -> PathBuf {
     let out_dir = Path::new(ROOT).join(match size {
         Size::Short => "target/notebooks",
@@ -108,8 +112,24 @@ fn execute(name: &str, size: Size) -> PathBuf {
     if let (Size::Short, Some(code)) = (size, short_settings(name)) {
         args.extend(["--inject", code]);
     }
+    let at_committed_settings = size == Size::Committed || short_settings(name).is_none();
+    let answers = if at_committed_settings { answer_key::answers(name) } else { Vec::new() };
+    for answer in &answers {
+        args.extend(["--append", answer.code.as_str()]);
+    }
     run_notebooks(&args, "notebooks: 1 passed, 0 failed", &notebook);
-    out_dir.join(format!("{name}.ipynb"))
+    let executed = out_dir.join(format!("{name}.ipynb"));
+    let printed = printed_text(&executed);
+    for answer in &answers {
+        for line in &answer.prints {
+            assert!(
+                printed.contains(line.as_str()),
+                "{name}: the answer key's cell\n{}\ndid not print {line:?}",
+                answer.code
+            );
+        }
+    }
+    executed
 }
 
 /// The epochs of notebooks 05 and 06 (Ray and Dask), which their checks count: the committed
@@ -442,7 +462,9 @@ fn check_notebook_06(size: Size) {
         line.rsplit_once(marker)
             .and_then(|(_, rest)| rest.split('%').next().and_then(|x| x.trim().parse::<f64>().ok()))
     };
-    let reported = dask
+    // (The training cell's reports: the answer key's run after the last cell reports too.)
+    let training = dask.split("all 48 test pictures: ").next().unwrap();
+    let reported = training
         .lines()
         .rfind(|l| l.starts_with("dask_launch: report epoch"))
         .and_then(|l| percent_after(l, "acc "));
