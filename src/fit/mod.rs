@@ -1,5 +1,6 @@
 //! A whole training run in one call: [`Trainer`] (a builder with defaults for everything but
 //! the model, the optimizer and the data), its settings [`FitConfig`] and its [`FitReport`];
+//! the run itself lives in the `run` wing, by its moments (set-up, resume, steps, epochs, end);
 //! a run stops cleanly on Ctrl-C, SIGTERM, SIGUSR1 or a stop file (the `stop` wing: the
 //! ranks agree on the step), can requeue its Slurm job then and, under trainbook's Ray and Dask
 //! launchers, reports each epoch to the launcher (the `callbacks` wing); it can
@@ -8,18 +9,10 @@
 //! the user's [`Callback`]s, which may act on the run ([`RunControl`]).
 mod callbacks;
 mod config;
-mod finish;
-mod max_steps;
 mod outcome;
 mod parts;
-mod resume;
 mod run;
-mod run_loaders;
-mod step_events;
-mod step_tools;
 mod stop;
-mod switches;
-mod trail_start;
 mod trainer;
 
 pub use callbacks::control::RunControl;
@@ -31,7 +24,7 @@ pub use callbacks::{Callback, Callbacks, FitStart, IntoSharedCallback, SharedCal
 pub use config::FitConfig;
 pub use outcome::FitReport;
 pub use parts::EarlyStopping;
-pub use step_tools::PROFILE_DIR;
+pub use run::step_tools::PROFILE_DIR;
 pub use stop::{
     request_stop, signal_name, slurm_job_id, Interruption, PREEMPTED_EXIT_CODE, SLURM_JOB_ID,
     STOP_SIGNALS,

@@ -12,7 +12,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::dist::Dist;
-use crate::fit::resume::Start;
+use crate::fit::run::resume::Start;
 use crate::stateful::{PartState, Stateful};
 use crate::Result;
 

@@ -1,16 +1,22 @@
 //! The end of a run and its judging: which metric `best/` keeps by, the best weights put back
-//! (`Trainer::restore_best`), the best accuracy reported, and rank 0's files (curves.png,
-//! confusion.png, model.safetensors).
+//! (`Trainer::restore_best`), the best accuracy reported, rank 0's files (curves.png,
+//! confusion.png, model.safetensors), a resumed run with nothing left to train, and the report
+//! to the launcher and the callbacks.
 use tch::nn::VarStore;
 
 use crate::checkpoint::{Checkpointer, Policy};
 use crate::data::readable_class_name;
 use crate::dist::Dist;
 use crate::figures::{confusion_matrix_plot, loss_accuracy_curves};
+use crate::fit::callbacks::launcher_report as report;
 use crate::fit::config::FitConfig;
+use crate::fit::outcome::FitReport;
+use crate::fit::stop::interrupt::Interruption;
 use crate::models::{load_safetensors, save_safetensors};
 use crate::train::{ConfusionMatrix, EpochRecord, ModelEma, Monitor, Task};
 use crate::Result;
+
+use super::{max_steps, Run};
 
 /// What a resumed run with nothing left to train says (all `cfg.epochs` done, or stopped early
 /// after `done` epochs), and how to train again.
@@ -142,4 +148,46 @@ fn save_confusion_plot(
     let label = |i: usize| names.get(i).map_or(i.to_string(), |n| readable_class_name(n));
     let labels: Vec<String> = shown.iter().map(|&i| label(i)).collect();
     confusion_matrix_plot(&cm.restricted(&shown), &labels)?.save(out.join("confusion.png"))
+}
+
+impl Run<'_> {
+    /// A resumed run with nothing left to train (all epochs done, or stopped early): says so
+    /// and reports, leaving the finished run's files as they are.
+    pub(super) fn finished_already(&self, first_epoch: u64) -> Option<FitReport> {
+        let stopped_early = self.parts.early.as_ref().is_some_and(|e| e.stopped());
+        let at_max = max_steps::reached(self.cfg.max_steps, self.ckpt.global_step());
+        if self.resumed_from.is_none()
+            || (first_epoch < self.cfg.epochs && !stopped_early && !at_max)
+        {
+            return None;
+        }
+        let (cfg, stopped) = (self.cfg, (stopped_early, at_max));
+        self.dist.println(nothing_to_train(cfg, first_epoch, stopped));
+        let early_stopped = stopped_early.then(|| first_epoch.saturating_sub(1));
+        let outcome = self.report(None, early_stopped);
+        report::run_done(self.dist.rank(), &self.cfg.out, &outcome, &self.ckpt);
+        Some(outcome)
+    }
+
+    /// The report of the run so far (the same on every rank).
+    fn report(&self, interrupted: Option<Interruption>, early_stopped: Option<u64>) -> FitReport {
+        FitReport {
+            history: self.history.clone(),
+            confusion: self.confusion.clone(),
+            best_val_acc: best_val_acc(self.monitor, &self.ckpt, &self.history),
+            best: self.monitor.zip(self.ckpt.best_metric()),
+            resumed_from: self.resumed_from.clone(),
+            interrupted,
+            early_stopped,
+        }
+    }
+
+    /// The run's end: its report to the launcher and the callbacks.
+    pub(super) fn end(&mut self, early_stopped: Option<u64>) -> Result<FitReport> {
+        let stopped = self.stopped.take();
+        let outcome = self.report(stopped, early_stopped);
+        report::run_done(self.dist.rank(), &self.cfg.out, &outcome, &self.ckpt);
+        self.callbacks.each(|c| c.on_fit_end(&outcome))?;
+        Ok(outcome)
+    }
 }
