@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Draws the notebooks' two diagrams as PNG files (Pillow and the DejaVu font, as the plots use):
+"""Draws the notebooks' diagrams as PNG files (Pillow and the DejaVu font, as the plots use):
 
-    .venv/bin/python scripts/dev/diagrams.py      ->  notebooks/figures/ddp.png, checkpoints.png
+    .venv/bin/python scripts/dev/diagrams.py      ->  notebooks/figures/*.png
 
 ddp.png (notebook 02): how one DDP step runs on two ranks. checkpoints.png (notebook 04): a
-crashed run restarting from its last checkpoint. The PNGs are committed; rerun this script
-after changing it.
+crashed run restarting from its last checkpoint. torchrun.png (04), ray.png (05), dask.png (06):
+who starts the ranks under each launcher, who hosts the store they meet at, and what each rank
+is told. The PNGs are committed; rerun this script after changing it.
 """
 import pathlib
 
@@ -97,7 +98,7 @@ def checkpoints():
     d.line([(x(0), 110), (x(9), 110)], fill=BLUE, width=6)
     d.line([(x(9) - 10, 100), (x(9) + 10, 120)], fill=RED, width=4)
     d.line([(x(9) - 10, 120), (x(9) + 10, 100)], fill=RED, width=4)
-    d.text((x(9) + 16, 110), "rank killed at step 9: torchrun stops the others", fill=RED,
+    d.text((x(9) + 16, 110), "rank killed at step 9: torchrun restarts the group", fill=RED,
            font=font(15), anchor="lm")
     # Second attempt: resumes at the checkpoint of step 6, on to the end (step 58).
     d.text((x0 - 10, 200), "attempt 2", fill=INK, font=font(16, True), anchor="rm")
@@ -123,8 +124,63 @@ def checkpoints():
     img.save(OUT / "checkpoints.png")
 
 
+def launcher(name, title, head, head_note, middle, store_in_head, restart):
+    """One launcher's picture: the process that starts the job (`head`), what sits between it and
+    the ranks (`middle`: one box per rank, or None), the two rank processes, and the store they
+    meet at (in the head process or in rank 0)."""
+    img = Image.new("RGB", (1000, 480), "white")
+    d = ImageDraw.Draw(img)
+    d.text((500, 28), title, fill=INK, font=font(22, True), anchor="mm")
+    box(d, (200, 56, 800, 126), head, PALE_GREEN, size=15)
+    d.text((500, 134), head_note, fill=INK, font=font(14), anchor="ma")
+    columns = [(80, PALE_BLUE, BLUE), (580, PALE_RED, RED)]
+    top = 190
+    if middle:
+        for k, (x, _, _) in enumerate(columns):
+            arrow(d, (500, 156), (x + 170, top), INK, 2)
+            box(d, (x, top, x + 340, top + 50), middle.format(k=k), GREY, size=15)
+        top += 80
+    for k, (x, pale, color) in enumerate(columns):
+        arrow(d, (x + 170, top - 30) if middle else (500, 156), (x + 170, top), INK, 2)
+        text = f"rank {k}: the training program\nRANK={k}  WORLD_SIZE=2  LOCAL_RANK\nMASTER_ADDR  MASTER_PORT"
+        box(d, (x, top, x + 340, top + 80), text, pale, size=14)
+    y_store = top + 120
+    if store_in_head:
+        where = "the store (a TCPStore) lives in torchrun's agent: it outlives a crashed rank"
+    else:
+        where = "rank 0 opens the store (a TCPStore) at MASTER_ADDR:MASTER_PORT; rank 1 connects to it"
+    d.text((500, y_store), where, fill=INK, font=font(15), anchor="mm")
+    for x, color in ((250, BLUE), (750, RED)):
+        d.line([(x, top + 80), (x, y_store - 14)], fill=color, width=2)
+    d.text((500, y_store + 36), restart, fill=INK, font=font(14), anchor="mm")
+    img.crop((0, 0, 1000, y_store + 64)).save(OUT / f"{name}.png")
+
+
+def torchrun():
+    launcher("torchrun", "Two ranks under torchrun (one machine)",
+             "torchrun's agent: one process per machine\n(torchrun --standalone --nproc-per-node=2 --no-python PROGRAM)",
+             "starts the workers and watches them, and hosts their store (TORCHELASTIC_USE_AGENT_STORE=True)",
+             None, True, "a worker dies: the agent stops the other and, under --max-restarts=N, starts both again")
+
+
+def ray():
+    launcher("ray", "Two ranks under Ray (launchers/ray_launch.py)",
+             "the driver: ray_launch.py (a Ray cluster, local or --address)",
+             "reserves one bundle of CPUs (and GPUs) per rank, a placement group, and starts an actor in each",
+             "actor {k}: runs the program\nwith the variables below", False,
+             "a rank fails: with --max-failures N the driver starts the whole group again, which resumes")
+
+
+def dask():
+    launcher("dask", "Two ranks under Dask (launchers/dask_launch.py)",
+             "the client: dask_launch.py (a local cluster, or --scheduler tcp://...)",
+             "submits one task per rank to the scheduler, each pinned to a worker of its own",
+             "worker {k}: a task that runs\nthe program with the variables below", False,
+             "each task's future brings its rank's outcome (exit status and reports) back to the client")
+
+
 if __name__ == "__main__":
     OUT.mkdir(parents=True, exist_ok=True)
-    ddp()
-    checkpoints()
-    print(f"wrote {OUT / 'ddp.png'} and {OUT / 'checkpoints.png'}")
+    for draw in (ddp, checkpoints, torchrun, ray, dask):
+        draw()
+    print(f"wrote ddp, checkpoints, torchrun, ray and dask .png under {OUT}")

@@ -132,6 +132,10 @@ def workspace_cell(ws, checkout, gpus, name):
         f"`{ws / 'data'}` on first use); the programs the notebooks start are the ones built in "
         f"`{checkout / 'target'}`.",
         "",
+        "The outputs below are the ones committed with the course until you run a cell. Your own "
+        "figures can differ from them in the last digits (another CPU's float32 kernels add in "
+        "another order) and, after many steps, by more.",
+        "",
     ]
     if gpus is None:
         lines.append("GPUs: the node's default (this workspace sets no `CUDA_VISIBLE_DEVICES`).")
