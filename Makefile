@@ -41,13 +41,14 @@ setup-demo:
 setup-notebook:
 	bash scripts/setup/setup.sh --notebook
 
-## workspace: a student's own folder on the class's checkout: make workspace DIR=~/trainbook [SHARE=K/N | GPUS=0,1] [NAME=ann]
+## workspace: a student's own folder on the class's checkout: make workspace DIR=~/trainbook [SHARE=K/N | GPUS=0,1] [THREADS=T] [NAME=ann]
 # A student's copies of the notebooks (their `:dep` line naming this checkout), their own runs/,
-# the class's data linked and their share of the GPUs (SHARE=K/N: student K of N; GPUS: these);
+# the class's data linked and their share of the GPUs and cores (SHARE=K/N: student K of N;
+# GPUS: these; THREADS: libtorch's CPU threads);
 # writes nothing in the checkout, so it works on a read-only one (scripts/notebooks/workspace.py).
 workspace:
 	@test -n "$(DIR)" || { echo "make workspace: DIR=... names the student's folder, e.g. make workspace DIR=~/trainbook" >&2; exit 2; }
-	python3 scripts/notebooks/workspace.py "$(DIR)" $(if $(SHARE),--share "$(SHARE)") $(if $(GPUS),--gpus "$(GPUS)") $(if $(NAME),--name "$(NAME)")
+	python3 scripts/notebooks/workspace.py "$(DIR)" $(if $(SHARE),--share "$(SHARE)") $(if $(GPUS),--gpus "$(GPUS)") $(if $(THREADS),--threads "$(THREADS)") $(if $(NAME),--name "$(NAME)")
 
 ## setup-repl: setup-demo plus evcxr_repl
 # The evcxr REPL: setup-demo plus evcxr_repl (the same version as evcxr_jupyter; a one-time

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """A student's own workspace on a class's shared (possibly read-only) trainbook checkout.
 
-    python3 scripts/notebooks/workspace.py DIR [--gpus LIST | --share K/N] [--name NAME]
-    make workspace DIR=~/trainbook [GPUS=0,1 | SHARE=2/3]
+    python3 scripts/notebooks/workspace.py DIR [--gpus LIST | --share K/N] [--threads T] [--name NAME]
+    make workspace DIR=~/trainbook [GPUS=0,1 | SHARE=2/3] [THREADS=T]
 
 Every notebook reads and writes relative to itself (`../data/...`, `../runs/...`), and 04, 05
 and 06 start by deleting their run folder; students who open the shared checkout's notebooks
@@ -27,6 +27,12 @@ GPUs: `--gpus 2,3` gives these; `--share K/N` gives student K of N their share o
 `nvidia-smi -L` lists (N students on G >= N GPUs: a block of G/N each; on fewer GPUs than
 students, GPU (K-1) mod G, shared). Without either, a new workspace keeps the node's default and
 an existing one the GPUs it was given.
+
+CPU threads: `--share K/N` also gives each kernel its share of the node's cores,
+`OMP_NUM_THREADS` = cores // N (at least 1), which libtorch reads when the kernel starts;
+`--threads T` sets it alone. Measured: three students running notebook 03 at once on 2 cores
+took 1159-1197 s each with libtorch's default (a thread per core in every kernel) and 522-528 s
+with one thread each (`make class-times`, docs/src/instructors.md).
 
 Run again, it adds what is missing and never overwrites a student's notebook or run
 (`--refresh-notebooks` replaces the notebooks with fresh copies, keeping the old ones as
@@ -124,7 +130,7 @@ def link(path, target, made):
     made.append(f"{path} -> {target}")
 
 
-def workspace_cell(ws, checkout, gpus, name):
+def workspace_cell(ws, checkout, gpus, name, threads=None):
     lines = [
         f"**Your workspace{' (' + name + ')' if name else ''}:** `{ws}`. This copy of the notebook "
         f"saves its runs and checkpoints in `{ws / 'runs'}`, yours alone; the data sets are the "
@@ -144,6 +150,10 @@ def workspace_cell(ws, checkout, gpus, name):
                      "which started this Jupyter: the notebooks' GPU number 0 is the first of these.")
     else:
         lines.append("GPUs: none (`nvidia-smi` lists none on this node): the notebooks run on the CPU.")
+    if threads is not None:
+        lines.append("")
+        lines.append(f"CPU threads: `OMP_NUM_THREADS={threads}` for libtorch in this kernel, set by `{ws / 'jupyter.sh'}`: "
+                     "this node's cores are shared with the other students.")
     cell = {"cell_type": "markdown", "metadata": {"tags": ["workspace"]}, "source": "\n".join(lines)}
     return cell
 
@@ -167,7 +177,7 @@ def copy_notebook(src, dst, dep, cell):
     os.replace(tmp, dst)
 
 
-def make(ws, gpus, name, refresh=False, checkout=ROOT):
+def make(ws, gpus, name, refresh=False, checkout=ROOT, threads=None):
     checkout = checkout.resolve()
     ws = ws.expanduser().absolute()
     if ws == checkout or checkout in ws.parents:
@@ -178,11 +188,13 @@ def make(ws, gpus, name, refresh=False, checkout=ROOT):
     if ws.exists() and any(ws.iterdir()) and not marker.exists():
         raise Refused(f"{ws}: exists, is not empty and is not a trainbook workspace (no {MARKER}); "
                       "choose a new folder")
-    if gpus is None and marker.exists():  # run again without a GPU option: keep the ones it has
+    if marker.exists():  # run again without a GPU or thread option: keep the ones it has
         try:
-            gpus = json.loads(marker.read_text()).get("gpus")
+            before = json.loads(marker.read_text())
+            gpus = before.get("gpus") if gpus is None else gpus
+            threads = before.get("threads") if threads is None else threads
         except (OSError, ValueError, AttributeError):
-            gpus = None
+            pass
     notebooks = sorted((checkout / "notebooks").glob("[0-9][0-9]-*.ipynb"))
     if not notebooks:
         raise Refused(f"{checkout / 'notebooks'}: no notebooks to copy")
@@ -197,7 +209,7 @@ def make(ws, gpus, name, refresh=False, checkout=ROOT):
         for entry in sorted((checkout / "data").iterdir()):
             if not entry.name.startswith("."):
                 link(ws / "data" / entry.name, entry, made)
-    cell = workspace_cell(ws, checkout, gpus, name)
+    cell = workspace_cell(ws, checkout, gpus, name, threads)
     kept, examples = [], set()
     for src in notebooks:
         examples.update(re.findall(r'example_binary\(\\?"(\w+)\\?"\)', src.read_text()))
@@ -215,6 +227,7 @@ def make(ws, gpus, name, refresh=False, checkout=ROOT):
         "checkout": str(checkout),
         "name": name or None,
         "gpus": gpus,
+        "threads": threads,
     }
     marker.write_text(json.dumps(about, indent=1) + "\n")
     jupyter = ws / "jupyter.sh"
@@ -222,6 +235,8 @@ def make(ws, gpus, name, refresh=False, checkout=ROOT):
     if gpus is not None:
         visible = ",".join(map(str, gpus)) or "''"
         env.append(f"export CUDA_VISIBLE_DEVICES={visible}")
+    if threads is not None:
+        env.append(f"export OMP_NUM_THREADS={threads}")
     jupyter.write_text("\n".join([
         "#!/usr/bin/env bash",
         "# Starts the class's Jupyter in this workspace's notebooks (scripts/notebooks/workspace.py).",
@@ -232,7 +247,7 @@ def make(ws, gpus, name, refresh=False, checkout=ROOT):
         "",
     ]))
     jupyter.chmod(0o755)
-    return {"workspace": ws, "checkout": checkout, "dep_line": dep, "cache": cache, "gpus": gpus,
+    return {"workspace": ws, "checkout": checkout, "dep_line": dep, "cache": cache, "gpus": gpus, "threads": threads,
             "made": made, "kept": kept, "examples": sorted(examples)}
 
 
@@ -246,19 +261,26 @@ def main(argv=None):
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--gpus", help="this workspace's GPUs, e.g. 0,1")
     which.add_argument("--share", help="student K of N: their share of the node's GPUs, e.g. 2/3")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="libtorch's CPU threads in this workspace's kernels (OMP_NUM_THREADS)")
     parser.add_argument("--gpu-count", type=int, default=None, help=argparse.SUPPRESS)  # tests: instead of nvidia-smi
+    parser.add_argument("--cpu-count", type=int, default=None, help=argparse.SUPPRESS)  # tests: instead of the node's
     parser.add_argument("--name", default="", help="the student's name, shown in the notebooks' first cell")
     parser.add_argument("--refresh-notebooks", action="store_true",
                         help="replace the notebooks with fresh copies (the old ones kept as *.ipynb.bak)")
     args = parser.parse_args(argv)
     try:
-        gpus = None
+        gpus, threads = None, args.threads
+        if threads is not None and threads < 1:
+            raise Refused(f"--threads {threads}: expected at least 1")
         if args.gpus is not None:
             gpus = parse_gpus(args.gpus)
         elif args.share is not None:
             k, n = parse_share(args.share)
             gpus = share_of(k, n, gpu_count() if args.gpu_count is None else args.gpu_count)
-        result = make(args.dir, gpus, args.name, args.refresh_notebooks)
+            if threads is None:
+                threads = max(1, (args.cpu_count or os.cpu_count() or 1) // n)
+        result = make(args.dir, gpus, args.name, args.refresh_notebooks, threads=threads)
     except Refused as e:
         print(f"workspace: {e}", file=sys.stderr)
         return 2
@@ -281,6 +303,8 @@ def main(argv=None):
         print("  GPUs: the node's default")
     else:
         print(f"  GPUs: {','.join(map(str, gpus)) if gpus else 'none'} (CUDA_VISIBLE_DEVICES in jupyter.sh)")
+    if result["threads"] is not None:
+        print(f"  CPU threads: {result['threads']} (OMP_NUM_THREADS in jupyter.sh)")
     print(f"  start: {ws / 'jupyter.sh'}")
     return 0
 

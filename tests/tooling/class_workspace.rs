@@ -173,7 +173,7 @@ fn a_workspace_has_its_own_notebooks_and_runs_and_links_the_class_data() {
 }
 
 #[test]
-fn each_student_gets_their_share_of_the_gpus() {
+fn each_student_gets_their_share_of_the_gpus_and_cores() {
     let _turn = common::module_turn(module_path!());
     let tmp = tempfile::tempdir().unwrap();
     // (share, GPUs on the node) -> CUDA_VISIBLE_DEVICES: a block each, or one shared in turn.
@@ -194,13 +194,25 @@ fn each_student_gets_their_share_of_the_gpus() {
             "{share} of {count}: {jupyter}"
         );
     }
+    // Their share of the cores too: libtorch's threads in their kernels (OMP_NUM_THREADS).
+    for (share, cpus, threads) in [("2/3", "2", "1"), ("1/2", "16", "8"), ("3/3", "16", "5")] {
+        let ws = tmp.path().join(format!("t{}-{cpus}", share.replace('/', "of")));
+        made(&ws, &["--share", share, "--gpu-count", "0", "--cpu-count", cpus]);
+        let jupyter = std::fs::read_to_string(ws.join("jupyter.sh")).unwrap();
+        assert!(jupyter.contains(&format!("export OMP_NUM_THREADS={threads}\n")), "{jupyter}");
+        let about = json(&ws.join("trainbook-workspace.json"));
+        assert_eq!(about["threads"], threads.parse::<u64>().unwrap());
+    }
     let ws = tmp.path().join("chosen");
-    made(&ws, &["--gpus", "5,7"]);
+    made(&ws, &["--gpus", "5,7", "--threads", "3"]);
+    let jupyter = std::fs::read_to_string(ws.join("jupyter.sh")).unwrap();
+    assert!(jupyter.contains("export OMP_NUM_THREADS=3\n"), "{jupyter}");
     assert_eq!(json(&ws.join("trainbook-workspace.json"))["gpus"], serde_json::json!([5, 7]));
     // No GPU option: the node's default, no CUDA_VISIBLE_DEVICES at all.
     let ws = tmp.path().join("default");
     made(&ws, &[]);
-    assert!(!std::fs::read_to_string(ws.join("jupyter.sh")).unwrap().contains("CUDA_VISIBLE"));
+    let jupyter = std::fs::read_to_string(ws.join("jupyter.sh")).unwrap();
+    assert!(!jupyter.contains("CUDA_VISIBLE") && !jupyter.contains("OMP_NUM_THREADS"), "{jupyter}");
 }
 
 #[test]
@@ -222,6 +234,7 @@ fn a_workspace_in_the_wrong_place_or_with_bad_options_is_refused_by_name() {
     refused(&ws, &["--share", "4/3"], "--share '4/3'");
     refused(&ws, &["--share", "0/3"], "--share '0/3'");
     refused(&ws, &["--gpus", "a,b"], "--gpus 'a,b'");
+    refused(&ws, &["--threads", "0"], "--threads 0");
     assert!(!ws.exists());
 }
 
