@@ -41,15 +41,16 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parent.parent.parent
 
 
-def dep_line(cuda=None):
+def dep_line(cuda=None, checkout=None):
     """The line every notebook starts with; evcxr makes the path absolute (canonical), so building
     with the canonical checkout path gives the same dependency as a notebook under notebooks/.
     With TRAINBOOK_CUDA=1 (a GPU node's set-up) it asks for the `cuda` feature (NCCL), and the
-    students' workspaces (scripts/notebooks/workspace.py) copy the line the cache was built with."""
+    students' workspaces (scripts/notebooks/workspace.py) copy the line the cache was built with.
+    `checkout`: another checkout's path instead of this one's."""
     if cuda is None:
         cuda = os.environ.get("TRAINBOOK_CUDA", "") not in ("", "0")
     features = ', features = ["cuda"]' if cuda else ""
-    return f':dep trainbook = {{ path = "{ROOT.resolve()}", default-features = false{features} }}'
+    return f':dep trainbook = {{ path = "{checkout or ROOT.resolve()}", default-features = false{features} }}'
 
 
 DEP_LINE = dep_line()

@@ -58,11 +58,12 @@ class Refused(Exception):
 
 
 def plain_dep_line(checkout):
-    """The line without a class cache: kernel_cache.py's, with the `cuda` feature under
-    TRAINBOOK_CUDA=1 as there."""
-    cuda = os.environ.get("TRAINBOOK_CUDA", "") not in ("", "0")
-    features = ', features = ["cuda"]' if cuda else ""
-    return f':dep trainbook = {{ path = "{checkout}", default-features = false{features} }}'
+    """The line without a class cache: kernel_cache.py's (the `cuda` feature under
+    TRAINBOOK_CUDA=1)."""
+    sys.path.insert(0, str(ROOT / "scripts" / "kernel"))
+    from kernel_cache import dep_line as cache_dep_line  # stdlib-only at import
+
+    return cache_dep_line(checkout=checkout)
 
 
 def class_cache(checkout):

@@ -21,7 +21,7 @@ use crate::common::{run_streaming, venv_bin};
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
 /// The notebooks this file tests, by file stem.
-const NOTEBOOKS: [&str; 7] = [
+pub(crate) const NOTEBOOKS: [&str; 7] = [
     "00-setup-check",
     "01-mnist",
     "02-mnist-ddp",
