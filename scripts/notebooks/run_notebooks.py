@@ -140,26 +140,38 @@ let report = Trainer::new(&dist).epochs(1000).out("../target/tmp/kernel-interrup
     .fit(&mut vs, &net, &mut opt, &mut train, &mut val)?;
 println!("fit returned, interrupted by {:?}", report.interrupted.as_ref().map(|i| i.reason.as_str()));""",
     'println!("marker {marker}, report kept: {}", report.interrupted.is_some());',
+    # Outside `fit` an interrupt ends the cells' process (fit's handler, kept in the kernel).
+    'println!("waiting outside fit"); std::thread::sleep(std::time::Duration::from_secs(600));',
+    'println!("a fresh process answers: {}", 6 * 7);',
 ]
 
 
 def check_interrupt(timeout=900):
     """A kernel interrupt during `Trainer::fit` stops the run after a step, and the notebook's
-    variables (defined before and by the interrupted cell) survive. Returns None or a failure."""
+    variables (defined before and by the interrupted cell) survive; one outside `fit` ends the
+    cell (its process; evcxr starts a fresh one). Returns None or a failure."""
     from jupyter_client.manager import start_new_kernel
 
     km, kc = start_new_kernel(kernel_name="trainbook", startup_timeout=120, cwd=str(ROOT / "notebooks"))
     try:
         session, sent = KernelSession(kc), []
 
-        def interrupt_at_training(text):
-            if not sent and "train " in text:
-                km.interrupt_kernel()
-                sent.append(True)
+        def interrupt_at(line):
+            def interrupt(text):
+                if len(sent) < sent_before + 1 and line in text:
+                    km.interrupt_kernel()
+                    sent.append(True)
+
+            return interrupt
 
         ids = [session.run(INTERRUPT_CELLS[0], timeout)[0], session.run(INTERRUPT_CELLS[1], timeout)[0]]
-        ids.append(session.run(INTERRUPT_CELLS[2], timeout, on_text=interrupt_at_training)[0])
+        sent_before = 0
+        ids.append(session.run(INTERRUPT_CELLS[2], timeout, on_text=interrupt_at("train "))[0])
         ids.append(session.run(INTERRUPT_CELLS[3], timeout)[0])
+        sent_before, started = 1, time.monotonic()
+        ids.append(session.run(INTERRUPT_CELLS[4], timeout, on_text=interrupt_at("waiting outside fit"))[0])
+        waited = time.monotonic() - started
+        ids.append(session.run(INTERRUPT_CELLS[5], timeout)[0])
         session.settle()
         outputs = [session.texts[i] for i in ids]
         text = "".join(outputs)
@@ -167,6 +179,8 @@ def check_interrupt(timeout=900):
             return f"the interrupted run did not report SIGINT:\n{text[-3000:]}"
         if "marker 42, report kept: true" not in outputs[3]:
             return f"the kernel's variables did not survive the interrupt:\n{text[-3000:]}"
+        if waited > 300 or "a fresh process answers: 42" not in outputs[5]:
+            return f"an interrupt outside fit did not end the cell ({waited:.0f} s):\n{text[-3000:]}"
         print(outputs[2].strip().splitlines()[-2] if len(outputs[2].strip().splitlines()) > 1 else outputs[2].strip())
         return None
     finally:

@@ -9,6 +9,9 @@
 //! "ignore", so that a late one cannot end the test process once `fit` has restored it).
 //! Ctrl-C twice ends the process as SIGINT does (a child process: this binary's
 //! `second_ctrl_c_worker`, whose data set raises SIGINT twice while one batch is loaded).
+//! In a Jupyter kernel (`TRAINBOOK_KERNEL` set, SIGINT ignored from the start as the kernel
+//! script does), an interrupted `fit` returns, SIGINT stays caught, and a later SIGINT ends the
+//! process (`kernel_interrupt_worker`).
 use crate::common;
 
 use std::path::{Path, PathBuf};
@@ -249,4 +252,44 @@ fn second_ctrl_c_worker() {
     let dist = Dist::single(Device::Cpu);
     let report = run(&dist, Path::new(&out), Trigger::SigintTwice, false);
     println!("fit returned: {:?}", report.interrupted);
+}
+
+/// In the notebook kernel: the kernel script kills the cells' process on an interrupt unless
+/// it catches SIGINT, so after an interrupted `fit` has returned SIGINT must still be caught
+/// (an interrupt honoured by `fit` is never taken for one nothing caught), and a SIGINT while
+/// no run watches ends the process by SIGINT, as the script would.
+#[test]
+fn in_a_kernel_sigint_stays_caught_after_fit_and_ends_the_process_outside_it() {
+    use std::os::unix::process::ExitStatusExt;
+    let _turn = common::module_turn(module_path!());
+    let work = common::WorkDir::new("interrupt-kernel");
+    let worker = common::test_name(module_path!(), "kernel_interrupt_worker");
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--ignored", "--exact", &worker, "--nocapture", "--test-threads=1"])
+        .env("TB_OUT", work.join("run"))
+        .env(trainbook::fit::KERNEL_ENV, "1");
+    let o = common::run_with_deadline(&mut cmd, std::time::Duration::from_secs(300), "kernel");
+    let text = common::text(&o);
+    assert!(text.contains("fit returned: Some"), "the run was interrupted and returned: {text}");
+    assert!(text.contains("SIGINT still caught after fit"), "{text}");
+    assert!(!text.contains("lived on"), "{text}");
+    assert_eq!(o.status.signal(), Some(libc::SIGINT), "ended by SIGINT: {text}");
+}
+
+#[test]
+#[ignore = "run by in_a_kernel_sigint_stays_caught_after_fit_and_ends_the_process_outside_it"]
+fn kernel_interrupt_worker() {
+    let Ok(out) = std::env::var("TB_OUT") else { return };
+    // As the kernel script starts the cells' process: SIGINT ignored.
+    // SAFETY: sets the action of SIGINT in this worker process only.
+    unsafe { libc::signal(libc::SIGINT, libc::SIG_IGN) };
+    let dist = Dist::single(Device::Cpu);
+    let report = run(&dist, Path::new(&out), Trigger::Sigint, false);
+    println!("fit returned: {:?}", report.interrupted.as_ref().map(|i| &i.reason));
+    let sigint = handlers()[0];
+    if sigint != libc::SIG_IGN && sigint != libc::SIG_DFL {
+        println!("SIGINT still caught after fit");
+    }
+    raise(libc::SIGINT);
+    println!("lived on after a SIGINT outside fit");
 }

@@ -478,7 +478,8 @@ fn check_notebook_06(size: Size) {
     );
 }
 
-/// A kernel interrupt during `Trainer::fit`: the run stops after a step, variables stay.
+/// A kernel interrupt during `Trainer::fit`: the run stops after a step, variables stay; one
+/// outside `fit` ends the cell (its process; evcxr starts a fresh one).
 #[test]
 fn a_kernel_interrupt_stops_fit_and_keeps_the_variables() {
     let _turn = common::module_turn(module_path!());

@@ -11,12 +11,20 @@
 //! process ends (the examples then exit with status 99, or requeue the Slurm job first:
 //! [`FitConfig::requeue`](crate::fit::FitConfig::requeue)).
 //!
+//! In a Jupyter kernel started by `scripts/kernel/trainbook-kernel` (which sets
+//! [`KERNEL_ENV`]), a kernel interrupt outside `fit` ends the process that runs the cells, as
+//! evcxr's own interrupt does (evcxr starts a fresh one; the variables are lost), and the kernel
+//! script decides that by whether the process catches SIGINT. So there, once a `fit` has run,
+//! its SIGINT handler stays installed between runs and ends the process itself when no run is
+//! watching: an interrupt honoured by a `fit` that returns before the script looks can never
+//! be mistaken for one that nothing caught.
+//!
 //! In a multi-rank job every rank must stop at the same step: a request seen by any rank at
 //! step k stops every rank after step k+1, through a tiny all-reduce on the CPU that runs while
 //! step k+1 trains (`fit::agreement`: no per-step host sync of the GPU); a single process stops
 //! after the step in which it was asked.
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use crate::dist::Dist;
@@ -96,17 +104,40 @@ pub fn signal_name(signal: libc::c_int) -> &'static str {
     }
 }
 
+/// The environment variable that `scripts/kernel/trainbook-kernel` sets for the kernel and the
+/// process that runs the cells: there, SIGINT's handler stays installed between runs (see the
+/// module's header).
+pub const KERNEL_ENV: &str = "TRAINBOOK_KERNEL";
+
+/// Whether this process runs a Jupyter kernel's cells ([`KERNEL_ENV`] set and not empty).
+fn in_kernel() -> bool {
+    static IN_KERNEL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *IN_KERNEL.get_or_init(|| std::env::var_os(KERNEL_ENV).is_some_and(|v| !v.is_empty()))
+}
+
+/// The runs watching now (a copy of `WATCHERS`' count that the signal handler can read).
+static WATCHING: AtomicUsize = AtomicUsize::new(0);
+
+/// Ends the process by SIGINT, as if no handler were installed.
+fn die_by_sigint() {
+    // SAFETY: signal() and raise() are async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_DFL);
+        libc::raise(libc::SIGINT);
+    }
+}
+
 extern "C" fn on_signal(signal: libc::c_int) {
-    // Only async-signal-safe work here: atomics, and on a second Ctrl-C the default action
-    // restored and the signal raised again.
+    // Only async-signal-safe work here: atomics, and on a second Ctrl-C (or, in a kernel, a
+    // Ctrl-C while no run watches) the default action restored and the signal raised again.
+    if signal == libc::SIGINT && WATCHING.load(Ordering::SeqCst) == 0 {
+        die_by_sigint();
+        return;
+    }
     if !REQUESTED.swap(true, Ordering::SeqCst) {
         SIGNAL.store(signal, Ordering::SeqCst);
     } else if signal == libc::SIGINT {
-        // SAFETY: signal() and raise() are async-signal-safe.
-        unsafe {
-            libc::signal(libc::SIGINT, libc::SIG_DFL);
-            libc::raise(libc::SIGINT);
-        }
+        die_by_sigint();
     }
     // A second SIGTERM or SIGUSR1 (Slurm's time limit after its USR1 warning, a launcher
     // repeating itself) is ignored: the stop under way finishes its checkpoint; SIGKILL, which
@@ -119,13 +150,14 @@ static SIGNAL: AtomicI32 = AtomicI32::new(0);
 
 /// The runs watching at once (the ranks of a `spawn` each run `fit` in a thread) and the
 /// actions the first one replaced (one per [`STOP_SIGNALS`]): installed by the first, restored
-/// by the last.
+/// by the last (in a kernel, SIGINT's is kept: see the module's header).
 type Saved = [Option<libc::sigaction>; 3];
 static WATCHERS: Mutex<(usize, Saved)> = Mutex::new((0, [None, None, None]));
 
 fn install_handlers() {
     let mut watchers = WATCHERS.lock().unwrap_or_else(PoisonError::into_inner);
     watchers.0 += 1;
+    WATCHING.store(watchers.0, Ordering::SeqCst);
     if watchers.0 > 1 {
         return;
     }
@@ -148,6 +180,9 @@ fn restore_handlers() {
     watchers.0 = watchers.0.saturating_sub(1);
     if watchers.0 == 0 {
         for (saved, &signal) in watchers.1.iter_mut().zip(&STOP_SIGNALS) {
+            if signal == libc::SIGINT && in_kernel() {
+                continue; // the handler stays; it ends the process while no run watches
+            }
             if let Some(old) = saved.take() {
                 // SAFETY: restores the action that was installed before the first watcher.
                 unsafe {
@@ -156,6 +191,8 @@ fn restore_handlers() {
             }
         }
     }
+    // After the restore: outside a kernel the handler is gone before it could see no watcher.
+    WATCHING.store(watchers.0, Ordering::SeqCst);
 }
 
 /// Watches for a stop request during one run: installs the handlers of [`STOP_SIGNALS`]

@@ -5,5 +5,7 @@ pub(crate) mod agreement;
 pub(crate) mod interrupt;
 pub(crate) mod requeue;
 
-pub use interrupt::{request_stop, signal_name, Interruption, PREEMPTED_EXIT_CODE, STOP_SIGNALS};
+pub use interrupt::{
+    request_stop, signal_name, Interruption, KERNEL_ENV, PREEMPTED_EXIT_CODE, STOP_SIGNALS,
+};
 pub use requeue::{slurm_job_id, SLURM_JOB_ID};
