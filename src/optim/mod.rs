@@ -33,8 +33,8 @@ pub use rules::{Adadelta, Adagrad, Adamax, NAdam, RAdam, RMSprop};
 pub use schedule::{
     Anneal, Cadence, ChainedScheduler, ConstantLR, CosineAnnealingLR, CosineAnnealingWarmRestarts,
     CyclicLR, CyclicMode, ExponentialLR, LambdaLR, LinearLR, LrLambda, LrSchedule, Mode,
-    MultiStepLR, MultiplicativeLR, OneCycleLR, PolynomialLR, ReduceLROnPlateau, SequentialLR,
-    StepLR, Validation, SWALR,
+    MomentumCycle, MultiStepLR, MultiplicativeLR, OneCycleLR, PolynomialLR, ReduceLROnPlateau,
+    SequentialLR, StepLR, Validation, SWALR,
 };
 pub use state::OptimizerMeta;
 pub use swa::{update_bn, SwaModel};

@@ -2,9 +2,9 @@
 //! two bounds, again and again, and the momentum the other way round.
 use serde::{Deserialize, Serialize};
 
+use super::momentum_cycle::{momentum_cycle_setters, MomentumCycle};
 use super::{
-    check, check_momenta, from_state, group_entry, state_methods, to_state, Cadence, LrSchedule,
-    Validation,
+    check, from_state, group_entry, state_methods, to_state, Cadence, LrSchedule, Validation,
 };
 use crate::Result;
 
@@ -55,7 +55,6 @@ pub enum CyclicMode {
 /// # Ok(()) }
 /// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct CyclicLR {
     /// The lower bound of the rate (finite and >= 0).
     pub base_lr: f64,
@@ -73,17 +72,10 @@ pub struct CyclicLR {
     pub mode: CyclicMode,
     /// `exp_range`'s factor per step (finite and > 0).
     pub gamma: f64,
-    /// Whether the momentum cycles against the rate (torch's `cycle_momentum`).
-    pub cycle_momentum: bool,
-    /// The momentum at the top of the rate (torch's `base_momentum`, 0.8; finite and >= 0).
-    pub base_momentum: f64,
-    /// The momentum at the bottom of the rate (torch's `max_momentum`, 0.9; finite and >= 0).
-    pub max_momentum: f64,
-    /// One `(base_momentum, max_momentum)` per param group (torch's two lists), or `None`:
-    /// [`base_momentum`](Self::base_momentum) and [`max_momentum`](Self::max_momentum) for
-    /// every group.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub group_momentums: Option<Vec<(f64, f64)>>,
+    /// The momentum cycled against the rate (torch's `cycle_momentum`, on from
+    /// [`new`](Self::new); `base_momentum` 0.8, `max_momentum` 0.9).
+    #[serde(flatten)]
+    pub momentum_cycle: MomentumCycle,
     last_epoch: u64,
 }
 
@@ -99,10 +91,7 @@ impl CyclicLR {
             step_size_down: None,
             mode: CyclicMode::Triangular,
             gamma: 1.0,
-            cycle_momentum: true,
-            base_momentum: 0.8,
-            max_momentum: 0.9,
-            group_momentums: None,
+            momentum_cycle: MomentumCycle::new(0.8, 0.9),
             last_epoch: 0,
         }
     }
@@ -127,28 +116,7 @@ impl CyclicLR {
         self.group_lrs = Some(bounds);
         self
     }
-    /// Sets [`cycle_momentum`](Self::cycle_momentum) (torch's `cycle_momentum=False` is
-    /// `cycle_momentum(false)`, needed for an optimizer without a momentum).
-    pub fn cycle_momentum(mut self, on: bool) -> Self {
-        self.cycle_momentum = on;
-        self
-    }
-    /// Sets [`base_momentum`](Self::base_momentum).
-    pub fn base_momentum(mut self, m: f64) -> Self {
-        self.base_momentum = m;
-        self
-    }
-    /// Sets [`max_momentum`](Self::max_momentum).
-    pub fn max_momentum(mut self, m: f64) -> Self {
-        self.max_momentum = m;
-        self
-    }
-    /// Sets [`group_momentums`](Self::group_momentums): one `(base_momentum, max_momentum)` per
-    /// param group, as torch's `base_momentum=[...], max_momentum=[...]`.
-    pub fn group_momentums(mut self, ranges: Vec<(f64, f64)>) -> Self {
-        self.group_momentums = Some(ranges);
-        self
-    }
+    momentum_cycle_setters!();
 
     /// The rate after `step` steps (torch's `get_lr()` at `last_epoch == step`).
     pub fn lr_at(&self, step: u64) -> Result<f64> {
@@ -159,7 +127,8 @@ impl CyclicLR {
     /// The momentum after `step` steps, whether or not it cycles.
     pub fn momentum_at(&self, step: u64) -> Result<f64> {
         let scale = self.scale_at(step)?;
-        Ok(self.max_momentum - (self.max_momentum - self.base_momentum) * scale.0 * scale.1)
+        let (base, max) = (self.momentum_cycle.base_momentum, self.momentum_cycle.max_momentum);
+        Ok(max - (max - base) * scale.0 * scale.1)
     }
 
     /// torch's `scale_factor` (where in the cycle) and `scale_fn`'s value (the mode's scale),
@@ -204,8 +173,7 @@ impl LrSchedule for CyclicLR {
         check(self.step_size_up >= 1, name, "step_size_up", "at least 1", self.step_size_up)?;
         let g = self.gamma;
         check(g > 0.0 && g.is_finite(), name, "gamma", "finite and > 0", g)?;
-        let ranges = self.group_momentums.as_deref();
-        check_momenta(name, (self.base_momentum, self.max_momentum), ranges)
+        self.momentum_cycle.validate(name)
     }
     /// Returns `base_lr`, whatever `lr` is (torch's constructor sets it).
     fn start(&mut self, _lr: f64) -> Result<f64> {
@@ -225,15 +193,11 @@ impl LrSchedule for CyclicLR {
             (copy.base_lr, copy.max_lr) =
                 group_entry(self.name(), "base_lr and max_lr", "group_lrs", &lrs, (group, groups))?;
         }
-        if let Some(ranges) = copy.group_momentums.take() {
-            let params = "base_momentum and max_momentum";
-            (copy.base_momentum, copy.max_momentum) =
-                group_entry(self.name(), params, "group_momentums", &ranges, (group, groups))?;
-        }
+        copy.momentum_cycle.for_group(self.name(), group, groups)?;
         Ok(Box::new(copy))
     }
     fn momentum(&self) -> Option<f64> {
-        self.cycle_momentum.then(|| self.momentum_at(self.last_epoch).ok()).flatten()
+        self.momentum_cycle.value(|| self.momentum_at(self.last_epoch))
     }
     state_methods!();
 }

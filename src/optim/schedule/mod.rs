@@ -19,6 +19,7 @@ mod decay;
 mod factor;
 mod lambda;
 mod mode;
+mod momentum_cycle;
 mod one_cycle;
 mod plateau;
 mod restarts;
@@ -33,6 +34,7 @@ pub use decay::{CosineAnnealingLR, StepLR};
 pub use factor::{ExponentialLR, MultiStepLR, PolynomialLR};
 pub use lambda::{LambdaLR, LrLambda, MultiplicativeLR};
 pub use mode::Mode;
+pub use momentum_cycle::MomentumCycle;
 pub use one_cycle::OneCycleLR;
 pub use plateau::ReduceLROnPlateau;
 pub use restarts::CosineAnnealingWarmRestarts;
@@ -265,33 +267,17 @@ fn from_state<T: serde::de::DeserializeOwned + LrSchedule>(
 ) -> Result<T> {
     let s: T = serde_json::from_value(state.clone())
         .map_err(|e| Error::Checkpoint(format!("{name} state {state}: {e}")))?;
+    // Every field read must be one the schedule has (serde's deny_unknown_fields, which its
+    // flattened parts rule out): what it writes back names them all.
+    if let (Some(read), serde_json::Value::Object(kept)) = (state.as_object(), s.state()) {
+        if let Some(field) = read.keys().find(|k| !kept.contains_key(*k)) {
+            return Err(Error::Checkpoint(format!(
+                "{name} state {state}: unknown field `{field}`"
+            )));
+        }
+    }
     s.validate()?;
     Ok(s)
-}
-
-/// Checks a cycling momentum's two bounds (`base_momentum`, `max_momentum`), and each pair of
-/// a per-group list (`group_momentums`): finite and >= 0, and a list not empty.
-fn check_momenta(
-    schedule: &str,
-    (base, max): (f64, f64),
-    per_group: Option<&[(f64, f64)]>,
-) -> Result<()> {
-    let ok = |m: f64| m >= 0.0 && m.is_finite();
-    for (param, m) in [("base_momentum", base), ("max_momentum", max)] {
-        check(ok(m), schedule, param, "finite and >= 0", m)?;
-    }
-    let Some(list) = per_group else { return Ok(()) };
-    check(!list.is_empty(), schedule, "group_momentums", "one pair per param group", "[]")?;
-    for &(b, m) in list {
-        check(
-            ok(b) && ok(m),
-            schedule,
-            "group_momentums",
-            "finite and >= 0",
-            format!("({b}, {m})"),
-        )?;
-    }
-    Ok(())
 }
 
 /// Entry `group` of the per-group list `field` that stands for torch's list form of `params`

@@ -2,9 +2,10 @@
 //! optimizer steps, and the momentum (SGD's, or Adam's beta1) the other way round.
 use serde::{Deserialize, Serialize};
 
+use super::momentum_cycle::{momentum_cycle_setters, MomentumCycle};
 use super::{
-    check, check_momenta, from_state, group_entry, state_methods, to_state, Anneal, Cadence,
-    LrSchedule, Validation,
+    check, from_state, group_entry, state_methods, to_state, Anneal, Cadence, LrSchedule,
+    Validation,
 };
 use crate::{Error, Result};
 
@@ -64,7 +65,6 @@ use crate::{Error, Result};
 ///
 /// [`Optimizer::set_momentum`]: crate::train::Optimizer::set_momentum
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct OneCycleLR {
     /// The peak learning rate (> 0).
     pub max_lr: f64,
@@ -85,30 +85,11 @@ pub struct OneCycleLR {
     pub final_div_factor: f64,
     /// Three phases (up, down to the initial rate, down to the minimum) instead of two.
     pub three_phase: bool,
-    /// Whether the momentum cycles against the rate (torch's `cycle_momentum`; `true` from
-    /// [`new`](Self::new); a checkpoint without the field ran without it).
-    #[serde(default)]
-    pub cycle_momentum: bool,
-    /// The momentum at the peak rate (torch's `base_momentum`, 0.85; finite and >= 0).
-    #[serde(default = "default_base_momentum")]
-    pub base_momentum: f64,
-    /// The momentum at the lowest rates (torch's `max_momentum`, 0.95; finite and >= 0).
-    #[serde(default = "default_max_momentum")]
-    pub max_momentum: f64,
-    /// One `(base_momentum, max_momentum)` per param group (torch's two lists), or `None`:
-    /// [`base_momentum`](Self::base_momentum) and [`max_momentum`](Self::max_momentum) for
-    /// every group.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub group_momentums: Option<Vec<(f64, f64)>>,
+    /// The momentum cycled against the rate (torch's `cycle_momentum`, on from
+    /// [`new`](Self::new); `base_momentum` 0.85, `max_momentum` 0.95).
+    #[serde(flatten)]
+    pub momentum_cycle: MomentumCycle,
     last_epoch: u64,
-}
-
-fn default_base_momentum() -> f64 {
-    0.85
-}
-
-fn default_max_momentum() -> f64 {
-    0.95
 }
 
 impl OneCycleLR {
@@ -125,10 +106,7 @@ impl OneCycleLR {
             div_factor: 25.0,
             final_div_factor: 1e4,
             three_phase: false,
-            cycle_momentum: true,
-            base_momentum: default_base_momentum(),
-            max_momentum: default_max_momentum(),
-            group_momentums: None,
+            momentum_cycle: MomentumCycle::new(0.85, 0.95),
             last_epoch: 0,
         }
     }
@@ -202,28 +180,7 @@ impl OneCycleLR {
         self.three_phase = on;
         self
     }
-    /// Sets [`cycle_momentum`](Self::cycle_momentum) (torch's `cycle_momentum=False` is
-    /// `cycle_momentum(false)`).
-    pub fn cycle_momentum(mut self, on: bool) -> Self {
-        self.cycle_momentum = on;
-        self
-    }
-    /// Sets [`base_momentum`](Self::base_momentum).
-    pub fn base_momentum(mut self, m: f64) -> Self {
-        self.base_momentum = m;
-        self
-    }
-    /// Sets [`max_momentum`](Self::max_momentum).
-    pub fn max_momentum(mut self, m: f64) -> Self {
-        self.max_momentum = m;
-        self
-    }
-    /// Sets [`group_momentums`](Self::group_momentums): one `(base_momentum, max_momentum)` per
-    /// param group, as torch's `base_momentum=[...], max_momentum=[...]`.
-    pub fn group_momentums(mut self, ranges: Vec<(f64, f64)>) -> Self {
-        self.group_momentums = Some(ranges);
-        self
-    }
+    momentum_cycle_setters!();
 
     /// The rate after `step` steps (torch's `get_lr()` at `last_epoch == step`).
     pub fn lr_at(&self, step: u64) -> Result<f64> {
@@ -243,7 +200,7 @@ impl OneCycleLR {
     /// writes into the param groups at `last_epoch == step`).
     pub fn momentum_at(&self, step: u64) -> Result<f64> {
         let (phase, pct) = self.phase_at(step)?;
-        let (base, max) = (self.base_momentum, self.max_momentum);
+        let (base, max) = (self.momentum_cycle.base_momentum, self.momentum_cycle.max_momentum);
         let (from, to) = match (self.three_phase, phase) {
             (_, 0) => (max, base),
             (false, _) | (true, 1) => (base, max),
@@ -317,8 +274,7 @@ impl LrSchedule for OneCycleLR {
         check(positive(self.div_factor), name, "div_factor", "finite and > 0", self.div_factor)?;
         let f = self.final_div_factor;
         check(positive(f), name, "final_div_factor", "finite and > 0", f)?;
-        let ranges = self.group_momentums.as_deref();
-        check_momenta(name, (self.base_momentum, self.max_momentum), ranges)
+        self.momentum_cycle.validate(name)
     }
     /// Returns the rate of step 0, `max_lr / div_factor` (as torch computes it, which may
     /// differ in the last bits), whatever `lr` is.
@@ -339,15 +295,11 @@ impl LrSchedule for OneCycleLR {
             copy.max_lr =
                 group_entry(self.name(), "max_lr", "group_max_lrs", &lrs, (group, groups))?;
         }
-        if let Some(ranges) = copy.group_momentums.take() {
-            let params = "base_momentum and max_momentum";
-            (copy.base_momentum, copy.max_momentum) =
-                group_entry(self.name(), params, "group_momentums", &ranges, (group, groups))?;
-        }
+        copy.momentum_cycle.for_group(self.name(), group, groups)?;
         Ok(Box::new(copy))
     }
     fn momentum(&self) -> Option<f64> {
-        self.cycle_momentum.then(|| self.momentum_at(self.last_epoch).ok()).flatten()
+        self.momentum_cycle.value(|| self.momentum_at(self.last_epoch))
     }
     state_methods!();
 }

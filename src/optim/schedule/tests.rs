@@ -212,3 +212,42 @@ fn cadences_and_boxed_copies() {
     a.advance(0.1, None).unwrap();
     assert_eq!((a.steps(), b.steps()), (1, 0), "a clone is independent");
 }
+
+#[test]
+fn the_cycling_schedules_write_their_fields_as_before_and_refuse_unknown_ones() {
+    // The momentum cycle is one part of both; a checkpoint still holds its four fields beside
+    // the schedule's own, as before that part existed.
+    let keys = |s: &dyn LrSchedule| {
+        let mut k: Vec<String> = s.state().as_object().unwrap().keys().cloned().collect();
+        k.sort();
+        k
+    };
+    let one_cycle = OneCycleLR::new(0.1, 10).group_momentums(vec![(0.8, 0.9)]);
+    assert_eq!(
+        keys(&one_cycle),
+        [
+            "anneal_strategy", "base_momentum", "cycle_momentum", "div_factor", "final_div_factor",
+            "group_momentums", "last_epoch", "max_lr", "max_momentum", "pct_start", "three_phase",
+            "total_steps"
+        ]
+    );
+    assert_eq!(
+        keys(&CyclicLR::new(0.01, 0.1, 4)),
+        [
+            "base_lr", "base_momentum", "cycle_momentum", "gamma", "last_epoch", "max_lr",
+            "max_momentum", "mode", "step_size_down", "step_size_up"
+        ]
+    );
+    for mut s in all() {
+        let mut state = s.state();
+        state.as_object_mut().unwrap().insert("momentum".into(), serde_json::json!(0.9));
+        match s.load_state(&state) {
+            Err(Error::Checkpoint(m)) => assert!(m.contains(s.name()) && m.contains("momentum")),
+            other => panic!("{} took an unknown field: {other:?}", s.name()),
+        }
+    }
+    let mut state = one_cycle.state();
+    state.as_object_mut().unwrap().insert("max_momentums".into(), serde_json::json!([0.9]));
+    let refused = OneCycleLR::new(0.1, 10).load_state(&state).unwrap_err().to_string();
+    assert!(refused.contains("unknown field `max_momentums`"), "{refused}");
+}
