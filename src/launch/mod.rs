@@ -5,11 +5,13 @@
 //! their output streamed as it comes (into a notebook cell, or a terminal), and kills one
 //! worker on purpose to watch fault tolerance at work.
 mod cluster;
+mod launch_result;
 pub mod protocol;
 mod scripts;
 mod spawn;
 
-pub use cluster::{dask_launch, ray_launch, LaunchResult, RankOutcome};
+pub use cluster::{dask_launch, ray_launch, LaunchOptions};
+pub use launch_result::{LaunchResult, RankOutcome};
 pub use protocol::{EpochReport, RunReport};
 pub use scripts::launchers_dir;
 pub use spawn::{spawn, spawn_with, SpawnOptions};

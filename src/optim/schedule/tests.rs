@@ -226,16 +226,33 @@ fn the_cycling_schedules_write_their_fields_as_before_and_refuse_unknown_ones() 
     assert_eq!(
         keys(&one_cycle),
         [
-            "anneal_strategy", "base_momentum", "cycle_momentum", "div_factor", "final_div_factor",
-            "group_momentums", "last_epoch", "max_lr", "max_momentum", "pct_start", "three_phase",
+            "anneal_strategy",
+            "base_momentum",
+            "cycle_momentum",
+            "div_factor",
+            "final_div_factor",
+            "group_momentums",
+            "last_epoch",
+            "max_lr",
+            "max_momentum",
+            "pct_start",
+            "three_phase",
             "total_steps"
         ]
     );
     assert_eq!(
         keys(&CyclicLR::new(0.01, 0.1, 4)),
         [
-            "base_lr", "base_momentum", "cycle_momentum", "gamma", "last_epoch", "max_lr",
-            "max_momentum", "mode", "step_size_down", "step_size_up"
+            "base_lr",
+            "base_momentum",
+            "cycle_momentum",
+            "gamma",
+            "last_epoch",
+            "max_lr",
+            "max_momentum",
+            "mode",
+            "step_size_down",
+            "step_size_up"
         ]
     );
     for mut s in all() {
