@@ -9,6 +9,7 @@
 mod backend_choice;
 mod free_port;
 mod launch_env;
+mod nccl_error;
 mod peer_loss;
 mod process_group;
 mod reducer;

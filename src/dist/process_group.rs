@@ -220,7 +220,7 @@ impl ProcessGroup {
         )
         .map_err(|e| match e {
             Error::Dist { op, message } => {
-                Error::Dist { op, message: super::backend_choice::explain_nccl_error(message) }
+                Error::Dist { op, message: super::nccl_error::explain_nccl_error(message) }
             }
             other => other,
         })?;

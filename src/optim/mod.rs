@@ -9,6 +9,7 @@
 //!
 //! The training loop (`trainbook::train`) and the run (`trainbook::fit`) build on these; the
 //! names are also re-exported by `trainbook::train`, where they lived before.
+mod group_settings;
 mod kernels;
 mod kind;
 mod momentum;
@@ -17,6 +18,7 @@ pub mod ops;
 mod optimizer;
 mod param_group;
 mod rule;
+mod rule_optimizer;
 mod rules;
 mod schedule;
 mod single_tensor;

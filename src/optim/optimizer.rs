@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 use tch::nn::VarStore;
 use tch::Tensor;
 
+use super::group_settings::GroupSettings;
 use super::kind::{Kernels, OptimizerKind};
-use super::param_group::GroupSettings;
 use super::state::ParamState;
 use crate::models::named_parameters;
 use crate::{Error, Result};

@@ -1,6 +1,6 @@
 //! Update rules beyond SGD and Adam: the [`UpdateRule`] trait, torch.optim's single-tensor step of
-//! one parameter with its state as named tensors. An [`Optimizer`] built with
-//! [`Optimizer::with_rule`] runs it for every parameter with a gradient, and gives it everything
+//! one parameter with its state as named tensors. An [`Optimizer`](super::Optimizer) built with
+//! [`Optimizer::with_rule`](super::Optimizer::with_rule) runs it for every parameter with a gradient, and gives it everything
 //! an optimizer has in trainbook: param groups (their rate and weight decay), `fit`, GradScaler
 //! (the step is skipped on the host when the gradients are not finite), clipping, schedules and
 //! checkpoints (the state tensors under `<param>.<name>`, the step counts in the metadata).
@@ -9,11 +9,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use tch::nn::VarStore;
 use tch::Tensor;
 
-use super::kind::OptimizerKind;
-use super::Optimizer;
 use crate::Result;
 
 /// What one step of a rule gets besides the tensors: the parameter's group's rate and weight
@@ -95,7 +92,7 @@ pub trait UpdateRule: Send + Sync {
         None
     }
     /// The same rule with that momentum set to `m` (what `OneCycleLR`'s `cycle_momentum` writes
-    /// into torch's param groups, through [`Optimizer::set_momentum`]); `None` (the default) for a
+    /// into torch's param groups, through [`Optimizer::set_momentum`](super::Optimizer::set_momentum)); `None` (the default) for a
     /// rule without one.
     fn with_momentum(&self, _m: f64) -> Option<SharedRule> {
         None
@@ -110,43 +107,5 @@ pub trait UpdateRule: Send + Sync {
     ) -> Result<()>;
 }
 
-/// A shared rule (an [`Optimizer`] holds one).
+/// A shared rule (an [`Optimizer`](super::Optimizer) holds one).
 pub type SharedRule = Arc<dyn UpdateRule>;
-
-impl Optimizer {
-    /// An optimizer over all trainable variables of `vs` that updates them with `rule` at rate
-    /// `lr`.
-    pub fn with_rule(vs: &VarStore, rule: SharedRule, lr: f64) -> Optimizer {
-        let kind = OptimizerKind::Rule { weight_decay: rule.weight_decay() };
-        let mut opt = Optimizer::new(vs, kind, lr);
-        opt.rule = Some(rule);
-        opt
-    }
-    /// The rule of an optimizer made with [`with_rule`](Self::with_rule).
-    pub fn rule(&self) -> Option<&SharedRule> {
-        self.rule.as_ref()
-    }
-    /// The rule's step of every parameter with a gradient.
-    pub(super) fn rule_step(&mut self, rule: &SharedRule) -> Result<()> {
-        let rules = self.group_rules(rule)?;
-        tch::no_grad(|| {
-            for ((name, p), &g) in self.params.iter_mut().zip(&self.group_of) {
-                let grad = p.grad();
-                if !grad.defined() {
-                    continue;
-                }
-                let st = self.state.entry(name.clone()).or_default();
-                st.sync_step();
-                st.step += 1;
-                let (kind, lr) = self.groups[g].rule(self.kind);
-                let weight_decay = match kind {
-                    OptimizerKind::Rule { weight_decay } => weight_decay,
-                    _ => rules[g].weight_decay(),
-                };
-                let step = RuleStep { lr, weight_decay, step: st.step };
-                rules[g].update(&step, p, &grad, &mut st.rule)?;
-            }
-            Ok(())
-        })
-    }
-}

@@ -21,6 +21,7 @@
 //! # Ok(()) }
 //! ```
 mod convert;
+mod pickle_value;
 mod read;
 mod rebuild;
 mod state_dict;

@@ -5,41 +5,16 @@
 //! this: it turns every `collections.OrderedDict` into None (so no `state_dict()` reads), which is
 //! why this module exists. Objects of other classes become [`TorchValue::Object`]; nothing is
 //! executed.
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::Path;
-use std::rc::Rc;
 
 use tch::Tensor;
 
+use super::pickle_value::{node, value, Node, Obj, Step};
 use super::rebuild::{self, append, as_text, finish, set_items};
 use super::TorchValue;
 use crate::{Error, Result, WithPath};
-
-/// A value under construction: shared, because the pickle's memo refers back to values that
-/// later opcodes still fill (a dict is memoised empty, then its items are set).
-pub(super) type Node = Rc<RefCell<Obj>>;
-
-/// A pickle machine's value: a finished [`TorchValue`] leaf, a container still being filled, a
-/// class or function named by the pickle, a storage, an object of another class, or a mark.
-pub(super) enum Obj {
-    Value(TorchValue),
-    List(Vec<Node>),
-    Tuple(Vec<Node>),
-    Dict(Vec<(Node, Node)>),
-    Global(String, String),
-    Storage(Tensor),
-    Object { class: String, state: Node },
-    Mark,
-}
-
-pub(super) fn node(o: Obj) -> Node {
-    Rc::new(RefCell::new(o))
-}
-pub(super) fn value(v: TorchValue) -> Node {
-    node(Obj::Value(v))
-}
 
 /// Reads the file at `path` (zip format).
 pub(super) fn load(path: &Path) -> Result<TorchValue> {
@@ -103,9 +78,6 @@ struct Machine<'a> {
     storages: HashMap<String, Tensor>,
     record: &'a mut dyn FnMut(&str) -> Step<Vec<u8>>,
 }
-
-/// An opcode's outcome: an error is a message that [`load`] prefixes with the file.
-pub(super) type Step<T> = std::result::Result<T, String>;
 
 impl Machine<'_> {
     fn call(&mut self, callable: &Node, args: Node) -> Step<Node> {

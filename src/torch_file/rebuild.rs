@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use tch::{Kind, Tensor};
 
-use super::read::{node, value, Node, Obj, Step};
+use super::pickle_value::{node, value, Node, Obj, Step};
 use super::TorchValue;
 
 /// The result of calling `callable` (a global) with the tuple `args`.

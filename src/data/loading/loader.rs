@@ -4,7 +4,7 @@
 //! iteration as an `Err` item instead of a panic.
 use std::sync::Arc;
 
-use tch::{Device, Tensor};
+use tch::Device;
 
 use super::batches::{Batches, Plans};
 use super::order::{RandomSampler, Sampler, SequentialSampler};
@@ -12,48 +12,6 @@ use super::order::{RandomSampler, Sampler, SequentialSampler};
 use crate::data::SubsetRandomSampler;
 use crate::data::{Dataset, DistributedSampler};
 use crate::transforms::MixUpCutMix;
-
-/// One batch. `indices` are the data set indices; `is_padding[k]` marks a repeat that a
-/// `DistributedSampler` added to even out the ranks (exact metrics skip those).
-#[derive(Debug)]
-pub struct Batch {
-    /// `[B, C, H, W]` float32 images, on the loader's device.
-    pub images: Tensor,
-    /// `[B]` int64 class indices.
-    pub labels: Tensor,
-    /// `[B, T]` float32 targets, on the loader's device, when the data set has them
-    /// ([`Dataset::target`]: regression or multi-label data); `None` for class labels.
-    pub targets: Option<Tensor>,
-    /// The model's other inputs, `[B, ...]` each, on the loader's device, when the data set
-    /// gives them ([`Dataset::extra_inputs`]); empty otherwise.
-    pub extra_inputs: Vec<Tensor>,
-    /// The data set index of each sample.
-    pub indices: Vec<usize>,
-    /// Whether each sample is a padding repeat (see [`Batch`]).
-    pub is_padding: Vec<bool>,
-    /// Position of this batch in the epoch (0-based, counting skipped batches).
-    pub position: usize,
-}
-
-impl Batch {
-    /// What the loss compares the model's output with: the float [`targets`](Self::targets)
-    /// when the data set has them, else the class [`labels`](Self::labels).
-    pub fn target(&self) -> &Tensor {
-        self.targets.as_ref().unwrap_or(&self.labels)
-    }
-    /// Samples in this batch.
-    pub fn len(&self) -> usize {
-        self.indices.len()
-    }
-    /// `true` for a batch without samples.
-    pub fn is_empty(&self) -> bool {
-        self.indices.is_empty()
-    }
-    /// How many samples of this batch are real (not padding repeats).
-    pub fn real_count(&self) -> usize {
-        self.is_padding.iter().filter(|p| !**p).count()
-    }
-}
 
 /// `torch.utils.data.DataLoader`: batches of a [`Dataset`] in the order of a shuffle, a
 /// [`DistributedSampler`] or sequence, prepared by worker threads (see the module docs).
@@ -227,7 +185,7 @@ impl<D: Dataset + 'static> DataLoader<D> {
     /// Mixes every batch with MixUp or CutMix ([`MixUpCutMix`], torchvision's
     /// `--mixup-alpha` / `--cutmix-alpha`: `v2.RandomChoice([v2.MixUp(..), v2.CutMix(..)])` in
     /// the loader's `collate_fn`), in the worker that finishes it: the batch's
-    /// [`targets`](Batch::targets) become class probabilities and its labels their most probable
+    /// [`targets`](crate::data::Batch::targets) become class probabilities and its labels their most probable
     /// class. Each batch's draws are a pure function of the seed, the epoch, its position and its
     /// first sample ([`batch_rng`](crate::transforms::batch_rng)): the same with any number of
     /// workers and after a resume.

@@ -235,26 +235,6 @@ impl std::fmt::Debug for Callbacks {
 }
 
 impl Callbacks {
-    /// The callbacks of the run `cfg` configures: the epoch line and the metrics log, the
-    /// mid-epoch validations' log (with `val_every_steps`), new step logs (with
-    /// [`FitConfig::step_log`](crate::fit::FitConfig::step_log); `steps.csv` with a column for
-    /// each of its training metrics), then the user's own callbacks.
-    pub(crate) fn for_run(cfg: &crate::fit::FitConfig) -> Callbacks {
-        let mut all = Callbacks::default();
-        all.push(Arc::new(Mutex::new(epoch_line::EpochLine::default())));
-        all.push(Arc::new(Mutex::new(metrics_log::MetricsLog::default())));
-        if cfg.val_every_steps.is_some() {
-            all.push(Arc::new(Mutex::new(val_steps_log::ValStepsLog::default())));
-        }
-        if cfg.step_log {
-            let names = cfg.train_metrics.iter().map(|m| m.name().to_string()).collect();
-            all.push(Arc::new(Mutex::new(step_csv::StepCsv::with_metrics(names))));
-            all.push(Arc::new(Mutex::new(tensorboard::TensorBoardLog::default())));
-        }
-        cfg.callbacks.each_shared(|c| all.push(c));
-        all
-    }
-
     /// Adds `callback` after the others.
     pub fn push(&mut self, callback: SharedCallback) {
         self.0.push(callback);

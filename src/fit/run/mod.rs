@@ -141,7 +141,7 @@ fn run_limited<A: Dataset + 'static, B: Dataset + 'static>(
         ckpt,
         watch: StopWatch::start(dist, &cfg.out),
         stopped: None,
-        callbacks: Callbacks::for_run(cfg),
+        callbacks: setup::run_callbacks(cfg),
         step_records: cfg.step_log || !cfg.callbacks.is_empty(),
         history,
         confusion: None,

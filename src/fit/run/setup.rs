@@ -3,10 +3,15 @@
 //! batches' mixing, `mixup_cutmix`), the process-wide switches (autograd's anomaly detection,
 //! cuDNN's benchmark and the float32 matmul precision, as [`FitConfig`] asks, and NVTX ranges;
 //! torch's are process-wide too), the weight trail's writer (`FitConfig::weight_trail`, rank 0
-//! only; see [`crate::trail`]), and the callbacks told where the run starts.
+//! only; see [`crate::trail`]), the run's callbacks (the built-in logs its flags ask for, then
+//! the user's) and those callbacks told where the run starts.
+use std::sync::{Arc, Mutex};
+
 use crate::data::{DataLoader, Dataset};
 use crate::dist::Dist;
-use crate::fit::callbacks::FitStart;
+use crate::fit::callbacks::{
+    epoch_line, metrics_log, step_csv, tensorboard, val_steps_log, Callbacks, FitStart,
+};
 use crate::fit::config::FitConfig;
 use crate::trail::{program_checksum, TrailHeader, TrailRecorder};
 use crate::train::{
@@ -17,6 +22,26 @@ use crate::transforms::MixUpCutMix;
 use crate::Result;
 
 use super::Run;
+
+/// The callbacks of the run `cfg` configures: the epoch line and the metrics log, the
+/// mid-epoch validations' log (with `val_every_steps`), new step logs (with
+/// [`FitConfig::step_log`]; `steps.csv` with a column for each of its training metrics), then
+/// the user's own callbacks.
+pub(crate) fn run_callbacks(cfg: &FitConfig) -> Callbacks {
+    let mut all = Callbacks::default();
+    all.push(Arc::new(Mutex::new(epoch_line::EpochLine::default())));
+    all.push(Arc::new(Mutex::new(metrics_log::MetricsLog::default())));
+    if cfg.val_every_steps.is_some() {
+        all.push(Arc::new(Mutex::new(val_steps_log::ValStepsLog::default())));
+    }
+    if cfg.step_log {
+        let names = cfg.train_metrics.iter().map(|m| m.name().to_string()).collect();
+        all.push(Arc::new(Mutex::new(step_csv::StepCsv::with_metrics(names))));
+        all.push(Arc::new(Mutex::new(tensorboard::TensorBoardLog::default())));
+    }
+    cfg.callbacks.each_shared(|c| all.push(c));
+    all
+}
 
 /// The loaders' own settings, as they were before the run.
 pub(crate) struct LoaderSettings {

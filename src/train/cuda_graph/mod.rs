@@ -19,7 +19,6 @@ mod graph;
 use tch::{Device, Tensor};
 
 use self::graph::{set_grads, CudaGraph};
-use super::epoch::EpochOptions;
 use super::strategy::{SingleProcess, Strategy};
 use crate::optim::Optimizer;
 use crate::Result;
@@ -146,22 +145,8 @@ impl StepGraph {
         matches!(self.state, State::Captured(_))
     }
 
-    /// Why `opts` rules the capture out, if it does (the device last, so that the other
-    /// reasons show on a CPU too).
-    fn blocker(opts: &EpochOptions) -> Option<String> {
-        if opts.accumulate > 1 {
-            return Some(format!(
-                "gradient accumulation ({} micro-batches per step) is not captured",
-                opts.accumulate
-            ));
-        }
-        if opts.grad_scaler.is_some() {
-            return Some("float16 loss scaling (GradScaler) is not captured".into());
-        }
-        opts.strategy.cuda_graph_blocker().or_else(|| Self::device_blocker(opts.device))
-    }
-
-    fn device_blocker(device: Device) -> Option<String> {
+    /// Why `device` rules the capture out, if it does (anomaly detection on, or not a CUDA GPU).
+    pub(crate) fn device_blocker(device: Device) -> Option<String> {
         if super::is_anomaly_enabled().unwrap_or(false) {
             return Some("anomaly detection checks every backward function on the host".into());
         }
@@ -214,20 +199,20 @@ impl StepGraph {
     }
 
     /// [`step`](Self::step) for `train_epoch`: `Ok(None)` when the caller runs the step
-    /// eagerly itself (the graph is ruled out, or the batch has another shape than the
-    /// captured one). Said on the main rank: why the step is eager, and the capture (with
-    /// progress on).
+    /// eagerly itself (`blocker` names why the epoch's settings rule the graph out, or the
+    /// batch has another shape than the captured one). Said on the main rank: why the step is
+    /// eager, and the capture (with `progress` on).
     pub(crate) fn train_step(
         &mut self,
-        opts: &EpochOptions,
+        (device, strategy, progress): (Device, &dyn Strategy, bool),
+        blocker: impl FnOnce() -> Option<String>,
         inputs: &[Tensor],
         optimizer: &mut Optimizer,
         fwd_bwd: &mut ForwardBackward<'_>,
     ) -> Result<Option<(Tensor, Tensor)>> {
-        let main = opts.strategy.is_main();
-        self.check(opts.device, || Self::blocker(opts), main);
-        let say = main && opts.progress;
-        self.advance((opts.device, opts.strategy, say), inputs, optimizer, fwd_bwd)
+        let main = strategy.is_main();
+        self.check(device, blocker, main);
+        self.advance((device, strategy, main && progress), inputs, optimizer, fwd_bwd)
     }
 
     /// On the first step: warm up, or run eagerly for good with the reason (said if `say`).

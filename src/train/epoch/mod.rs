@@ -151,7 +151,9 @@ pub fn train_epoch_step<D: Dataset + 'static>(
             Some(graph) => {
                 let mut all = vec![x.shallow_clone(), y.shallow_clone()];
                 all.extend(extra_inputs.iter().map(Tensor::shallow_clone));
-                graph.borrow_mut().train_step(opts, &all, optimizer, &mut |t| {
+                let on = (opts.device, opts.strategy, opts.progress);
+                let blocker = || opts.cuda_graph_blocker();
+                graph.borrow_mut().train_step(on, blocker, &all, optimizer, &mut |t| {
                     // What the eager step below does with one micro-batch per step, no scaler.
                     opts.strategy.pre_forward(true)?;
                     let (images, target, extra_inputs) = (&t[0], &t[1], &t[2..]);

@@ -178,6 +178,21 @@ impl<'a> EpochOptions<'a> {
         self.cuda_graph = Some(graph);
         self
     }
+
+    /// Why these settings rule a CUDA graph of the step out, if they do (the device last, so
+    /// that the other reasons show on a CPU too).
+    pub(crate) fn cuda_graph_blocker(&self) -> Option<String> {
+        if self.accumulate > 1 {
+            return Some(format!(
+                "gradient accumulation ({} micro-batches per step) is not captured",
+                self.accumulate
+            ));
+        }
+        if self.grad_scaler.is_some() {
+            return Some("float16 loss scaling (GradScaler) is not captured".into());
+        }
+        self.strategy.cuda_graph_blocker().or_else(|| StepGraph::device_blocker(self.device))
+    }
     /// Tells `profiler` of every optimizer step (torch's `prof.step()`), starting it first if
     /// it is not started; give every epoch the same one, and stop it when done
     /// ([`Profiler::stop`]). The steps show the loop's phases as ranges
