@@ -61,6 +61,13 @@ pub struct FitConfig {
     /// `false` keeps the loaders as they are (a CPU batch is then copied to the GPU at each
     /// step, synchronously). No effect on the CPU. Default `true`.
     pub pin_memory: bool,
+    /// Under several ranks, a loader in its own order (neither
+    /// [`distributed`](crate::data::DataLoader::distributed) nor given a sampler) is sharded for
+    /// the run as `distributed` would shard it, its shuffle and seed kept, and rank 0 says so:
+    /// without it every rank would train on the whole data set (Lightning's
+    /// `use_distributed_sampler`). `false` keeps such loaders as they are (each rank's data set
+    /// is already its own share). Default `true`.
+    pub use_distributed_sampler: bool,
     /// Gradient clipping before every optimizer step (`clip_grad_norm_` / `clip_grad_value_`,
     /// after the float16 `GradScaler`'s unscale). Default `None`.
     pub clip_grad: Option<GradClip>,
@@ -249,6 +256,7 @@ impl Default for FitConfig {
             loss: SharedLoss::new(CrossEntropyLoss::new()),
             top_k: None,
             pin_memory: true,
+            use_distributed_sampler: true,
             clip_grad: None,
             early_stopping: None,
             monitor: None,

@@ -19,3 +19,4 @@ mod mixed_groups;
 mod own_sampler;
 mod spawn;
 mod sync_batch_norm;
+mod unsharded_loader;

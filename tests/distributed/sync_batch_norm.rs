@@ -190,6 +190,7 @@ fn fit_rank(dist: &Dist, out: &std::path::Path, sync: bool) -> Result<Vec<Vec<f6
         .step_log(false)
         .checkpoint_every_epochs(0)
         .keep_best(None)
+        .use_distributed_sampler(false) // each rank's images are its own share
         .fit(&mut vs, &model, &mut opt, &mut train, &mut val)?;
     let vars = vs.variables();
     let mut names: Vec<&String> = vars.keys().filter(|n| n.contains("running_")).collect();

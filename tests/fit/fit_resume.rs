@@ -97,6 +97,7 @@ fn run_with(
         // A top-2 count on: the resumed epoch continues it from the checkpoint's sums.
         top_k: Some(2),
         pin_memory: true,
+        use_distributed_sampler: true,
         // Clipping on (an active bound), so resumed runs are checked with it too.
         clip_grad: Some(GradClip::norm(1.0)),
         // Early stopping on (its state in every checkpoint), never triggered in 2 epochs.

@@ -134,6 +134,32 @@ impl<D: Dataset + 'static> DataLoader<D> {
         self.own_order = false;
         self
     }
+    /// Whether the loader visits the data in its own order ([`shuffle`](Self::shuffle) or not),
+    /// neither [`distributed`](Self::distributed) nor given a [`sampler`](Self::sampler): under
+    /// several ranks every rank would visit the whole data set.
+    pub fn uses_own_order(&self) -> bool {
+        self.own_order
+    }
+    /// [`distributed`](Self::distributed) in place, on a loader in its own order; returns
+    /// whether it sharded it (`fit` under several ranks: `use_distributed_sampler`).
+    pub(crate) fn shard_own_order(&mut self, dist: &crate::dist::Dist) -> bool {
+        if !self.own_order {
+            return false;
+        }
+        let shuffle = self.order.is_shuffled();
+        let sampler =
+            DistributedSampler::for_dist(self.dataset.len(), dist).shuffle(shuffle).seed(self.seed);
+        self.order = Box::new(sampler);
+        self.order.set_epoch(self.epoch);
+        self.own_order = false;
+        true
+    }
+    /// Undoes [`shard_own_order`](Self::shard_own_order): the loader's own order again, shuffled
+    /// or not.
+    pub(crate) fn unshard(&mut self, shuffle: bool) {
+        self.own_order = true;
+        self.set_shuffle(shuffle);
+    }
     /// Visit the data in `sampler`'s order (torch's `sampler=`): a [`DistributedSampler`], a
     /// [`SubsetRandomSampler`], an [`RASampler`](crate::data::RASampler), a
     /// [`WeightedRandomSampler`](crate::data::WeightedRandomSampler), or a [`Sampler`] of one's

@@ -237,7 +237,7 @@ impl Trainer<'_> {
     }
 }
 
-/// Slurm's requeue and the loaders' pinned memory.
+/// Slurm's requeue, the loaders' pinned memory and their sharding over the ranks.
 impl Trainer<'_> {
     /// Under Slurm, requeue the job after a stop by SIGUSR1 (`sbatch --signal=USR1@90
     /// --requeue`): rank 0 runs `scontrol requeue $SLURM_JOB_ID` once the checkpoint is
@@ -251,6 +251,13 @@ impl Trainer<'_> {
     /// blocking (torch's `pin_memory=True`); default `true`. See [`FitConfig::pin_memory`].
     pub fn pin_memory(mut self, on: bool) -> Self {
         self.cfg.pin_memory = on;
+        self
+    }
+
+    /// Under several ranks, shard a loader in its own order for the run (Lightning's
+    /// `use_distributed_sampler`); default `true`. See [`FitConfig::use_distributed_sampler`].
+    pub fn use_distributed_sampler(mut self, on: bool) -> Self {
+        self.cfg.use_distributed_sampler = on;
         self
     }
 }

@@ -56,7 +56,9 @@ impl Trainer<'_> {
         // overfit_batches: the first batches in order, the loaders' shuffle off for the run.
         let overfit = run_control::overfit(&self.cfg);
         let on = (self.dist.device(), self.cfg.pin_memory);
-        let lent = run_control::Lent::take((train, val), on, overfit.is_some());
+        let shard =
+            (self.cfg.use_distributed_sampler && self.dist.world_size() > 1).then_some(self.dist);
+        let lent = run_control::Lent::take((train, val), on, overfit.is_some(), shard);
         let cfg = dev.as_ref().map(|(cfg, _)| cfg).or(overfit.as_ref()).unwrap_or(&self.cfg);
         let report = run(self.dist, cfg, Model { vs, step, opt }, train, val);
         lent.give_back((train, val));

@@ -5,6 +5,7 @@ use tch::Device;
 
 use super::{batch_device, Trainer};
 use crate::data::{DataLoader, Dataset};
+use crate::dist::Dist;
 use crate::fit::FitConfig;
 use crate::{Error, Result, WithPath};
 
@@ -92,25 +93,46 @@ impl Trainer<'_> {
 pub(super) struct Lent {
     devices: (Device, Device),
     shuffled: (bool, bool),
+    sharded: (bool, bool),
 }
 
 impl Lent {
     /// Sets the loaders up for a run on `device` (pinned batches with `pin_memory`), their
-    /// shuffle off with `in_order`.
+    /// shuffle off with `in_order`, and with `shard` (several ranks, `use_distributed_sampler`)
+    /// a loader in its own order sharded over the ranks, which rank 0 says.
     pub fn take<A: Dataset + 'static, B: Dataset + 'static>(
         (train, val): (&mut DataLoader<A>, &mut DataLoader<B>),
         (device, pin_memory): (Device, bool),
         in_order: bool,
+        shard: Option<&Dist>,
     ) -> Lent {
-        let lent = Lent {
+        let mut lent = Lent {
             devices: (train.batch_device(), val.batch_device()),
             shuffled: (train.is_shuffled(), val.is_shuffled()),
+            sharded: (false, false),
         };
         train.set_device(batch_device(device, pin_memory, lent.devices.0));
         val.set_device(batch_device(device, pin_memory, lent.devices.1));
         if in_order {
             train.set_shuffle(false);
             val.set_shuffle(false);
+        }
+        if let Some(dist) = shard {
+            let samples = (train.num_samples(), val.num_samples());
+            lent.sharded = (train.shard_own_order(dist), val.shard_own_order(dist));
+            for (sharded, (which, does), n) in [
+                (lent.sharded.0, ("training", "train"), samples.0),
+                (lent.sharded.1, ("validation", "validate"), samples.1),
+            ] {
+                if sharded {
+                    dist.println(format!(
+                        "fit: the {which} loader was not sharded, so each of the {} ranks would \
+                         {does} on all {n} samples; this run shards it as .distributed(&dist) \
+                         does (Trainer::use_distributed_sampler(false) keeps it as it is)",
+                        dist.world_size()
+                    ));
+                }
+            }
         }
         lent
     }
@@ -122,6 +144,12 @@ impl Lent {
     ) {
         train.set_device(self.devices.0);
         val.set_device(self.devices.1);
+        if self.sharded.0 {
+            train.unshard(self.shuffled.0);
+        }
+        if self.sharded.1 {
+            val.unshard(self.shuffled.1);
+        }
         train.set_shuffle(self.shuffled.0);
         val.set_shuffle(self.shuffled.1);
     }
