@@ -116,6 +116,14 @@ pub struct FitConfig {
     /// End the run after this many optimizer steps in all, even mid-epoch (Lightning's
     /// `max_steps`); that epoch is validated and checkpointed. Default `None`: `epochs` decide.
     pub max_steps: Option<u64>,
+    /// Stop after the optimizer step at which this much time has passed since training started
+    /// (Lightning's `max_time`), with a checkpoint, as SIGTERM stops a run: `fit` returns with
+    /// [`FitReport::interrupted`](crate::fit::FitReport::interrupted) giving the reason
+    /// `"max_time"` (counted as pre-emption: the examples exit with status 99), and running
+    /// again with resume on continues the run. Unlike Lightning's `Timer`, the time does not
+    /// add up over resumes: each `fit` call has its own (a job's share of a scheduler's time
+    /// limit). Default `None`.
+    pub max_time: Option<std::time::Duration>,
     /// A debug run of this many batches ([`Trainer::fast_dev_run`](crate::fit::Trainer::fast_dev_run)).
     /// Default `None`.
     pub fast_dev_run: Option<usize>,
@@ -269,6 +277,7 @@ impl Default for FitConfig {
             limit_train_batches: None,
             limit_val_batches: None,
             max_steps: None,
+            max_time: None,
             fast_dev_run: None,
             callbacks: Callbacks::default(),
             metrics: Vec::new(),

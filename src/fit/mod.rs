@@ -26,7 +26,7 @@ pub use outcome::FitReport;
 pub use parts::EarlyStopping;
 pub use run::step_tools::PROFILE_DIR;
 pub use stop::{
-    request_stop, signal_name, slurm_job_id, Interruption, KERNEL_ENV, PREEMPTED_EXIT_CODE,
-    SLURM_JOB_ID, STOP_SIGNALS,
+    request_stop, signal_name, slurm_job_id, Interruption, KERNEL_ENV, MAX_TIME,
+    PREEMPTED_EXIT_CODE, SLURM_JOB_ID, STOP_SIGNALS,
 };
 pub use trainer::{Trainer, TtaView};

@@ -42,7 +42,12 @@ enum Trigger {
     Repeated(libc::c_int),
     /// SIGINT, then SIGINT again at once (Ctrl-C pressed twice).
     SigintTwice,
+    /// A run with `max_time` of [`MAX_TIME_S`], whose loading of the trigger's sample takes longer.
+    MaxTime,
 }
+
+/// The `max_time` of a [`Trigger::MaxTime`] run, in seconds.
+const MAX_TIME_S: f64 = 1.0;
 
 /// Set while the repeated-SIGTERM thread must keep sending.
 static KEEP_SENDING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
@@ -79,6 +84,9 @@ impl Dataset for Tripwire {
                 }
                 Trigger::Sigterm => raise(libc::SIGTERM),
                 Trigger::Sigusr1 => raise(libc::SIGUSR1),
+                Trigger::MaxTime => {
+                    std::thread::sleep(std::time::Duration::from_secs_f64(1.5 * MAX_TIME_S))
+                }
                 Trigger::Repeated(signal) => {
                     raise(signal);
                     KEEP_SENDING.store(true, Ordering::SeqCst);
@@ -133,6 +141,9 @@ fn run(dist: &Dist, out: &Path, trigger: Trigger, resume: bool) -> FitReport {
         .resume(resume)
         .keep_best(None)
         .progress(false)
+        .max_time(
+            (trigger == Trigger::MaxTime).then(|| std::time::Duration::from_secs_f64(MAX_TIME_S)),
+        )
         .fit(&mut vs, &net, &mut opt, &mut train, &mut val)
         .unwrap()
 }
@@ -168,7 +179,10 @@ fn interrupted_then_resumed_equals_uninterrupted(trigger: Trigger, reason: &str)
     println!("{stop:?}");
     assert_eq!(handlers(), before, "fit must restore the previous signal actions");
     assert!(stop.reason.contains(reason), "{stop:?}");
-    let by_signal = matches!(trigger, Trigger::Sigterm | Trigger::Sigusr1 | Trigger::Repeated(_));
+    let by_signal = matches!(
+        trigger,
+        Trigger::Sigterm | Trigger::Sigusr1 | Trigger::Repeated(_) | Trigger::MaxTime
+    );
     assert_eq!(stop.preempted(), by_signal, "{stop:?}");
     assert!(!stop.requeued, "no requeue asked for: {stop:?}");
     // The batch holding sample 24 (a fixed position of the seeded shuffle) was being loaded
@@ -215,6 +229,12 @@ fn sigterm_ends_the_run_after_the_step_and_resume_is_exact() {
 fn sigusr1_ends_the_run_after_the_step_and_resume_is_exact() {
     let _turn = common::module_turn(module_path!());
     interrupted_then_resumed_equals_uninterrupted(Trigger::Sigusr1, "SIGUSR1");
+}
+
+#[test]
+fn max_time_ends_the_run_after_the_step_as_sigterm_does_and_resume_is_exact() {
+    let _turn = common::module_turn(module_path!());
+    interrupted_then_resumed_equals_uninterrupted(Trigger::MaxTime, trainbook::fit::MAX_TIME);
 }
 
 #[test]

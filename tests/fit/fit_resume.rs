@@ -115,6 +115,7 @@ fn run_with(
         limit_train_batches: None,
         limit_val_batches: None,
         max_steps: None,
+        max_time: None,
         fast_dev_run: None,
         callbacks: Default::default(),
         // A metric of one's own on: its values in the resumed run's records too.

@@ -139,7 +139,7 @@ fn run_limited<A: Dataset + 'static, B: Dataset + 'static>(
         parts,
         backbone_frozen: None,
         ckpt,
-        watch: StopWatch::start(dist, &cfg.out),
+        watch: StopWatch::start(dist, &cfg.out, cfg.max_time),
         stopped: None,
         callbacks: setup::run_callbacks(cfg),
         step_records: cfg.step_log || !cfg.callbacks.is_empty(),

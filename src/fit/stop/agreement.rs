@@ -10,12 +10,13 @@
 //! `torch.distributed.new_group(backend="gloo")` makes one), created at the run's first step.
 use tch::{Device, Kind, Tensor};
 
+use super::deadline::MAX_TIME;
 use crate::dist::{Backend, Dist, ProcessGroup, Work};
 use crate::Result;
 
-/// The signals whose arrival on any rank every rank learns (besides whether any rank asked):
-/// they decide the examples' exit status and the Slurm requeue.
-const SIGNALS: [&str; 2] = ["SIGTERM", "SIGUSR1"];
+/// The signals (and `max_time`) whose arrival on any rank every rank learns (besides whether
+/// any rank asked): they decide the examples' exit status and the Slurm requeue.
+const SIGNALS: [&str; 3] = ["SIGTERM", "SIGUSR1", MAX_TIME];
 
 /// The agreement of one multi-rank run (see the module's header).
 pub(crate) struct StopAgreement {
@@ -75,7 +76,7 @@ impl StopAgreement {
                 return Ok(Some(asked.or(reason).unwrap_or(others)));
             }
         }
-        let mut values = [reason.is_some() as u8 as f64, 0.0, 0.0];
+        let mut values = [reason.is_some() as u8 as f64, 0.0, 0.0, 0.0];
         for (value, signal) in values[1..].iter_mut().zip(SIGNALS) {
             *value = (reason.as_deref() == Some(signal)) as u8 as f64;
         }

@@ -26,9 +26,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
 
 use crate::dist::Dist;
 use crate::fit::stop::agreement::StopAgreement;
+use crate::fit::stop::deadline::{Deadline, MAX_TIME};
 use crate::Result;
 
 static REQUESTED: AtomicBool = AtomicBool::new(false);
@@ -48,9 +50,9 @@ pub struct Interruption {
     pub batches_done: u64,
     /// The checkpoint written at that point (resume continues from it).
     pub checkpoint: PathBuf,
-    /// What asked for the stop ("SIGINT", "SIGTERM", "SIGUSR1", "request_stop", the stop
-    /// file's path; on a rank that was not asked itself "SIGTERM (another rank)",
-    /// "SIGUSR1 (another rank)" or "another rank").
+    /// What asked for the stop ("SIGINT", "SIGTERM", "SIGUSR1", "max_time", "request_stop",
+    /// the stop file's path; on a rank that was not asked itself "SIGTERM (another rank)",
+    /// "SIGUSR1 (another rank)", "max_time (another rank)" or "another rank").
     pub reason: String,
     /// Whether rank 0 requeued the Slurm job after the checkpoint
     /// ([`FitConfig::requeue`](crate::fit::FitConfig::requeue)).
@@ -58,16 +60,18 @@ pub struct Interruption {
     pub requeued: bool,
 }
 
-/// The exit status of the examples after a run stopped by SIGTERM or SIGUSR1 (on any rank):
+/// The exit status of the examples after a run stopped by SIGTERM, SIGUSR1 or `max_time` (on
+/// any rank):
 /// the checkpoint is written, and running the same command again (resume on) continues the
 /// run. Slurm records it as the job's exit code; torchrun as a worker's failure.
 pub const PREEMPTED_EXIT_CODE: i32 = 99;
 
 impl Interruption {
-    /// Whether the stop came from SIGTERM or SIGUSR1, on this rank or another: pre-emption,
-    /// a time limit or `scancel` rather than a user's Ctrl-C, stop file or `request_stop`.
+    /// Whether the stop came from SIGTERM or SIGUSR1, on this rank or another, or from
+    /// [`max_time`](crate::fit::FitConfig::max_time): pre-emption, a time limit or `scancel`
+    /// rather than a user's Ctrl-C, stop file or `request_stop`.
     pub fn preempted(&self) -> bool {
-        self.reason.starts_with("SIGTERM") || self.reason.starts_with("SIGUSR1")
+        ["SIGTERM", "SIGUSR1", MAX_TIME].iter().any(|r| self.reason.starts_with(r))
     }
 
     /// Once its checkpoint is complete: the main rank removes the stop file, every rank says
@@ -202,12 +206,14 @@ pub(crate) struct StopWatch {
     stop_file: PathBuf,
     is_main: bool,
     agreement: StopAgreement,
+    /// When `max_time` runs out.
+    deadline: Option<Deadline>,
 }
 
 impl StopWatch {
     /// Starts watching; a request left over from an earlier run is forgotten (on the main
     /// rank, which alone looks at the stop file, a stale `OUT/STOP` is removed).
-    pub(crate) fn start(dist: &Dist, out: &Path) -> StopWatch {
+    pub(crate) fn start(dist: &Dist, out: &Path, max_time: Option<Duration>) -> StopWatch {
         let stop_file = out.join("STOP");
         if dist.is_main() && stop_file.exists() {
             dist.println(format!("removing {} left by an earlier run", stop_file.display()));
@@ -218,7 +224,9 @@ impl StopWatch {
             SIGNAL.store(0, Ordering::SeqCst);
         }
         install_handlers();
-        StopWatch { stop_file, is_main: dist.is_main(), agreement: StopAgreement::new(dist) }
+        let deadline = max_time.map(Deadline::after);
+        let agreement = StopAgreement::new(dist);
+        StopWatch { stop_file, is_main: dist.is_main(), agreement, deadline }
     }
 
     /// The stop file of this run (`OUT/STOP`).
@@ -234,6 +242,9 @@ impl StopWatch {
                 signal => signal_name(signal),
             };
             return Some(how.to_string());
+        }
+        if self.deadline.as_ref().is_some_and(Deadline::passed) {
+            return Some(MAX_TIME.to_string());
         }
         (self.is_main && self.stop_file.exists()).then(|| self.stop_file.display().to_string())
     }

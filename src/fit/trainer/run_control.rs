@@ -47,6 +47,14 @@ impl Trainer<'_> {
         self
     }
 
+    /// Stops the run with a checkpoint after the optimizer step at which `limit` has passed
+    /// since training started (Lightning's `max_time`; the report's reason is `"max_time"`,
+    /// and resume continues the run). See [`FitConfig::max_time`].
+    pub fn max_time(mut self, limit: Option<std::time::Duration>) -> Self {
+        self.cfg.max_time = limit;
+        self
+    }
+
     /// Also validates after every `steps` optimizer steps in the middle of an epoch
     /// (Lightning's `val_check_interval=steps`), over the whole validation set and all ranks:
     /// a line on rank 0, `OUT/val_steps.jsonl`, `val_step/*` in TensorBoard and the callbacks'
