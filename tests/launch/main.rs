@@ -17,6 +17,7 @@ mod example_designsafe;
 mod example_mnist;
 mod fault_tolerance;
 mod launchers;
+mod multi_node;
 mod slurm;
 mod slurm_cluster;
 mod torchrun_flags;
