@@ -37,8 +37,9 @@ pub struct Args {
     /// Dataset folder with train/ and val/ ImageFolders.
     #[arg(long, default_value = "data/classify")]
     pub data_path: PathBuf,
-    /// Model name (torchvision's): resnet18 .. resnet152, resnext*, wide_resnet*,
-    /// mobilenet_v3_large/small, convnext_tiny/small/base/large.
+    /// Model name (torchvision's): resnet18 .. resnet152, resnext*, wide_resnet*, mobilenet_v2,
+    /// mobilenet_v3_large/small, convnext_tiny/small/base/large, vgg11/13/16/19 (and _bn),
+    /// alexnet, squeezenet1_0/1_1.
     #[arg(long, default_value = "resnet18")]
     pub model: String,
     /// auto (CUDA device LOCAL_RANK when available), cpu or cuda (torchvision: cuda).

@@ -11,7 +11,10 @@ use anyhow::{anyhow, bail, Context};
 use tch::nn::{ModuleT, VarStore};
 use tch::Tensor;
 use trainbook::fit::Callback;
-use trainbook::models::{convnext, mobilenet_v3, resnet_by_name, HeadKind, ResNet};
+use trainbook::models::{
+    alexnet, convnext, mobilenet_v2, mobilenet_v3, resnet_by_name, squeezenet, vgg, HeadKind,
+    ResNet,
+};
 use trainbook::prelude::*;
 use trainbook::train::{
     ConstantLR, CosineAnnealingLR, ExponentialLR, LinearLR, OptimizerKind, RMSprop, StepRecord,
@@ -26,7 +29,7 @@ use super::Args;
 pub enum Net {
     /// The ResNet family (with SyncBatchNorm).
     ResNet(Box<ResNet>),
-    /// MobileNetV3 or ConvNeXt.
+    /// MobileNetV2 and V3, ConvNeXt, VGG, AlexNet, SqueezeNet.
     Other(Box<dyn ModuleT>),
 }
 
@@ -50,7 +53,7 @@ impl ModuleT for Net {
 
 impl Net {
     /// `--sync-bn`: the ResNets' BatchNorm over all ranks; ConvNeXt has no BatchNorm (nothing
-    /// to convert, as in torchvision); MobileNetV3's is not synchronised here (an error).
+    /// to convert, as in torchvision); the other models' is not synchronised here (an error).
     pub fn sync_batchnorm(&self, dist: &Dist) -> anyhow::Result<bool> {
         match self {
             Net::ResNet(n) => Ok(n.convert_sync_batchnorm(dist)?),
@@ -63,16 +66,24 @@ impl Net {
 /// torchvision's `get_model(name, num_classes=classes)`.
 pub fn build_model(vs: &VarStore, name: &str, classes: i64) -> anyhow::Result<Net> {
     let root = vs.root();
-    Ok(if name.starts_with("mobilenet_v3") {
-        Net::Other(Box::new(mobilenet_v3(&root, name, classes)?))
-    } else if name.starts_with("convnext") {
-        Net::Other(Box::new(convnext(&root, name, classes)?))
-    } else {
-        let net = resnet_by_name(&root, name, classes, HeadKind::Linear).with_context(|| {
-            "--model: also mobilenet_v3_large/small and convnext_tiny/small/base/large"
-        })?;
-        Net::ResNet(Box::new(net))
-    })
+    let other: Box<dyn ModuleT> = match name {
+        n if n.starts_with("mobilenet_v3") => Box::new(mobilenet_v3(&root, n, classes)?),
+        "mobilenet_v2" => Box::new(mobilenet_v2(&root, name, classes)?),
+        n if n.starts_with("convnext") => Box::new(convnext(&root, n, classes)?),
+        n if n.starts_with("vgg") => Box::new(vgg(&root, n, classes)?),
+        "alexnet" => Box::new(alexnet(&root, name, classes)?),
+        n if n.starts_with("squeezenet") => Box::new(squeezenet(&root, n, classes)?),
+        _ => {
+            let net =
+                resnet_by_name(&root, name, classes, HeadKind::Linear).with_context(|| {
+                    "--model: also mobilenet_v2, mobilenet_v3_large/small, \
+                 convnext_tiny/small/base/large, vgg11/13/16/19 (and _bn), alexnet, \
+                 squeezenet1_0/1_1"
+                })?;
+            return Ok(Net::ResNet(Box::new(net)));
+        }
+    };
+    Ok(Net::Other(other))
 }
 
 /// `--interpolation`.

@@ -52,3 +52,18 @@ pub fn conv2d(path: &nn::Path, c_in: i64, c_out: i64, k: i64, config: ConvConfig
     conv.bs = bs.map(|b| path.var_copy("bias", &b));
     conv
 }
+
+/// `torch.nn.Conv2d(c_in, c_out, k)` with a bias under `path`, its weight drawn by `config`'s
+/// `ws_init` and its bias 0, registered weight first as torch does (torchvision's VGG and
+/// SqueezeNet initialise so).
+pub(super) fn conv2d_zero_bias(
+    path: &nn::Path,
+    c_in: i64,
+    c_out: i64,
+    k: i64,
+    config: ConvConfig,
+) -> nn::Conv2D {
+    let mut conv = nn::conv2d(path, c_in, c_out, k, ConvConfig { bias: false, ..config });
+    conv.bs = Some(path.var("bias", &[c_out], Init::Const(0.0)));
+    conv
+}

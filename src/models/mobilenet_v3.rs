@@ -6,9 +6,9 @@
 use tch::nn::{self, ModuleT};
 use tch::Tensor;
 
-use super::batch_norm::{BatchNorm2d, SyncSlot};
+use super::batch_norm::SyncSlot;
+use super::conv_norm_act::{conv, Act, ConvBn};
 use super::layers::linear;
-use super::resnet_blocks::grouped_conv;
 use crate::{Error, Result};
 
 /// torchvision's `_make_divisible`: `v` rounded to a multiple of `divisor`, not below 90% of it.
@@ -65,11 +65,8 @@ const SMALL: ([BlockConf; 11], i64) = (
     1024,
 );
 
-/// A convolution without bias, torchvision's initialisation (Kaiming normal, fan-out), padded
-/// to keep the size at stride 1.
-fn conv(p: nn::Path, (c_in, c_out, k, stride, groups): (i64, i64, i64, i64, i64)) -> nn::Conv2D {
-    grouped_conv(p, (c_in, c_out, groups), k, stride, (k - 1) / 2)
-}
+/// MobileNetV3's BatchNorm: eps 0.001, momentum 0.01.
+const BN: (f64, f64) = (0.001, 0.01);
 
 /// A 1x1 convolution with bias (squeeze-and-excitation's), weight then bias as torch registers
 /// them; torchvision's initialisation (Kaiming normal, bias 0).
@@ -77,39 +74,6 @@ fn conv1x1_bias(p: nn::Path, c_in: i64, c_out: i64) -> nn::Conv2D {
     let mut c = conv(p.clone(), (c_in, c_out, 1, 1, 1));
     c.bs = Some(p.var("bias", &[c_out], nn::Init::Const(0.0)));
     c
-}
-
-/// The activation after a convolution and its BatchNorm.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Act {
-    Relu,
-    Hardswish,
-    None,
-}
-
-/// torchvision's `Conv2dNormActivation`: convolution (`0`), BatchNorm (`1`), activation.
-#[derive(Debug)]
-struct ConvBn {
-    conv: nn::Conv2D,
-    bn: BatchNorm2d,
-    act: Act,
-}
-
-impl ConvBn {
-    fn new(p: &nn::Path, shape: (i64, i64, i64, i64, i64), act: Act, sync: &SyncSlot) -> ConvBn {
-        let conv = conv(p / "0", shape);
-        let bn = BatchNorm2d::with(p / "1", shape.1, sync, (0.001, 0.01));
-        ConvBn { conv, bn, act }
-    }
-
-    fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
-        let y = xs.apply(&self.conv).apply_t(&self.bn, train);
-        match self.act {
-            Act::Relu => y.relu(),
-            Act::Hardswish => y.hardswish(),
-            Act::None => y,
-        }
-    }
 }
 
 /// torchvision's `SqueezeExcitation` with a Hardsigmoid scale: `fc2(relu(fc1(avgpool(x))))`.
@@ -146,9 +110,10 @@ impl InvertedResidual {
             i += 1;
             &block / (i - 1)
         };
-        let expand =
-            (expanded != c_in).then(|| ConvBn::new(&next(), (c_in, expanded, 1, 1, 1), act, sync));
-        let depthwise = ConvBn::new(&next(), (expanded, expanded, k, stride, expanded), act, sync);
+        let expand = (expanded != c_in)
+            .then(|| ConvBn::new(&next(), (c_in, expanded, 1, 1, 1), act, sync, BN));
+        let depthwise =
+            ConvBn::new(&next(), (expanded, expanded, k, stride, expanded), act, sync, BN);
         let se = use_se.then(|| {
             let p = next();
             let squeeze = make_divisible((expanded / 4) as f64, 8);
@@ -157,7 +122,7 @@ impl InvertedResidual {
                 fc2: conv1x1_bias(&p / "fc2", squeeze, expanded),
             }
         });
-        let project = ConvBn::new(&next(), (expanded, c_out, 1, 1, 1), Act::None, sync);
+        let project = ConvBn::new(&next(), (expanded, c_out, 1, 1, 1), Act::None, sync, BN);
         InvertedResidual { expand, depthwise, se, project, residual: stride == 1 && c_in == c_out }
     }
 
@@ -220,19 +185,20 @@ pub fn mobilenet_v3(path: &nn::Path, name: &str, classes: i64) -> Result<MobileN
     let sync = SyncSlot::default();
     let features = path / "features";
     let first = blocks[0].0;
-    let stem = ConvBn::new(&(&features / 0), (3, first, 3, 2, 1), Act::Hardswish, &sync);
+    let stem = ConvBn::new(&(&features / 0), (3, first, 3, 2, 1), Act::Hardswish, &sync, BN);
     let blocks: Vec<InvertedResidual> = blocks
         .iter()
         .enumerate()
         .map(|(i, &conf)| InvertedResidual::new(&(&features / (i + 1)), conf, &sync))
         .collect();
-    let c_last = blocks.last().map_or(first, |b| b.project.bn_channels());
+    let c_last = blocks.last().map_or(first, |b| b.project.out_channels());
     let lastconv = 6 * c_last;
     let last = ConvBn::new(
         &(&features / (blocks.len() + 1)),
         (c_last, lastconv, 1, 1, 1),
         Act::Hardswish,
         &sync,
+        BN,
     );
     let classifier = path / "classifier";
     let (fc1, fc2) = (
@@ -246,13 +212,6 @@ pub fn mobilenet_v3(path: &nn::Path, name: &str, classes: i64) -> Result<MobileN
         }
     });
     Ok(MobileNetV3 { stem, blocks, last, fc1, fc2, dropout: 0.2 })
-}
-
-impl ConvBn {
-    /// The channels this layer puts out.
-    fn bn_channels(&self) -> i64 {
-        self.conv.ws.size()[0]
-    }
 }
 
 impl ModuleT for MobileNetV3 {

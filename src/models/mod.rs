@@ -1,27 +1,35 @@
 //! Models with PyTorch/torchvision parameter names: the course's MNIST CNN and torchvision's
 //! ResNet family (ResNet18/34/50/101/152, ResNeXt, Wide ResNet) with a replaceable classification head,
-//! MobileNetV3 (Large, Small), ConvNeXt (Tiny to Large), plus
+//! MobileNetV2, MobileNetV3 (Large, Small), ConvNeXt (Tiny to Large), VGG (11 to 19, with and
+//! without BatchNorm), AlexNet and SqueezeNet (1.0, 1.1), plus
 //! weights that interchange with PyTorch (safetensors here; `torch.save` files in
 //! [`crate::torch_file`]), and models defined in PyTorch as TorchScript (`script.rs`).
+mod alexnet;
 mod batch_norm;
+mod conv_norm_act;
 mod convnext;
 mod layers;
 mod memory_format;
 mod mnist_net;
+mod mobilenet_v2;
 mod mobilenet_v3;
 mod pretrained;
 mod resnet;
 mod resnet_blocks;
 mod script;
+mod squeezenet;
 mod summary;
+mod vgg;
 mod weights;
 
+pub use alexnet::{alexnet, AlexNet};
 pub(crate) use batch_norm::with_momentum;
 pub use batch_norm::{BatchNorm2d, SyncSlot};
 pub use convnext::{convnext, ConvNeXt};
 pub use layers::{conv2d, linear};
 pub use memory_format::{channels_last, is_channels_last, to_channels_last};
 pub use mnist_net::MnistNet;
+pub use mobilenet_v2::{mobilenet_v2, MobileNetV2};
 pub use mobilenet_v3::{mobilenet_v3, MobileNetV3};
 pub use pretrained::{load_pretrained, load_weights_arg, Weights, PRETRAINED};
 pub use resnet::{
@@ -30,7 +38,9 @@ pub use resnet::{
     RESNET_NAMES,
 };
 pub use script::{export_traced, ScriptModule};
+pub use squeezenet::{squeezenet, SqueezeNet};
 pub use summary::{summary, ModelSummary, ModuleRow};
+pub use vgg::{vgg, Vgg, VGG_NAMES};
 pub use weights::{
     from_safetensors_bytes, load_safetensors, load_state_dict, load_state_dict_file, load_weights,
     named_parameters, save_safetensors, save_state_dict, save_tensors_file, state_dict,

@@ -16,7 +16,7 @@ pub enum Weights {
     /// `IMAGENET1K_V1`: the original ImageNet training of each network.
     ImageNet1kV1,
     /// `IMAGENET1K_V2`: torchvision's newer recipe (ResNet50, 101 and 152, ResNeXt50 32x4d and
-    /// 101 32x8d, the Wide ResNets, MobileNetV3-Large); their evaluation transform resizes to
+    /// 101 32x8d, the Wide ResNets, MobileNetV2, MobileNetV3-Large); their evaluation transform resizes to
     /// 232 before the 224 centre crop.
     ImageNet1kV2,
     /// `DEFAULT`: the best weights torchvision has for the model (V2 where it exists, else V1).
@@ -25,7 +25,7 @@ pub enum Weights {
 
 /// Every pretrained file known here: model, weights, URL (torchvision 0.28's, with the
 /// SHA-256 prefix in the file name).
-pub const PRETRAINED: [(&str, Weights, &str); 24] = [
+pub const PRETRAINED: [(&str, Weights, &str); 37] = [
     (
         "resnet18",
         Weights::ImageNet1kV1,
@@ -145,6 +145,55 @@ pub const PRETRAINED: [(&str, Weights, &str); 24] = [
         "convnext_large",
         Weights::ImageNet1kV1,
         "https://download.pytorch.org/models/convnext_large-ea097f82.pth",
+    ),
+    (
+        "mobilenet_v2",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/mobilenet_v2-b0353104.pth",
+    ),
+    (
+        "mobilenet_v2",
+        Weights::ImageNet1kV2,
+        "https://download.pytorch.org/models/mobilenet_v2-7ebf99e0.pth",
+    ),
+    (
+        "alexnet",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/alexnet-owt-7be5be79.pth",
+    ),
+    (
+        "squeezenet1_0",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/squeezenet1_0-b66bff10.pth",
+    ),
+    (
+        "squeezenet1_1",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/squeezenet1_1-b8a52dc0.pth",
+    ),
+    ("vgg11", Weights::ImageNet1kV1, "https://download.pytorch.org/models/vgg11-8a719046.pth"),
+    (
+        "vgg11_bn",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/vgg11_bn-6002323d.pth",
+    ),
+    ("vgg13", Weights::ImageNet1kV1, "https://download.pytorch.org/models/vgg13-19584684.pth"),
+    (
+        "vgg13_bn",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/vgg13_bn-abd245e5.pth",
+    ),
+    ("vgg16", Weights::ImageNet1kV1, "https://download.pytorch.org/models/vgg16-397923af.pth"),
+    (
+        "vgg16_bn",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/vgg16_bn-6c64b313.pth",
+    ),
+    ("vgg19", Weights::ImageNet1kV1, "https://download.pytorch.org/models/vgg19-dcbb9e9d.pth"),
+    (
+        "vgg19_bn",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/vgg19_bn-c79401a0.pth",
     ),
 ];
 

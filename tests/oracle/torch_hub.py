@@ -5,7 +5,7 @@
                              three variables)
   torch_hub.py hashes NAME.. JSON list of the hash prefix torch.hub reads from each file name
                              (None where it finds none)
-  torch_hub.py urls          JSON: [model, weights name, url] of every ResNet, ResNeXt, Wide ResNet, MobileNetV3 and ConvNeXt weights enum
+  torch_hub.py urls          JSON: [model, weights name, url] of every ResNet, ResNeXt, Wide ResNet, MobileNet, ConvNeXt, VGG, AlexNet and SqueezeNet weights enum
   torch_hub.py sha256 FILE   the file's SHA-256, hex
 """
 import hashlib
@@ -41,7 +41,9 @@ def urls():
     names = [f"resnet{depth}" for depth in (18, 34, 50, 101, 152)] + [
         "resnext50_32x4d", "resnext101_32x8d", "resnext101_64x4d", "wide_resnet50_2",
         "wide_resnet101_2", "mobilenet_v3_large", "mobilenet_v3_small",
-        "convnext_tiny", "convnext_small", "convnext_base", "convnext_large"]
+        "convnext_tiny", "convnext_small", "convnext_base", "convnext_large", "mobilenet_v2",
+        "alexnet", "squeezenet1_0", "squeezenet1_1"] + [
+        f"vgg{depth}{bn}" for depth in (11, 13, 16, 19) for bn in ("", "_bn")]
     for name in names:
         for w in models.get_model_weights(name):
             out.append([name, w.name, w.url])

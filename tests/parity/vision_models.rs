@@ -13,25 +13,42 @@ use std::process::Command;
 use tch::nn::{ModuleT, VarStore};
 use tch::{Device, Kind, Tensor};
 use trainbook::models::{
-    convnext, load_safetensors, mobilenet_v3, state_dict, Weights, PRETRAINED,
+    alexnet, convnext, load_safetensors, mobilenet_v2, mobilenet_v3, squeezenet, state_dict, vgg,
+    Weights, PRETRAINED,
 };
 use trainbook::train::named_parameters;
 
-const NAMES: [&str; 6] = [
+const NAMES: [&str; 18] = [
     "mobilenet_v3_large",
     "mobilenet_v3_small",
     "convnext_tiny",
     "convnext_small",
     "convnext_base",
     "convnext_large",
+    "mobilenet_v2",
+    "squeezenet1_0",
+    "squeezenet1_1",
+    "alexnet",
+    "vgg11",
+    "vgg11_bn",
+    "vgg13",
+    "vgg13_bn",
+    "vgg16",
+    "vgg16_bn",
+    "vgg19",
+    "vgg19_bn",
 ];
 
 /// trainbook's network of torchvision's `name`, with `classes` outputs.
 fn build(vs: &VarStore, name: &str, classes: i64) -> Box<dyn ModuleT> {
-    if name.starts_with("convnext") {
-        Box::new(convnext(&vs.root(), name, classes).unwrap())
-    } else {
-        Box::new(mobilenet_v3(&vs.root(), name, classes).unwrap())
+    let root = vs.root();
+    match name {
+        n if n.starts_with("convnext") => Box::new(convnext(&root, n, classes).unwrap()),
+        n if n.starts_with("mobilenet_v3") => Box::new(mobilenet_v3(&root, n, classes).unwrap()),
+        "mobilenet_v2" => Box::new(mobilenet_v2(&root, name, classes).unwrap()),
+        n if n.starts_with("squeezenet") => Box::new(squeezenet(&root, n, classes).unwrap()),
+        "alexnet" => Box::new(alexnet(&root, name, classes).unwrap()),
+        n => Box::new(vgg(&root, n, classes).unwrap()),
     }
 }
 
@@ -72,6 +89,8 @@ fn every_network_has_torchvisions_names_shapes_and_parameter_order() {
     let vs = VarStore::new(Device::Cpu);
     assert!(mobilenet_v3(&vs.root(), "mobilenet_v2", 10).is_err());
     assert!(convnext(&vs.root(), "convnext_huge", 10).is_err());
+    assert!(vgg(&vs.root(), "vgg15_bn", 10).is_err());
+    assert!(squeezenet(&vs.root(), "squeezenet1_2", 10).is_err());
 }
 
 #[test]
@@ -98,15 +117,26 @@ fn every_pretrained_entry_has_torchvisions_evaluation_sizes() {
     assert!(Weights::ImageNet1kV2.eval_sizes("resnet18").is_err());
 }
 
-/// torchvision's random `name` loaded into trainbook's: one eval-mode and one train-mode pass.
-fn same_passes_as_torchvision(name: &str) {
+/// torchvision's random `name` loaded into trainbook's: one eval-mode and one train-mode pass;
+/// with `same_draws`, trainbook's network built from the same seed first holds torchvision's
+/// initial weights exactly (where both draw the same values in the same order).
+fn same_passes_as_torchvision(name: &str, same_draws: bool) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let threads = tch::get_num_threads();
     tch::set_num_threads(1);
     let dir = common::WorkDir::new(name);
     oracle(&["pass", name, dir.to_str().unwrap()]);
+    // torchvision's network was built right after torch.manual_seed(0).
+    tch::manual_seed(0);
     let mut vs = VarStore::new(Device::Cpu);
     let net = build(&vs, name, 5);
+    if same_draws {
+        let torch = common::sorted_tensors(&dir.join("weights.safetensors"));
+        let ours = vs.variables();
+        for (n, t) in &torch {
+            assert!(ours[n].equal(t), "{name} {n}: not torchvision's initial value");
+        }
+    }
     let report = load_safetensors(&mut vs, &dir.join("weights.safetensors"), true).unwrap();
     assert_eq!(report.loaded.len(), vs.variables().len());
     let io: BTreeMap<String, Tensor> =
@@ -139,17 +169,42 @@ fn same_passes_as_torchvision(name: &str) {
 #[test]
 fn mobilenet_v3_large_matches_torchvision_in_eval_and_train_mode() {
     let _turn = common::module_turn(module_path!());
-    same_passes_as_torchvision("mobilenet_v3_large");
+    same_passes_as_torchvision("mobilenet_v3_large", false);
 }
 
 #[test]
 fn mobilenet_v3_small_matches_torchvision_in_eval_and_train_mode() {
     let _turn = common::module_turn(module_path!());
-    same_passes_as_torchvision("mobilenet_v3_small");
+    same_passes_as_torchvision("mobilenet_v3_small", false);
 }
 
 #[test]
 fn convnext_tiny_matches_torchvision_in_eval_and_train_mode() {
     let _turn = common::module_turn(module_path!());
-    same_passes_as_torchvision("convnext_tiny");
+    same_passes_as_torchvision("convnext_tiny", false);
+}
+
+#[test]
+fn mobilenet_v2_matches_torchvision_in_eval_and_train_mode() {
+    let _turn = common::module_turn(module_path!());
+    same_passes_as_torchvision("mobilenet_v2", false);
+}
+
+#[test]
+fn squeezenets_match_torchvision_in_eval_and_train_mode() {
+    let _turn = common::module_turn(module_path!());
+    same_passes_as_torchvision("squeezenet1_0", false);
+    same_passes_as_torchvision("squeezenet1_1", false);
+}
+
+#[test]
+fn alexnet_starts_and_passes_as_torchvisions() {
+    let _turn = common::module_turn(module_path!());
+    same_passes_as_torchvision("alexnet", true);
+}
+
+#[test]
+fn vgg11_bn_matches_torchvision_in_eval_and_train_mode() {
+    let _turn = common::module_turn(module_path!());
+    same_passes_as_torchvision("vgg11_bn", false);
 }

@@ -1,0 +1,65 @@
+//! torchvision's `Conv2dNormActivation` (`torchvision.ops.misc`): a convolution without bias
+//! (`0`), its BatchNorm (`1`) and an activation, as the MobileNets build their layers.
+use tch::nn;
+use tch::Tensor;
+
+use super::batch_norm::{BatchNorm2d, SyncSlot};
+use super::resnet_blocks::grouped_conv;
+
+/// A convolution without bias, torchvision's initialisation (Kaiming normal, fan-out), padded
+/// to keep the size at stride 1.
+pub(super) fn conv(
+    p: nn::Path,
+    (c_in, c_out, k, stride, groups): (i64, i64, i64, i64, i64),
+) -> nn::Conv2D {
+    grouped_conv(p, (c_in, c_out, groups), k, stride, (k - 1) / 2)
+}
+
+/// The activation after a convolution and its BatchNorm.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) enum Act {
+    Relu,
+    /// `ReLU6` (libtorch's `relu6`, its `hardtanh(x, 0, 6)`).
+    Relu6,
+    Hardswish,
+    None,
+}
+
+/// torchvision's `Conv2dNormActivation`: convolution (`0`), BatchNorm (`1`), activation.
+#[derive(Debug)]
+pub(super) struct ConvBn {
+    conv: nn::Conv2D,
+    bn: BatchNorm2d,
+    act: Act,
+}
+
+impl ConvBn {
+    /// `shape` is (input channels, output channels, kernel, stride, groups); `bn` the
+    /// BatchNorm's (eps, momentum).
+    pub(super) fn new(
+        p: &nn::Path,
+        shape: (i64, i64, i64, i64, i64),
+        act: Act,
+        sync: &SyncSlot,
+        bn: (f64, f64),
+    ) -> ConvBn {
+        let conv = conv(p / "0", shape);
+        let bn = BatchNorm2d::with(p / "1", shape.1, sync, bn);
+        ConvBn { conv, bn, act }
+    }
+
+    pub(super) fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
+        let y = xs.apply(&self.conv).apply_t(&self.bn, train);
+        match self.act {
+            Act::Relu => y.relu(),
+            Act::Relu6 => y.relu6(),
+            Act::Hardswish => y.hardswish(),
+            Act::None => y,
+        }
+    }
+
+    /// The channels this layer puts out.
+    pub(super) fn out_channels(&self) -> i64 {
+        self.conv.ws.size()[0]
+    }
+}
