@@ -15,6 +15,14 @@ pub(super) fn conv(
     grouped_conv(p, (c_in, c_out, groups), k, stride, (k - 1) / 2)
 }
 
+/// A 1x1 convolution with bias (squeeze-and-excitation's), weight then bias as torch registers
+/// them; torchvision's initialisation (Kaiming normal, bias 0).
+pub(super) fn conv1x1_bias(p: nn::Path, c_in: i64, c_out: i64) -> nn::Conv2D {
+    let mut c = conv(p.clone(), (c_in, c_out, 1, 1, 1));
+    c.bs = Some(p.var("bias", &[c_out], nn::Init::Const(0.0)));
+    c
+}
+
 /// The activation after a convolution and its BatchNorm.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) enum Act {
@@ -22,6 +30,8 @@ pub(super) enum Act {
     /// `ReLU6` (libtorch's `relu6`, its `hardtanh(x, 0, 6)`).
     Relu6,
     Hardswish,
+    /// `SiLU` (EfficientNet's).
+    Silu,
     None,
 }
 
@@ -54,6 +64,7 @@ impl ConvBn {
             Act::Relu => y.relu(),
             Act::Relu6 => y.relu6(),
             Act::Hardswish => y.hardswish(),
+            Act::Silu => y.silu(),
             Act::None => y,
         }
     }

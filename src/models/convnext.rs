@@ -7,6 +7,7 @@
 use tch::nn::{self, ModuleT};
 use tch::Tensor;
 
+use super::layers::stochastic_depth;
 use crate::{Error, Result};
 
 /// LayerNorm's epsilon in ConvNeXt.
@@ -92,24 +93,6 @@ impl CnBlock {
         let _ = y.g_add_(xs);
         y
     }
-}
-
-/// torchvision's `stochastic_depth(x, p, "row", training)`: in training, each sample's `x`
-/// kept with probability `1 - p` (and scaled by its inverse) or zeroed, one draw per sample
-/// from libtorch's generator.
-fn stochastic_depth(xs: Tensor, p: f64, train: bool) -> Tensor {
-    if !train || p == 0.0 {
-        return xs;
-    }
-    let survival = 1.0 - p;
-    let mut shape = vec![xs.size()[0]];
-    shape.resize(xs.dim(), 1);
-    let mut noise = Tensor::empty(shape.as_slice(), (xs.kind(), xs.device()));
-    let _ = noise.bernoulli_float_(survival);
-    if survival > 0.0 {
-        let _ = noise.g_div_scalar_(survival);
-    }
-    xs * noise
 }
 
 /// A stage's blocks and the downsampling after it (LayerNorm2d, 2x2 stride-2 convolution).

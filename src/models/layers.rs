@@ -67,3 +67,31 @@ pub(super) fn conv2d_zero_bias(
     conv.bs = Some(path.var("bias", &[c_out], Init::Const(0.0)));
     conv
 }
+
+/// torchvision's `stochastic_depth(x, p, "row", training)`: in training, each sample's `x`
+/// kept with probability `1 - p` (and scaled by its inverse) or zeroed, one draw per sample
+/// from libtorch's generator.
+pub(super) fn stochastic_depth(xs: Tensor, p: f64, train: bool) -> Tensor {
+    if !train || p == 0.0 {
+        return xs;
+    }
+    let survival = 1.0 - p;
+    let mut shape = vec![xs.size()[0]];
+    shape.resize(xs.dim(), 1);
+    let mut noise = Tensor::empty(shape.as_slice(), (xs.kind(), xs.device()));
+    let _ = noise.bernoulli_float_(survival);
+    if survival > 0.0 {
+        let _ = noise.g_div_scalar_(survival);
+    }
+    xs * noise
+}
+
+/// torchvision's `_make_divisible`: `v` rounded to a multiple of `divisor`, not below 90% of it.
+pub(super) fn make_divisible(v: f64, divisor: i64) -> i64 {
+    let new_v = divisor.max((v + divisor as f64 / 2.0) as i64 / divisor * divisor);
+    if (new_v as f64) < 0.9 * v {
+        new_v + divisor
+    } else {
+        new_v
+    }
+}

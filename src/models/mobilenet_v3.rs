@@ -7,19 +7,10 @@ use tch::nn::{self, ModuleT};
 use tch::Tensor;
 
 use super::batch_norm::SyncSlot;
-use super::conv_norm_act::{conv, Act, ConvBn};
+use super::conv_norm_act::{conv1x1_bias, Act, ConvBn};
 use super::layers::linear;
+use super::layers::make_divisible;
 use crate::{Error, Result};
-
-/// torchvision's `_make_divisible`: `v` rounded to a multiple of `divisor`, not below 90% of it.
-fn make_divisible(v: f64, divisor: i64) -> i64 {
-    let new_v = divisor.max((v + divisor as f64 / 2.0) as i64 / divisor * divisor);
-    if (new_v as f64) < 0.9 * v {
-        new_v + divisor
-    } else {
-        new_v
-    }
-}
 
 /// A block's settings (torchvision's `bneck_conf`): input channels, kernel, expanded
 /// channels, output channels, squeeze-and-excitation, Hardswish (else ReLU), stride.
@@ -67,14 +58,6 @@ const SMALL: ([BlockConf; 11], i64) = (
 
 /// MobileNetV3's BatchNorm: eps 0.001, momentum 0.01.
 const BN: (f64, f64) = (0.001, 0.01);
-
-/// A 1x1 convolution with bias (squeeze-and-excitation's), weight then bias as torch registers
-/// them; torchvision's initialisation (Kaiming normal, bias 0).
-fn conv1x1_bias(p: nn::Path, c_in: i64, c_out: i64) -> nn::Conv2D {
-    let mut c = conv(p.clone(), (c_in, c_out, 1, 1, 1));
-    c.bs = Some(p.var("bias", &[c_out], nn::Init::Const(0.0)));
-    c
-}
 
 /// torchvision's `SqueezeExcitation` with a Hardsigmoid scale: `fc2(relu(fc1(avgpool(x))))`.
 #[derive(Debug)]

@@ -13,12 +13,12 @@ use std::process::Command;
 use tch::nn::{ModuleT, VarStore};
 use tch::{Device, Kind, Tensor};
 use trainbook::models::{
-    alexnet, convnext, load_safetensors, mobilenet_v2, mobilenet_v3, squeezenet, state_dict, vgg,
-    Weights, PRETRAINED,
+    alexnet, convnext, efficientnet, load_safetensors, mobilenet_v2, mobilenet_v3, squeezenet,
+    state_dict, vgg, Weights, PRETRAINED,
 };
 use trainbook::train::named_parameters;
 
-const NAMES: [&str; 18] = [
+const NAMES: [&str; 26] = [
     "mobilenet_v3_large",
     "mobilenet_v3_small",
     "convnext_tiny",
@@ -37,6 +37,14 @@ const NAMES: [&str; 18] = [
     "vgg16_bn",
     "vgg19",
     "vgg19_bn",
+    "efficientnet_b0",
+    "efficientnet_b1",
+    "efficientnet_b2",
+    "efficientnet_b3",
+    "efficientnet_b4",
+    "efficientnet_b5",
+    "efficientnet_b6",
+    "efficientnet_b7",
 ];
 
 /// trainbook's network of torchvision's `name`, with `classes` outputs.
@@ -48,6 +56,7 @@ fn build(vs: &VarStore, name: &str, classes: i64) -> Box<dyn ModuleT> {
         "mobilenet_v2" => Box::new(mobilenet_v2(&root, name, classes).unwrap()),
         n if n.starts_with("squeezenet") => Box::new(squeezenet(&root, n, classes).unwrap()),
         "alexnet" => Box::new(alexnet(&root, name, classes).unwrap()),
+        n if n.starts_with("efficientnet") => Box::new(efficientnet(&root, n, classes).unwrap()),
         n => Box::new(vgg(&root, n, classes).unwrap()),
     }
 }
@@ -207,4 +216,10 @@ fn alexnet_starts_and_passes_as_torchvisions() {
 fn vgg11_bn_matches_torchvision_in_eval_and_train_mode() {
     let _turn = common::module_turn(module_path!());
     same_passes_as_torchvision("vgg11_bn", false);
+}
+
+#[test]
+fn efficientnet_b0_matches_torchvision_in_eval_and_train_mode() {
+    let _turn = common::module_turn(module_path!());
+    same_passes_as_torchvision("efficientnet_b0", false);
 }
