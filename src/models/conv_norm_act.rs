@@ -74,3 +74,15 @@ impl ConvBn {
         self.conv.ws.size()[0]
     }
 }
+
+/// The top of the MobileNetV2 and EfficientNet: the last layer, global average pooling,
+/// flatten, dropout with `dropout`, then the linear classifier `fc`.
+pub(super) fn pooled_head(
+    x: &Tensor,
+    last: &ConvBn,
+    (dropout, fc): (f64, &nn::Linear),
+    train: bool,
+) -> Tensor {
+    let x = last.forward_t(x, train).adaptive_avg_pool2d([1, 1]).flatten(1, -1);
+    x.dropout(dropout, train).apply(fc)
+}

@@ -8,7 +8,7 @@ use tch::nn::{self, ModuleT};
 use tch::Tensor;
 
 use super::batch_norm::SyncSlot;
-use super::conv_norm_act::{conv1x1_bias, Act, ConvBn};
+use super::conv_norm_act::{conv1x1_bias, pooled_head, Act, ConvBn};
 use super::layers::{linear, make_divisible, stochastic_depth};
 use crate::{Error, Result};
 
@@ -191,7 +191,6 @@ impl ModuleT for EfficientNet {
         for b in &self.blocks {
             x = b.forward_t(&x, train);
         }
-        let x = self.last.forward_t(&x, train).adaptive_avg_pool2d([1, 1]).flatten(1, -1);
-        x.dropout(self.dropout, train).apply(&self.fc)
+        pooled_head(&x, &self.last, (self.dropout, &self.fc), train)
     }
 }

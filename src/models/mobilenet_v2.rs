@@ -7,7 +7,7 @@ use tch::nn::{self, ModuleT};
 use tch::Tensor;
 
 use super::batch_norm::{BatchNorm2d, SyncSlot};
-use super::conv_norm_act::{conv, Act, ConvBn};
+use super::conv_norm_act::{conv, pooled_head, Act, ConvBn};
 use super::layers::linear;
 use crate::{Error, Result};
 
@@ -141,7 +141,6 @@ impl ModuleT for MobileNetV2 {
         for b in &self.blocks {
             x = b.forward_t(&x, train);
         }
-        let x = self.last.forward_t(&x, train).adaptive_avg_pool2d([1, 1]).flatten(1, -1);
-        x.dropout(self.dropout, train).apply(&self.fc)
+        pooled_head(&x, &self.last, (self.dropout, &self.fc), train)
     }
 }

@@ -39,7 +39,8 @@ impl Sampler for Stride {
     }
 }
 
-fn data(seed: i64, n: i64) -> Arc<TensorDataset> {
+/// `n` random 1x4x4 pictures of 3 classes drawn after `seed` (`unsharded_loader` too).
+pub(crate) fn data(seed: i64, n: i64) -> Arc<TensorDataset> {
     tch::manual_seed(seed);
     let x = Tensor::randn([n, 1, 4, 4], (Kind::Float, Device::Cpu));
     let y = Tensor::randint(3, [n], (Kind::Int64, Device::Cpu));

@@ -4,24 +4,15 @@
 //! by hand, bit for bit, and gives the loaders back in their own order; with
 //! `use_distributed_sampler(false)` every rank trains on the whole set, and the weights differ.
 use crate::common;
-
-use std::sync::Arc;
+use crate::own_sampler::data;
 
 use tch::nn::VarStore;
-use tch::{Device, Kind, Tensor};
-use trainbook::data::{DataLoader, TensorDataset};
+use tch::{Device, Tensor};
+use trainbook::data::DataLoader;
 use trainbook::dist::Dist;
 use trainbook::fit::Trainer;
 use trainbook::launch::spawn;
 use trainbook::train::Optimizer;
-
-fn data(seed: i64, n: i64) -> Arc<TensorDataset> {
-    tch::manual_seed(seed);
-    let x = Tensor::randn([n, 1, 4, 4], (Kind::Float, Device::Cpu));
-    let y = Tensor::randint(3, [n], (Kind::Int64, Device::Cpu));
-    let names = vec!["a".into(), "b".into(), "c".into()];
-    Arc::new(TensorDataset::new(&x, &y, names).unwrap())
-}
 
 #[derive(Clone, Copy, PartialEq)]
 enum Loaders {
