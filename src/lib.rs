@@ -13,6 +13,8 @@
 //!   [`hub`]: torch.hub's cache of downloaded weights, shared with PyTorch.
 //! - [`trail`]: the weight trail, checksums of the weights every N steps, to compare two runs.
 //! - [`fit`]: the whole training run (resume, epochs, checkpoints, logs, plots) in one call.
+//! - [`interpret`]: views that explain a trained classifier (the top losses, the classes it
+//!   confuses most).
 //! - [`launch`]: a notebook's closure as ranks ([`launch::spawn`]), and jobs under torchrun,
 //!   Ray or Dask.
 //! - [`figures`] (also as [`notebook`]): figures shown inline in Jupyter, or saved as files outside it;
@@ -33,6 +35,7 @@ pub mod export;
 pub mod figures;
 pub mod fit;
 pub mod hub;
+pub mod interpret;
 pub mod launch;
 pub mod models;
 pub mod optim;

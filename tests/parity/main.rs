@@ -12,6 +12,7 @@ mod common;
 
 mod augmix_parity;
 mod color_jitter_parity;
+mod interpretation;
 mod jpeg_parity;
 mod memory_format;
 mod mix_parity;

@@ -134,6 +134,21 @@ impl<D: Dataset + 'static> DataLoader<D> {
         self.own_order = false;
         self
     }
+    /// Sample `index` of the data set as this loader delivers it in its current epoch: the
+    /// data set's picture and label with the augmentation draws of the loader's seed, that
+    /// epoch and that index (whichever worker loads it), before batching and batch mixing.
+    /// Errors: as the data set's, and an index past its end.
+    pub fn sample(&self, index: usize) -> crate::Result<(crate::transforms::TensorImage, i64)> {
+        if index >= self.dataset.len() {
+            return Err(crate::Error::InvalidArgument(format!(
+                "DataLoader::sample: index {index} of a data set of {}",
+                self.dataset.len()
+            )));
+        }
+        let (image, label, _) =
+            super::batch_assembly::load_sample(&*self.dataset, index, (self.seed, self.epoch))?;
+        Ok((image, label))
+    }
     /// Whether the loader visits the data in its own order ([`shuffle`](Self::shuffle) or not),
     /// neither [`distributed`](Self::distributed) nor given a [`sampler`](Self::sampler): under
     /// several ranks every rank would visit the whole data set.
