@@ -332,7 +332,7 @@ mod tests {
         assert!(Weights::Default.url("resnet34").unwrap().ends_with("resnet34-b627a593.pth"));
         let err = Weights::ImageNet1kV2.url("resnet34").unwrap_err().to_string();
         assert!(err.contains("\"resnet34\"") && err.contains("known: ImageNet1kV1"), "{err}");
-        let err = Weights::ImageNet1kV1.url("vgg16").unwrap_err().to_string();
+        let err = Weights::ImageNet1kV1.url("vit_b_16").unwrap_err().to_string();
         assert!(err.contains("none for this model"), "{err}");
     }
 }
