@@ -39,7 +39,7 @@ pub struct Args {
     pub data_path: PathBuf,
     /// Model name (torchvision's): resnet18 .. resnet152, resnext*, wide_resnet*, mobilenet_v2,
     /// mobilenet_v3_large/small, efficientnet_b0..b7, convnext_tiny/small/base/large,
-    /// vgg11/13/16/19 (and _bn),
+    /// densenet121/161/169/201, vgg11/13/16/19 (and _bn),
     /// alexnet, squeezenet1_0/1_1.
     #[arg(long, default_value = "resnet18")]
     pub model: String,

@@ -12,8 +12,8 @@ use tch::nn::{ModuleT, VarStore};
 use tch::Tensor;
 use trainbook::fit::Callback;
 use trainbook::models::{
-    alexnet, convnext, efficientnet, mobilenet_v2, mobilenet_v3, resnet_by_name, squeezenet, vgg,
-    HeadKind, ResNet,
+    alexnet, convnext, densenet, efficientnet, mobilenet_v2, mobilenet_v3, resnet_by_name,
+    squeezenet, vgg, HeadKind, ResNet,
 };
 use trainbook::prelude::*;
 use trainbook::train::{
@@ -73,13 +73,14 @@ pub fn build_model(vs: &VarStore, name: &str, classes: i64) -> anyhow::Result<Ne
         n if n.starts_with("vgg") => Box::new(vgg(&root, n, classes)?),
         "alexnet" => Box::new(alexnet(&root, name, classes)?),
         n if n.starts_with("efficientnet") => Box::new(efficientnet(&root, n, classes)?),
+        n if n.starts_with("densenet") => Box::new(densenet(&root, n, classes)?),
         n if n.starts_with("squeezenet") => Box::new(squeezenet(&root, n, classes)?),
         _ => {
             let net =
                 resnet_by_name(&root, name, classes, HeadKind::Linear).with_context(|| {
                     "--model: also mobilenet_v2, mobilenet_v3_large/small, efficientnet_b0..b7, \
-                 convnext_tiny/small/base/large, vgg11/13/16/19 (and _bn), alexnet, \
-                 squeezenet1_0/1_1"
+                 convnext_tiny/small/base/large, densenet121/161/169/201, vgg11/13/16/19 (and \
+                 _bn), alexnet, squeezenet1_0/1_1"
                 })?;
             return Ok(Net::ResNet(Box::new(net)));
         }

@@ -1,6 +1,7 @@
 //! Models with PyTorch/torchvision parameter names: the course's MNIST CNN and torchvision's
 //! ResNet family (ResNet18/34/50/101/152, ResNeXt, Wide ResNet) with a replaceable classification head,
-//! MobileNetV2, MobileNetV3 (Large, Small), EfficientNet (B0 to B7), ConvNeXt (Tiny to Large), VGG (11 to 19, with and
+//! MobileNetV2, MobileNetV3 (Large, Small), EfficientNet (B0 to B7), ConvNeXt (Tiny to Large),
+//! DenseNet (121, 161, 169, 201), VGG (11 to 19, with and
 //! without BatchNorm), AlexNet and SqueezeNet (1.0, 1.1), plus
 //! weights that interchange with PyTorch (safetensors here; `torch.save` files in
 //! [`crate::torch_file`]), and models defined in PyTorch as TorchScript (`script.rs`).
@@ -8,6 +9,7 @@ mod alexnet;
 mod batch_norm;
 mod conv_norm_act;
 mod convnext;
+mod densenet;
 mod efficientnet;
 mod layers;
 mod memory_format;
@@ -27,6 +29,7 @@ pub use alexnet::{alexnet, AlexNet};
 pub(crate) use batch_norm::with_momentum;
 pub use batch_norm::{BatchNorm2d, SyncSlot};
 pub use convnext::{convnext, ConvNeXt};
+pub use densenet::{densenet, DenseNet, DENSENET_NAMES};
 pub use efficientnet::{efficientnet, EfficientNet, EFFICIENTNET_NAMES};
 pub use layers::{conv2d, linear};
 pub use memory_format::{channels_last, is_channels_last, to_channels_last};

@@ -13,12 +13,12 @@ use std::process::Command;
 use tch::nn::{ModuleT, VarStore};
 use tch::{Device, Kind, Tensor};
 use trainbook::models::{
-    alexnet, convnext, efficientnet, load_safetensors, mobilenet_v2, mobilenet_v3, squeezenet,
-    state_dict, vgg, Weights, PRETRAINED,
+    alexnet, convnext, densenet, efficientnet, load_safetensors, mobilenet_v2, mobilenet_v3,
+    squeezenet, state_dict, vgg, Weights, PRETRAINED,
 };
 use trainbook::train::named_parameters;
 
-const NAMES: [&str; 26] = [
+const NAMES: [&str; 30] = [
     "mobilenet_v3_large",
     "mobilenet_v3_small",
     "convnext_tiny",
@@ -45,6 +45,10 @@ const NAMES: [&str; 26] = [
     "efficientnet_b5",
     "efficientnet_b6",
     "efficientnet_b7",
+    "densenet121",
+    "densenet161",
+    "densenet169",
+    "densenet201",
 ];
 
 /// trainbook's network of torchvision's `name`, with `classes` outputs.
@@ -57,6 +61,7 @@ fn build(vs: &VarStore, name: &str, classes: i64) -> Box<dyn ModuleT> {
         n if n.starts_with("squeezenet") => Box::new(squeezenet(&root, n, classes).unwrap()),
         "alexnet" => Box::new(alexnet(&root, name, classes).unwrap()),
         n if n.starts_with("efficientnet") => Box::new(efficientnet(&root, n, classes).unwrap()),
+        n if n.starts_with("densenet") => Box::new(densenet(&root, n, classes).unwrap()),
         n => Box::new(vgg(&root, n, classes).unwrap()),
     }
 }
@@ -222,4 +227,10 @@ fn vgg11_bn_matches_torchvision_in_eval_and_train_mode() {
 fn efficientnet_b0_matches_torchvision_in_eval_and_train_mode() {
     let _turn = common::module_turn(module_path!());
     same_passes_as_torchvision("efficientnet_b0", false);
+}
+
+#[test]
+fn densenet121_matches_torchvision_in_eval_and_train_mode() {
+    let _turn = common::module_turn(module_path!());
+    same_passes_as_torchvision("densenet121", false);
 }
