@@ -39,6 +39,17 @@ impl Sampler for Stride {
     }
 }
 
+/// Every variable of `vs` as plain floats, by name (sendable out of a thread rank).
+pub(crate) fn sorted_weights(vs: &VarStore) -> Vec<(String, Vec<f32>)> {
+    let mut w: Vec<(String, Vec<f32>)> = vs
+        .variables()
+        .into_iter()
+        .map(|(n, t)| (n, Vec::<f32>::try_from(t.flatten(0, -1)).unwrap()))
+        .collect();
+    w.sort_by(|a, b| a.0.cmp(&b.0));
+    w
+}
+
 /// `n` random 1x4x4 pictures of 3 classes drawn after `seed` (`unsharded_loader` too).
 pub(crate) fn data(seed: i64, n: i64) -> Arc<TensorDataset> {
     tch::manual_seed(seed);
@@ -71,13 +82,7 @@ fn fit(out: &std::path::Path, own: bool) -> Vec<(String, Tensor)> {
             .out(out)
             .progress(false)
             .fit(&mut vs, &net, &mut opt, &mut train, &mut val)?;
-        let mut w: Vec<(String, Vec<f32>)> = vs
-            .variables()
-            .into_iter()
-            .map(|(n, t)| (n, Vec::<f32>::try_from(t.flatten(0, -1)).unwrap()))
-            .collect();
-        w.sort_by(|a, b| a.0.cmp(&b.0));
-        Ok(w)
+        Ok(sorted_weights(&vs))
     })
     .unwrap();
     assert_eq!(weights[0], weights[1], "the two ranks hold the same weights");

@@ -4,7 +4,7 @@
 //! by hand, bit for bit, and gives the loaders back in their own order; with
 //! `use_distributed_sampler(false)` every rank trains on the whole set, and the weights differ.
 use crate::common;
-use crate::own_sampler::data;
+use crate::own_sampler::{data, sorted_weights};
 
 use tch::nn::VarStore;
 use tch::{Device, Tensor};
@@ -51,13 +51,7 @@ fn fit(out: &std::path::Path, loaders: Loaders) -> (Vec<(String, Tensor)>, Vec<b
             train.len() == if loaders == Loaders::ShardedByHand { 4 } else { 8 },
             val.len() == if loaders == Loaders::ShardedByHand { 1 } else { 2 },
         ];
-        let mut w: Vec<(String, Vec<f32>)> = vs
-            .variables()
-            .into_iter()
-            .map(|(n, t)| (n, Vec::<f32>::try_from(t.flatten(0, -1)).unwrap()))
-            .collect();
-        w.sort_by(|a, b| a.0.cmp(&b.0));
-        Ok((w, back))
+        Ok((sorted_weights(&vs), back))
     })
     .unwrap();
     assert_eq!(runs[0].0, runs[1].0, "the two ranks hold the same weights");
