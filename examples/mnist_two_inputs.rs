@@ -186,7 +186,7 @@ fn run() -> anyhow::Result<()> {
             "example": "mnist_two_inputs", "epochs": args.epochs,
             "batch_size": args.batch_size, "lr": args.lr, "seed": args.run.seed,
         }))
-        .fit_step(&mut vs, &model, &mut opt, &mut train_loader, &mut test_loader)?;
+        .fit(&mut vs, &model as &dyn TrainStep, &mut opt, &mut train_loader, &mut test_loader)?;
     if let (Some(last), None) = (report.last(), &report.interrupted) {
         dist.println(format!(
             "test accuracy {:.1}% (is the digit greater than the number?)",

@@ -81,7 +81,7 @@ pub use profile::{
     emit_nvtx, host_reads, is_profiler_enabled, phase, record_function, NvtxRanges,
     ProfileSchedule, Profiler, ProfilerAction, RecordFunction,
 };
-pub use step::{ModelStep, StepBatch, StepOutput, TrainStep};
+pub use step::{ModelStep, RunStep, StepBatch, StepOutput, TrainStep};
 pub use strategy::{Ddp, DdpOptions, SingleProcess, Strategy};
 
 pub use crate::models::named_parameters;

@@ -64,8 +64,8 @@ pub struct StepOutput {
 /// (gradients on, the model in training mode) and in evaluation (called under `no_grad`, the
 /// model in evaluation mode). The loop runs backward on the training loss, scaled for
 /// accumulation and float16 as usual, inside the run's autocast; everything else stays as
-/// `fit` does it. Give one to [`Trainer::fit_step`](crate::fit::Trainer::fit_step),
-/// [`train_epoch_step`](crate::train::train_epoch_step) or
+/// `fit` does it. Give one to [`Trainer::fit`](crate::fit::Trainer::fit) (`&step as &dyn
+/// TrainStep`, a [`RunStep`]), [`train_epoch_step`](crate::train::train_epoch_step) or
 /// [`evaluate_step`](crate::train::evaluate_step).
 ///
 /// A model of two inputs, an image and a vector of measurements that the data set gives as
@@ -175,5 +175,67 @@ impl TrainStep for ModelStep<'_> {
     }
     fn loss_weights(&self, batch: &StepBatch<'_>) -> Option<Tensor> {
         self.loss.sample_weights(batch.target)
+    }
+}
+
+/// What a [`Trainer`](crate::fit::Trainer) verb (`fit`, `test`, `predict`, `predict_tta`,
+/// `lr_find`, `find_batch_size`) runs: a network, trained and evaluated with the run's loss
+/// (`&net`, any [`ModuleT`], or a `&dyn ModuleT`), or a step of one's own (`&step as &dyn
+/// TrainStep`, or a variable of that type), which brings its own forward pass and loss. Each
+/// verb takes `impl Into<RunStep>`, so one function serves both.
+///
+/// ```
+/// use tch::nn::{self, ModuleT};
+/// use tch::Device;
+/// use trainbook::train::{CrossEntropyLoss, ModelStep, RunStep, TrainStep};
+/// let vs = nn::VarStore::new(Device::Cpu);
+/// let net = nn::seq_t().add_fn(|x| x.flatten(1, -1)).add(nn::linear(vs.root(), 12, 3, Default::default()));
+/// assert!(matches!(RunStep::from(&net), RunStep::Net(_)));
+/// let loss = CrossEntropyLoss::default();
+/// let own = ModelStep { model: &net, loss: &loss };
+/// assert!(matches!(RunStep::from(&own as &dyn TrainStep), RunStep::Own(_)));
+/// ```
+#[derive(Clone, Copy)]
+pub enum RunStep<'a> {
+    /// A network on the batch's images, with the run's loss ([`ModelStep`]).
+    Net(&'a dyn ModuleT),
+    /// A step of one's own.
+    Own(&'a dyn TrainStep),
+}
+
+impl RunStep<'_> {
+    /// Calls `f` with the step this stands for: the network with `loss`, or the step itself.
+    pub(crate) fn with_loss<R>(&self, loss: &dyn Loss, f: impl FnOnce(&dyn TrainStep) -> R) -> R {
+        match *self {
+            RunStep::Net(model) => f(&ModelStep { model, loss }),
+            RunStep::Own(step) => f(step),
+        }
+    }
+}
+
+impl std::fmt::Debug for RunStep<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RunStep::Net(_) => "RunStep::Net(..)",
+            RunStep::Own(_) => "RunStep::Own(..)",
+        })
+    }
+}
+
+impl<'a, M: ModuleT> From<&'a M> for RunStep<'a> {
+    fn from(net: &'a M) -> RunStep<'a> {
+        RunStep::Net(net)
+    }
+}
+
+impl<'a> From<&'a dyn ModuleT> for RunStep<'a> {
+    fn from(net: &'a dyn ModuleT) -> RunStep<'a> {
+        RunStep::Net(net)
+    }
+}
+
+impl<'a> From<&'a dyn TrainStep> for RunStep<'a> {
+    fn from(step: &'a dyn TrainStep) -> RunStep<'a> {
+        RunStep::Own(step)
     }
 }

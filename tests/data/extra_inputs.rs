@@ -2,8 +2,8 @@
 //! new first dimension in the batch's sample order, draws them from the sample's own random
 //! stream after its image (so any number of loader threads gives the same batches), refuses
 //! samples whose inputs differ in count, shape or kind with an error naming the sample, and a
-//! step of one's own reads them in `train_epoch_step`, `evaluate_step`, `Trainer::test_step` and
-//! `Trainer::predict_step` (and its test-time augmentation) and `Trainer::lr_find_step`,
+//! step of one's own reads them in `train_epoch_step`, `evaluate_step`, and `Trainer::test`,
+//! `Trainer::predict` (and its test-time augmentation) and `Trainer::lr_find` given the step,
 //! where a CUDA graph on the CPU leaves such batches eager and says why; a step may read them
 //! as a struct of its own (`tensor_fields!`, `StepBatch::fields`), the data set giving each
 //! sample's as that struct's tensors.
@@ -234,21 +234,22 @@ fn a_step_of_ones_own_trains_on_the_extra_inputs_and_a_graph_on_the_cpu_leaves_i
     let dist = trainbook::dist::Dist::single(Device::Cpu);
     let trainer = trainbook::fit::Trainer::new(&dist).progress(false);
     let mut vs = vs;
-    let t = trainer.test_step(&mut vs, &step, &mut loader).unwrap();
+    let own: &dyn TrainStep = &step;
+    let t = trainer.test(&mut vs, own, &mut loader).unwrap();
     assert_eq!((t.samples, t.loss), (10, v.loss));
     // Prediction: the step's outputs in the data set's order, and with a flipped view the
     // mean of the two softmaxes.
     let (outputs, flipped) = (Tensor::cat(&outputs, 0), Tensor::cat(&flipped, 0));
-    let predicted = trainer.predict_step(&mut vs, &step, &mut loader).unwrap();
+    let predicted = trainer.predict(&mut vs, own, &mut loader).unwrap();
     assert!(predicted.equal(&outputs));
     let views = [trainbook::fit::TtaView::HorizontalFlip];
-    let tta = trainer.predict_step_tta(&mut vs, &step, &mut loader, &views).unwrap();
+    let tta = trainer.predict_tta(&mut vs, own, &mut loader, &views).unwrap();
     let p = |t: &Tensor| t.softmax(1, Kind::Float);
     assert!(tta.equal(&((p(&outputs) + p(&flipped)) / 2.0)));
     // The range test through the step: a curve, and the weights put back.
     let weights = step.head.ws.copy();
     let find = trainbook::train::LrFindOptions::default();
-    let curve = trainer.lr_find_step(&mut vs, &step, &mut opt, &mut loader, find).unwrap();
+    let curve = trainer.lr_find(&mut vs, own, &mut opt, &mut loader, find).unwrap();
     assert!(curve.lrs.len() > 3 && curve.lrs.len() == curve.losses.len(), "{curve:?}");
     assert!(step.head.ws.equal(&weights));
 }

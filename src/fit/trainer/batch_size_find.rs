@@ -1,12 +1,10 @@
-//! The batch-size finder with the run's settings: [`Trainer::find_batch_size`], and
-//! [`Trainer::find_batch_size_step`] for a step of one's own.
-use tch::nn::{ModuleT, VarStore};
+//! The batch-size finder with the run's settings: [`Trainer::find_batch_size`], for a network
+//! or a step of one's own.
+use tch::nn::VarStore;
 
 use super::Trainer;
 use crate::data::{DataLoader, Dataset};
-use crate::train::{
-    find_batch_size_step, BatchSizeFind, BatchSizeFindOptions, ModelStep, Optimizer, TrainStep,
-};
+use crate::train::{find_batch_size_step, BatchSizeFind, BatchSizeFindOptions, Optimizer, RunStep};
 use crate::Result;
 
 /// The batch-size finder, run before the training (Lightning's `Tuner.scale_batch_size`).
@@ -17,7 +15,8 @@ impl Trainer<'_> {
     /// with every trial's peak memory; the weights, the optimizer, the random generator and the
     /// loader are put back (its batch size too: set it to the answer). One process only (see
     /// [`find_batch_size`](crate::train::find_batch_size)); on the CPU set
-    /// [`max_memory`](BatchSizeFindOptions::max_memory).
+    /// [`max_memory`](BatchSizeFindOptions::max_memory). `model` is a network or a step of one's
+    /// own ([`RunStep`]).
     ///
     /// ```no_run
     /// use trainbook::prelude::*;
@@ -34,29 +33,19 @@ impl Trainer<'_> {
     /// loader.set_batch_size(found.batch_size);
     /// # Ok(()) }
     /// ```
-    pub fn find_batch_size<D: Dataset + 'static>(
+    pub fn find_batch_size<'m, D: Dataset + 'static>(
         &self,
         vs: &mut VarStore,
-        net: &dyn ModuleT,
+        model: impl Into<RunStep<'m>>,
         opt: &mut Optimizer,
         loader: &mut DataLoader<D>,
         find: BatchSizeFindOptions,
     ) -> Result<BatchSizeFind> {
-        let step = ModelStep { model: net, loss: &self.cfg.loss };
-        self.find_batch_size_step(vs, &step, opt, loader, find)
-    }
-
-    /// [`find_batch_size`](Self::find_batch_size) for a step of one's own.
-    pub fn find_batch_size_step<D: Dataset + 'static>(
-        &self,
-        vs: &mut VarStore,
-        step: &dyn TrainStep,
-        opt: &mut Optimizer,
-        loader: &mut DataLoader<D>,
-        find: BatchSizeFindOptions,
-    ) -> Result<BatchSizeFind> {
+        let model = model.into();
         self.staged(vs, loader, |vs, loader, opts| {
-            find_batch_size_step((vs, step), loader, opt, opts, find)
+            model.with_loss(&self.cfg.loss, |step| {
+                find_batch_size_step((vs, step), loader, opt, opts, find)
+            })
         })
     }
 }

@@ -1,10 +1,10 @@
-//! The learning-rate range test with the run's settings: [`Trainer::lr_find`], and
-//! [`Trainer::lr_find_step`] for a step of one's own.
-use tch::nn::{ModuleT, VarStore};
+//! The learning-rate range test with the run's settings: [`Trainer::lr_find`], for a network
+//! or a step of one's own.
+use tch::nn::VarStore;
 
 use super::Trainer;
 use crate::data::{DataLoader, Dataset};
-use crate::train::{lr_find_step, LrFind, LrFindOptions, ModelStep, Optimizer, TrainStep};
+use crate::train::{lr_find_step, LrFind, LrFindOptions, Optimizer, RunStep};
 use crate::Result;
 
 /// The learning-rate range test, run before the training (fastai's `lr_find`).
@@ -32,28 +32,18 @@ impl Trainer<'_> {
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn lr_find<D: Dataset + 'static>(
+    pub fn lr_find<'m, D: Dataset + 'static>(
         &self,
         vs: &mut VarStore,
-        net: &dyn ModuleT,
+        model: impl Into<RunStep<'m>>,
         opt: &mut Optimizer,
         loader: &mut DataLoader<D>,
         find: LrFindOptions,
     ) -> Result<LrFind> {
-        self.lr_find_step(vs, &ModelStep { model: net, loss: &self.cfg.loss }, opt, loader, find)
-    }
-
-    /// [`lr_find`](Self::lr_find) for a step of one's own.
-    pub fn lr_find_step<D: Dataset + 'static>(
-        &self,
-        vs: &mut VarStore,
-        step: &dyn TrainStep,
-        opt: &mut Optimizer,
-        loader: &mut DataLoader<D>,
-        find: LrFindOptions,
-    ) -> Result<LrFind> {
+        let model = model.into();
         self.staged(vs, loader, |vs, loader, opts| {
-            lr_find_step((vs, step), loader, opt, opts, find)
+            model
+                .with_loss(&self.cfg.loss, |step| lr_find_step((vs, step), loader, opt, opts, find))
         })
     }
 }

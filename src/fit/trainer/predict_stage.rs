@@ -1,9 +1,8 @@
 //! Prediction over a whole loader: [`Trainer::predict`] (the model's outputs for every sample,
 //! every rank's share gathered and put in the data set's order, padding repeats left out;
 //! Lightning's `trainer.predict`) and [`Trainer::predict_tta`] (test-time augmentation: the
-//! softmax probabilities averaged over the batch as it is and its augmented views), and both
-//! for a step of one's own ([`Trainer::predict_step`], [`Trainer::predict_step_tta`]: the
-//! outputs of its `eval_step`; Lightning's `predict_step`).
+//! softmax probabilities averaged over the batch as it is and its augmented views), both for a
+//! network or a step of one's own (the outputs of its `eval_step`; Lightning's `predict_step`).
 use std::sync::Arc;
 
 use tch::nn::{ModuleT, VarStore};
@@ -11,7 +10,7 @@ use tch::{Device, Kind, Tensor};
 
 use super::Trainer;
 use crate::data::{Batch, DataLoader, Dataset};
-use crate::train::{task_of, EpochOptions, StepBatch, TrainStep};
+use crate::train::{task_of, EpochOptions, RunStep, StepBatch, TrainStep};
 use crate::{Error, Result};
 
 /// A view of a batch for test-time augmentation: a function of the batch's images
@@ -40,6 +39,9 @@ impl Trainer<'_> {
     /// format) for every sample of `loader`'s data set, in the data set's order, on the CPU,
     /// the same on every rank: each rank predicts its share, then the shares are gathered and
     /// each output put at its sample's index (a `DistributedSampler`'s padding repeats left out).
+    /// `model` is a network (the outputs of its forward pass) or a step of one's own
+    /// ([`RunStep`]: the outputs of its [`eval_step`](TrainStep::eval_step), which gets the
+    /// batch's target and extra inputs as in validation).
     ///
     /// ```no_run
     /// use trainbook::prelude::*;
@@ -53,64 +55,43 @@ impl Trainer<'_> {
     /// let classes = logits.argmax(1, false);
     /// # Ok(()) }
     /// ```
-    pub fn predict<D: Dataset + 'static>(
+    pub fn predict<'m, D: Dataset + 'static>(
         &self,
         vs: &mut VarStore,
-        net: &dyn ModuleT,
+        model: impl Into<RunStep<'m>>,
         loader: &mut DataLoader<D>,
     ) -> Result<Tensor> {
-        self.predicted(vs, &model_outputs(net), loader, None)
+        self.predicted(vs, model.into(), loader, None)
     }
 
     /// Test-time augmentation: for every sample, the softmax probabilities (over dimension 1)
     /// of the batch as it is and of each of `views`, averaged with equal weights (fastai's
     /// `tta` averages the views' probabilities too, weighting them against the plain batch by
     /// its `beta`), in the data set's order as [`predict`](Self::predict) gives them.
-    pub fn predict_tta<D: Dataset + 'static>(
+    pub fn predict_tta<'m, D: Dataset + 'static>(
         &self,
         vs: &mut VarStore,
-        net: &dyn ModuleT,
+        model: impl Into<RunStep<'m>>,
         loader: &mut DataLoader<D>,
         views: &[TtaView],
     ) -> Result<Tensor> {
-        self.predicted(vs, &model_outputs(net), loader, Some(views))
-    }
-
-    /// [`predict`](Self::predict) for a step of one's own: the outputs of its
-    /// [`eval_step`](TrainStep::eval_step) (which gets the batch's target and extra inputs as
-    /// in validation), for every sample in the data set's order.
-    pub fn predict_step<D: Dataset + 'static>(
-        &self,
-        vs: &mut VarStore,
-        step: &dyn TrainStep,
-        loader: &mut DataLoader<D>,
-    ) -> Result<Tensor> {
-        let outputs = step_outputs(step, loader.dataset());
-        self.predicted(vs, &outputs, loader, None)
-    }
-
-    /// [`predict_tta`](Self::predict_tta) for a step of one's own: each view changes the
-    /// batch's images; the extra inputs stay as they are.
-    pub fn predict_step_tta<D: Dataset + 'static>(
-        &self,
-        vs: &mut VarStore,
-        step: &dyn TrainStep,
-        loader: &mut DataLoader<D>,
-        views: &[TtaView],
-    ) -> Result<Tensor> {
-        let outputs = step_outputs(step, loader.dataset());
-        self.predicted(vs, &outputs, loader, Some(views))
+        self.predicted(vs, model.into(), loader, Some(views))
     }
 
     fn predicted<D: Dataset + 'static>(
         &self,
         vs: &mut VarStore,
-        outputs: &Outputs<'_>,
+        model: RunStep<'_>,
         loader: &mut DataLoader<D>,
         views: Option<&[TtaView]>,
     ) -> Result<Tensor> {
-        let shares =
-            self.staged(vs, loader, |_, loader, opts| predict_share(outputs, loader, &opts, views));
+        // A network's outputs are its forward pass alone; a step's, its `eval_step`'s.
+        let outputs: Box<Outputs<'_>> = match model {
+            RunStep::Net(net) => Box::new(model_outputs(net)),
+            RunStep::Own(step) => Box::new(step_outputs(step, loader.dataset())),
+        };
+        let shares = self
+            .staged(vs, loader, |_, loader, opts| predict_share(&*outputs, loader, &opts, views));
         let (indices, outputs) = shares?;
         let n = loader.dataset().len();
         let shape = outputs.size();

@@ -2,12 +2,12 @@
 //! channels_last, top-k, loss, the validation batch limit), over every rank's share with exact
 //! sums, as `fit` validates; Lightning's `trainer.test`, torchvision's `--test-only`. Also the
 //! set-up every stage outside `fit` shares (`staged`).
-use tch::nn::{ModuleT, VarStore};
+use tch::nn::VarStore;
 
 use super::{batch_device, Trainer};
 use crate::data::{DataLoader, Dataset};
 use crate::models::to_channels_last;
-use crate::train::{evaluate_step, Ddp, EpochOptions, EpochSummary, ModelStep, TrainStep};
+use crate::train::{evaluate_step, Ddp, EpochOptions, EpochSummary, RunStep};
 use crate::Result;
 
 /// The test stage after the run (Lightning's `trainer.test`).
@@ -15,7 +15,9 @@ impl Trainer<'_> {
     /// Evaluates the model's current weights over `loader` as `fit` validates an epoch (the
     /// ranks' shares summed exactly, padding repeats excluded; rank 0's weights on every rank),
     /// without training or writing anything: the test set after a run, or a checkpoint or
-    /// pretrained weights on their own. The loader gets its device and batch limit back.
+    /// pretrained weights on their own. The loader gets its device and batch limit back. `model`
+    /// is a network or a step of one's own ([`RunStep`]; its
+    /// [`eval_step`](crate::train::TrainStep::eval_step), as `fit` validates).
     ///
     /// ```no_run
     /// use trainbook::prelude::*;
@@ -30,30 +32,21 @@ impl Trainer<'_> {
     /// println!("test: {summary}");
     /// # Ok(()) }
     /// ```
-    pub fn test<D: Dataset + 'static>(
+    pub fn test<'m, D: Dataset + 'static>(
         &self,
         vs: &mut VarStore,
-        net: &dyn ModuleT,
-        loader: &mut DataLoader<D>,
-    ) -> Result<EpochSummary> {
-        self.test_step(vs, &ModelStep { model: net, loss: &self.cfg.loss }, loader)
-    }
-
-    /// [`test`](Self::test) with a step of one's own (its
-    /// [`eval_step`](crate::train::TrainStep::eval_step)), as
-    /// [`fit_step`](Self::fit_step) validates.
-    pub fn test_step<D: Dataset + 'static>(
-        &self,
-        vs: &mut VarStore,
-        step: &dyn TrainStep,
+        model: impl Into<RunStep<'m>>,
         loader: &mut DataLoader<D>,
     ) -> Result<EpochSummary> {
         let cfg = &self.cfg;
         cfg.check_counts()?;
         cfg.check_metrics()?;
+        let model = model.into();
         let limit = loader.batch_limit();
         loader.set_limit_batches(cfg.limit_val_batches.or(limit));
-        let summary = self.staged(vs, loader, |_, loader, opts| evaluate_step(step, loader, &opts));
+        let summary = self.staged(vs, loader, |_, loader, opts| {
+            model.with_loss(&cfg.loss, |step| evaluate_step(step, loader, &opts))
+        });
         loader.set_limit_batches(limit);
         summary
     }
