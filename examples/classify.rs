@@ -27,7 +27,9 @@ use std::path::PathBuf;
 
 use clap::Parser;
 use classify_parts::{build_model, eval_transform, optimizer, schedule, train_transform};
+use trainbook::dist::DistOptions;
 use trainbook::prelude::*;
+use trainbook::train::Precision;
 use trainbook::train::{torchvision_ema_decay, EmaCadence};
 
 /// The reference's flags (torchvision 0.28's `get_args_parser`), then trainbook's own few.

@@ -28,6 +28,7 @@ use std::path::PathBuf;
 
 use clap::Parser;
 use common::{FitArgs, RunArgs};
+use trainbook::models::load_weights_arg;
 use trainbook::prelude::*;
 
 #[derive(Parser, Debug)]

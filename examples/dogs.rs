@@ -49,6 +49,7 @@ use std::sync::Arc;
 
 use clap::Parser;
 use common::RunArgs;
+use trainbook::models::load_weights_arg;
 use trainbook::prelude::*;
 
 #[derive(Parser, Debug)]

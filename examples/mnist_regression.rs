@@ -22,7 +22,10 @@ use std::sync::Arc;
 
 use clap::{Parser, ValueEnum};
 use common::{FitArgs, RunArgs};
+use trainbook::data::{Subset, TargetTransform};
+use trainbook::models::load_weights;
 use trainbook::prelude::*;
+use trainbook::train::{HuberLoss, L1Loss, MSELoss, SmoothL1Loss};
 
 /// The regression losses, as torch names them.
 #[derive(Clone, Copy, Debug, ValueEnum)]

@@ -23,8 +23,10 @@ use std::sync::Arc;
 use clap::Parser;
 use common::{FitArgs, RunArgs};
 use tch::nn;
-use trainbook::models::linear;
+use trainbook::data::Subset;
+use trainbook::models::{linear, load_weights};
 use trainbook::prelude::*;
+use trainbook::train::{StepBatch, StepOutput, Task, TrainStep};
 use trainbook::transforms::{AugRng, TensorImage};
 
 #[derive(Parser, Debug)]

@@ -42,6 +42,7 @@ use std::path::PathBuf;
 use clap::Parser;
 use common::RunArgs;
 use trainbook::data::Split;
+use trainbook::models::load_weights_arg;
 use trainbook::prelude::*;
 
 #[derive(Parser, Debug)]

@@ -12,42 +12,36 @@
 //! # Ok(()) }
 //! ```
 //!
-//! It brings the types of the course's steps (data, transforms, models, training, checkpoints,
-//! figures, the process group) and tch's `Tensor`, `Device`, `Kind`, `VarStore`, `ModuleT`.
-//! Less common items stay in their modules (`trainbook::dist::ProcessGroup`, ...).
+//! It brings what the course's notebooks use (data, transforms, models, training, checkpoints,
+//! figures, the process group), the traits whose methods they call (`Dataset`, `Loss`,
+//! `LrSchedule`, `WithPath`, tch's `Module` and `ModuleT`), the crate's `Error` and `Result`,
+//! and tch's `Tensor`, `Device`, `Kind` and `VarStore`: 70 names. Everything else is imported
+//! by its path (`trainbook::train::StepLR`, `trainbook::fit::EarlyStopping`, ...); the
+//! examples in `examples/` show where each lives.
 pub use crate::checkpoint::{Checkpointer, Policy};
 pub use crate::compose;
 pub use crate::data::{
     ensure_designsafe, ensure_mnist, ensure_stanford_dogs, ensure_tiny_imagenet,
-    ensure_tiny_imagenet_standin, random_split, readable_class_name, Batch, DataLoader, Dataset,
-    DistributedSampler, ImageFolder, Mnist, Relabel, Subset, SubsetRandomSampler, TargetTransform,
-    TensorDataset, TinyImageNet, MNIST_CLASSES,
+    ensure_tiny_imagenet_standin, random_split, readable_class_name, DataLoader, Dataset,
+    DistributedSampler, ImageFolder, Mnist, Relabel, SubsetRandomSampler, TinyImageNet,
+    MNIST_CLASSES,
 };
-pub use crate::dist::{Backend, Dist, DistOptions};
-pub use crate::figures::{
-    class_gallery, confusion_matrix_plot, image_grid, loss_accuracy_curves, Figure,
-};
-pub use crate::fit::{EarlyStopping, FitConfig, FitReport, LiveCurves, Trainer};
-pub use crate::launch::{spawn, spawn_with, SpawnOptions};
+pub use crate::dist::{Backend, Dist};
+pub use crate::figures::{class_gallery, confusion_matrix_plot, image_grid, loss_accuracy_curves};
+pub use crate::fit::{FitReport, Trainer};
+pub use crate::launch::spawn;
 pub use crate::models::{
-    freeze_backbone, load_pretrained, load_safetensors, load_weights, load_weights_arg, resnet,
-    resnet18, resnet18_classifier, resnet34, resnet34_classifier, resnet50, resnet50_classifier,
-    save_safetensors, to_channels_last, Head, HeadKind, MnistNet, ResNet, Weights,
+    freeze_backbone, load_safetensors, resnet18, resnet34, resnet34_classifier, resnet50,
+    save_safetensors, HeadKind, MnistNet,
 };
 pub use crate::train::{
-    evaluate, history_table, read_records, train_epoch, Anneal, BCEWithLogitsLoss, Cadence,
-    ChainedScheduler, ConfusionMatrix, CosineAnnealingLR, CosineAnnealingWarmRestarts,
-    CrossEntropyLoss, CyclicLR, EpochOptions, EpochRecord, EpochSummary, ExponentialLR, HuberLoss,
-    L1Loss, LambdaLR, LinearLR, Loss, LrSchedule, MSELoss, Mode, Monitor, MultiStepLR,
-    MultiplicativeLR, OneCycleLR, Optimizer, ParamGroup, PolynomialLR, Precision, Prediction,
-    ReduceLROnPlateau, SequentialLR, SmoothL1Loss, StepLR, Task,
+    evaluate, history_table, predict, predictions, read_records, train_epoch, CrossEntropyLoss,
+    Ddp, EpochOptions, EpochRecord, EpochSummary, Loss, LrSchedule, Mode, Optimizer,
+    ReduceLROnPlateau,
 };
-pub use crate::train::{predict, predictions};
-pub use crate::train::{Ddp, DdpOptions};
-pub use crate::train::{StepBatch, StepOutput, TrainStep};
 pub use crate::transforms::{
-    aug_rng, AugMix, AutoAugment, CenterCrop, Compose, Normalize, RandAugment, RandomErasing,
-    RandomHorizontalFlip, RandomResizedCrop, Resize, ToTensor, TrivialAugmentWide,
+    aug_rng, AutoAugment, CenterCrop, Normalize, RandomHorizontalFlip, RandomResizedCrop, Resize,
+    ToTensor,
 };
 pub use crate::{Error, Result, WithPath};
 pub use tch::nn::{Module, ModuleT, VarStore};

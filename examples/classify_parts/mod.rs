@@ -16,9 +16,11 @@ use trainbook::models::{
     squeezenet, vgg, HeadKind, ResNet,
 };
 use trainbook::prelude::*;
+use trainbook::train::{Cadence, ParamGroup, SequentialLR, StepLR};
 use trainbook::train::{
     ConstantLR, CosineAnnealingLR, ExponentialLR, LinearLR, OptimizerKind, RMSprop, StepRecord,
 };
+use trainbook::transforms::Compose;
 use trainbook::transforms::{
     AugMix, AutoAugment, Interpolation, RandAugment, RandomErasing, Transform, TrivialAugmentWide,
 };

@@ -37,10 +37,12 @@ mod stages;
 pub use stages::checkpoint_to_test;
 
 use clap::Args;
+use trainbook::dist::DistOptions;
 use trainbook::dist::{failure_line, LaunchEnv};
-use trainbook::fit::PREEMPTED_EXIT_CODE;
+use trainbook::fit::{EarlyStopping, PREEMPTED_EXIT_CODE};
+use trainbook::models::ResNet;
 use trainbook::prelude::*;
-use trainbook::train::Float32MatmulPrecision;
+use trainbook::train::{DdpOptions, Float32MatmulPrecision, Monitor, Precision};
 
 /// The flags every example has.
 #[derive(Args, Debug)]

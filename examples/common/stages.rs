@@ -2,6 +2,7 @@
 //! `--test-only` and `--lr-find` (and [`RunArgs::instead_of_training`], which runs whichever
 //! was asked for).
 use trainbook::prelude::*;
+use trainbook::train::Monitor;
 
 use super::RunArgs;
 

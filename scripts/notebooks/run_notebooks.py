@@ -124,7 +124,7 @@ def run_one(path, out_dir, cell_timeout, inject=None, append=()):
 
 INTERRUPT_CELLS = [
     ':dep trainbook = { path = "..", default-features = false }',
-    "use trainbook::prelude::*;\nlet marker = 41 + 1;",
+    "use trainbook::prelude::*;\nuse trainbook::data::TensorDataset;\nlet marker = 41 + 1;",
     # A run far longer than the check waits for; the interrupt must end it after a step.
     """let dist = Dist::single(Device::Cpu);
 trainbook::tch::manual_seed(0);
@@ -217,7 +217,7 @@ println!("{who}: lr {lr}, {} weights", weights[0].len());"""
 def spawn_cells(lr, dep_path):
     return [
         f':dep trainbook = {{ path = "{dep_path}", default-features = false }}',
-        "use trainbook::prelude::*;",
+        "use trainbook::prelude::*;\nuse trainbook::data::TensorDataset;",
         SPAWN_TRAIN,
         f"let lr = {lr};",
         SPAWN_LAUNCH,

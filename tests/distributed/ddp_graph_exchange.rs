@@ -15,6 +15,7 @@
 //! `graphed_ddp_trains_as_eager_ddp`.
 use crate::common;
 
+use trainbook::models::to_channels_last;
 use trainbook::prelude::*;
 use trainbook::train::{CommHook, DdpOptions, StepGraph, Strategy};
 

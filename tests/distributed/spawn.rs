@@ -13,6 +13,8 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use trainbook::data::TensorDataset;
+use trainbook::launch::{spawn_with, SpawnOptions};
 use trainbook::prelude::*;
 use trainbook::train::{train_epoch, EpochOptions, Optimizer, OptimizerKind};
 

@@ -17,6 +17,7 @@ use crate::common;
 
 use tch::nn::{ModuleT, VarStore};
 use tch::{Device, Kind, Tensor};
+use trainbook::data::TensorDataset;
 use trainbook::dist::SyncGroup;
 use trainbook::models::{BatchNorm2d, SyncSlot};
 use trainbook::prelude::*;

@@ -10,6 +10,7 @@ use crate::common;
 use std::sync::{Arc, Mutex};
 
 use tch::nn::{linear, seq_t, SequentialT};
+use trainbook::data::TensorDataset;
 use trainbook::fit::Callback;
 use trainbook::prelude::*;
 

@@ -13,6 +13,7 @@ use std::time::Duration;
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
 const MAIN_RS: &str = r#"
+use trainbook::data::TensorDataset;
 use trainbook::prelude::*;
 
 fn main() -> trainbook::Result<()> {

@@ -50,6 +50,7 @@ fn long_the_repl_loads_trainbook_trains_and_saves_a_figure() {
     let input = format!(
         r#":dep trainbook = {{ path = "{ROOT}" }}
 use trainbook::prelude::*;
+use trainbook::data::TensorDataset;
 let t = Tensor::from_slice(&[1.0f32, 2.0, 3.5]) * 2.0; println!("tensor sum {{}}", t.sum(Kind::Float).double_value(&[]));
 trainbook::tch::manual_seed(0); let x = Tensor::randn([64, 1, 28, 28], (Kind::Float, Device::Cpu)); let y = Tensor::randint(10, [64], (Kind::Int64, Device::Cpu));
 let classes: Vec<String> = (0..10).map(|c| c.to_string()).collect(); let mut loader = DataLoader::new(TensorDataset::new(&x, &y, classes)?, 16).num_workers(0);

@@ -96,6 +96,7 @@ impl Trainer<'_> {
     ///
     /// ```no_run
     /// # use trainbook::prelude::*;
+    /// # use trainbook::train::OneCycleLR;
     /// # fn main() -> trainbook::Result<()> {
     /// # let dist = Dist::single(Device::Cpu);
     /// // 10 epochs of 469 optimizer steps: one cycle over the whole run.
@@ -182,6 +183,7 @@ impl Trainer<'_> {
     ///
     /// ```no_run
     /// # use trainbook::prelude::*;
+    /// # use trainbook::train::Monitor;
     /// # fn f(dist: &Dist) {
     /// use trainbook::fit::EarlyStopping;
     /// let trainer = Trainer::new(dist)
@@ -221,6 +223,7 @@ impl Trainer<'_> {
     ///
     /// ```no_run
     /// # use trainbook::prelude::*;
+    /// # use trainbook::train::{MSELoss, Monitor};
     /// # fn f(dist: &Dist) {
     /// let trainer = Trainer::new(dist).loss(MSELoss).monitor(Monitor::ValMae);
     /// # }
@@ -351,6 +354,7 @@ impl Trainer<'_> {
     ///
     /// ```no_run
     /// use trainbook::prelude::*;
+    /// use trainbook::train::{StepBatch, StepOutput, TrainStep};
     /// use tch::nn;
     /// // A network on the images, whose features meet a second input in the head.
     /// struct TwoInputs<'a> { body: &'a nn::SequentialT, head: &'a nn::Linear }

@@ -15,6 +15,8 @@ impl Trainer<'_> {
     ///
     /// ```no_run
     /// use trainbook::prelude::*;
+    /// use trainbook::fit::EarlyStopping;
+    /// use trainbook::train::Monitor;
     /// use trainbook::train::{MulticlassAuroc, MulticlassScore};
     /// # fn run(dist: &Dist) {
     /// let f1 = MulticlassScore::f1(10);

@@ -21,6 +21,7 @@ impl Trainer<'_> {
     ///
     /// ```no_run
     /// use trainbook::prelude::*;
+    /// use trainbook::models::load_weights;
     /// # fn main() -> trainbook::Result<()> {
     /// let dist = Dist::single(Device::Cpu);
     /// let test = Mnist::new("data/mnist", false)?.with_transform(compose![ToTensor]);
