@@ -40,9 +40,11 @@ pub struct Args {
     #[arg(long, default_value = "data/classify")]
     pub data_path: PathBuf,
     /// Model name (torchvision's): resnet18 .. resnet152, resnext*, wide_resnet*, mobilenet_v2,
-    /// mobilenet_v3_large/small, efficientnet_b0..b7, convnext_tiny/small/base/large,
-    /// densenet121/161/169/201, vgg11/13/16/19 (and _bn),
-    /// alexnet, squeezenet1_0/1_1.
+    /// mobilenet_v3_large/small, efficientnet_b0..b7, efficientnet_v2_s/m/l,
+    /// convnext_tiny/small/base/large, densenet121/161/169/201, vgg11/13/16/19 (and _bn),
+    /// alexnet, squeezenet1_0/1_1, regnet_y_* and regnet_x_* (400mf .. 128gf), vit_b_16,
+    /// vit_b_32, vit_l_16, vit_l_32, vit_h_14 (built for --train-crop-size images, which
+    /// --val-crop-size must equal), shufflenet_v2_x0_5/x1_0/x1_5/x2_0, mnasnet0_5/0_75/1_0/1_3.
     #[arg(long, default_value = "resnet18")]
     pub model: String,
     /// auto (CUDA device LOCAL_RANK when available), cpu or cuda (torchvision: cuda).
@@ -71,8 +73,9 @@ pub struct Args {
     /// Weight decay of every bias (default: --wd's).
     #[arg(long)]
     pub bias_weight_decay: Option<f64>,
-    /// Weight decay of vision transformers' embeddings (no model here has them: as in
-    /// torchvision for these models, the flag changes nothing).
+    /// Weight decay of the parameters named `class_token`, `position_embedding` and
+    /// `relative_position_bias_table` (the reference's custom keys; of the models here, the
+    /// Vision Transformers' `class_token`).
     #[arg(long)]
     pub transformer_embedding_decay: Option<f64>,
     #[arg(long, default_value_t = 0.0)]
@@ -266,7 +269,15 @@ fn run() -> anyhow::Result<()> {
 
     tch::manual_seed(args.seed as i64);
     let mut vs = VarStore::new(dist.device());
-    let net = build_model(&vs, &args.model, classes)?;
+    if args.model.starts_with("vit_") && crop != args.train_crop_size {
+        anyhow::bail!(
+            "--model {}: a Vision Transformer takes one image size, but --train-crop-size is {} \
+             and the evaluation crop {crop}",
+            args.model,
+            args.train_crop_size
+        );
+    }
+    let net = build_model(&vs, &args.model, classes, i64::from(args.train_crop_size))?;
     if args.sync_bn && net.sync_batchnorm(&dist)? {
         dist.println(format!("SyncBatchNorm over {} processes", dist.world_size()));
     }
@@ -296,7 +307,7 @@ fn run() -> anyhow::Result<()> {
         .seed(args.seed)
         .loss(loss)
         .schedule(schedule(&args)?)
-        .precision(if args.amp { Precision::F16 } else { Precision::F32 })
+        .precision(amp_precision(&args, &dist))
         .cudnn_benchmark(!args.use_deterministic_algorithms && !args.test_only)
         .callback(classify_parts::PrintFreq::new(args.print_freq, &dist));
     if classes > 5 {
@@ -341,4 +352,20 @@ fn run() -> anyhow::Result<()> {
     dist.destroy()?;
     common::exit_if_preempted(&report);
     Ok(())
+}
+
+/// `--amp`: float16 autocast with a GradScaler on a CUDA device. torchvision's reference
+/// enters CUDA's autocast (`torch.cuda.amp.autocast`), which leaves CPU operations in
+/// float32, so on the CPU the run stays float32 as it does there (said once on rank 0).
+fn amp_precision(args: &Args, dist: &Dist) -> Precision {
+    match (args.amp, dist.device().is_cuda()) {
+        (true, true) => Precision::F16,
+        (true, false) => {
+            dist.println(
+                "--amp: CUDA's float16 autocast, as in torchvision; on the CPU the run stays float32",
+            );
+            Precision::F32
+        }
+        (false, _) => Precision::F32,
+    }
 }

@@ -12,8 +12,8 @@ use tch::nn::{ModuleT, VarStore};
 use tch::Tensor;
 use trainbook::fit::Callback;
 use trainbook::models::{
-    alexnet, convnext, densenet, efficientnet, mobilenet_v2, mobilenet_v3, resnet_by_name,
-    squeezenet, vgg, HeadKind, ResNet,
+    alexnet, convnext, densenet, efficientnet, mnasnet, mobilenet_v2, mobilenet_v3, regnet,
+    resnet_by_name, shufflenet_v2, squeezenet, vgg, vit, HeadKind, ResNet,
 };
 use trainbook::prelude::*;
 use trainbook::train::{Cadence, ParamGroup, SequentialLR, StepLR};
@@ -28,45 +28,59 @@ use trainbook::transforms::{
 use super::Args;
 
 /// A model of torchvision's by name.
-pub enum Net {
+pub enum Classifier {
     /// The ResNet family (with SyncBatchNorm).
     ResNet(Box<ResNet>),
-    /// MobileNetV2 and V3, ConvNeXt, VGG, AlexNet, SqueezeNet.
+    /// A model without BatchNorm (ConvNeXt, the Vision Transformers, AlexNet, VGG without
+    /// `_bn`, the SqueezeNets): nothing for `--sync-bn` to convert.
+    NoBatchNorm(Box<dyn ModuleT>),
+    /// The other models, whose BatchNorm is not synchronised here.
     Other(Box<dyn ModuleT>),
 }
 
-impl std::fmt::Debug for Net {
+impl std::fmt::Debug for Classifier {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            Net::ResNet(_) => "Net::ResNet",
-            Net::Other(_) => "Net::Other",
+            Classifier::ResNet(_) => "Classifier::ResNet",
+            Classifier::NoBatchNorm(_) => "Classifier::NoBatchNorm",
+            Classifier::Other(_) => "Classifier::Other",
         })
     }
 }
 
-impl ModuleT for Net {
+impl ModuleT for Classifier {
     fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
         match self {
-            Net::ResNet(n) => n.forward_t(xs, train),
-            Net::Other(n) => n.forward_t(xs, train),
+            Classifier::ResNet(n) => n.forward_t(xs, train),
+            Classifier::NoBatchNorm(n) | Classifier::Other(n) => n.forward_t(xs, train),
         }
     }
 }
 
-impl Net {
-    /// `--sync-bn`: the ResNets' BatchNorm over all ranks; ConvNeXt has no BatchNorm (nothing
-    /// to convert, as in torchvision); the other models' is not synchronised here (an error).
+impl Classifier {
+    /// `--sync-bn`: the ResNets' BatchNorm over all ranks; a model without BatchNorm has
+    /// nothing to convert (as in torchvision); the other models' is not synchronised here (an
+    /// error on several processes).
     pub fn sync_batchnorm(&self, dist: &Dist) -> anyhow::Result<bool> {
         match self {
-            Net::ResNet(n) => Ok(n.convert_sync_batchnorm(dist)?),
-            Net::Other(_) if dist.world_size() <= 1 => Ok(false),
-            Net::Other(_) => bail!("--sync-bn: SyncBatchNorm is available for the ResNet family"),
+            Classifier::ResNet(n) => Ok(n.convert_sync_batchnorm(dist)?),
+            Classifier::NoBatchNorm(_) => Ok(false),
+            Classifier::Other(_) if dist.world_size() <= 1 => Ok(false),
+            Classifier::Other(_) => {
+                bail!("--sync-bn: SyncBatchNorm is available for the ResNet family")
+            }
         }
     }
 }
 
-/// torchvision's `get_model(name, num_classes=classes)`.
-pub fn build_model(vs: &VarStore, name: &str, classes: i64) -> anyhow::Result<Net> {
+/// torchvision's `get_model(name, num_classes=classes)`; a Vision Transformer is built for
+/// images of `image_size` (torchvision's is 224 unless given `image_size=`).
+pub fn build_model(
+    vs: &VarStore,
+    name: &str,
+    classes: i64,
+    image_size: i64,
+) -> anyhow::Result<Classifier> {
     let root = vs.root();
     let other: Box<dyn ModuleT> = match name {
         n if n.starts_with("mobilenet_v3") => Box::new(mobilenet_v3(&root, n, classes)?),
@@ -77,17 +91,26 @@ pub fn build_model(vs: &VarStore, name: &str, classes: i64) -> anyhow::Result<Ne
         n if n.starts_with("efficientnet") => Box::new(efficientnet(&root, n, classes)?),
         n if n.starts_with("densenet") => Box::new(densenet(&root, n, classes)?),
         n if n.starts_with("squeezenet") => Box::new(squeezenet(&root, n, classes)?),
+        n if n.starts_with("regnet") => Box::new(regnet(&root, n, classes)?),
+        n if n.starts_with("vit_") => Box::new(vit(&root, n, classes, image_size)?),
+        n if n.starts_with("shufflenet") => Box::new(shufflenet_v2(&root, n, classes)?),
+        n if n.starts_with("mnasnet") => Box::new(mnasnet(&root, n, classes)?),
         _ => {
             let net =
                 resnet_by_name(&root, name, classes, HeadKind::Linear).with_context(|| {
                     "--model: also mobilenet_v2, mobilenet_v3_large/small, efficientnet_b0..b7, \
-                 convnext_tiny/small/base/large, densenet121/161/169/201, vgg11/13/16/19 (and \
-                 _bn), alexnet, squeezenet1_0/1_1"
+                 efficientnet_v2_s/m/l, convnext_tiny/small/base/large, densenet121/161/169/201, \
+                 vgg11/13/16/19 (and _bn), alexnet, squeezenet1_0/1_1, regnet_y_400mf.. \
+                 regnet_y_128gf, regnet_x_400mf..regnet_x_32gf, vit_b_16/b_32/l_16/l_32/h_14, \
+                 shufflenet_v2_x0_5/x1_0/x1_5/x2_0, mnasnet0_5/0_75/1_0/1_3"
                 })?;
-            return Ok(Net::ResNet(Box::new(net)));
+            return Ok(Classifier::ResNet(Box::new(net)));
         }
     };
-    Ok(Net::Other(other))
+    let without_batch_norm =
+        ["convnext", "vit_", "alexnet", "squeezenet"].iter().any(|p| name.starts_with(p))
+            || (name.starts_with("vgg") && !name.ends_with("_bn"));
+    Ok(if without_batch_norm { Classifier::NoBatchNorm(other) } else { Classifier::Other(other) })
 }
 
 /// `--interpolation`.
@@ -176,8 +199,15 @@ pub fn optimizer(args: &Args, vs: &VarStore) -> anyhow::Result<Optimizer> {
     } else {
         bail!("--opt {}: only SGD, RMSprop and AdamW are supported (as in torchvision)", args.opt)
     };
-    let groups =
-        ParamGroup::torchvision_weight_decay(vs, args.norm_weight_decay, args.bias_weight_decay);
+    // The reference's custom keys: `bias`, then the transformers' embeddings.
+    let mut custom: Vec<(&str, f64)> =
+        args.bias_weight_decay.map(|wd| ("bias", wd)).into_iter().collect();
+    if let Some(wd) = args.transformer_embedding_decay {
+        for key in ["class_token", "position_embedding", "relative_position_bias_table"] {
+            custom.push((key, wd));
+        }
+    }
+    let groups = ParamGroup::torchvision_custom_weight_decay(vs, args.norm_weight_decay, &custom);
     for g in groups {
         opt = opt.param_group(g)?;
     }
@@ -247,7 +277,7 @@ pub fn resume_arg(args: &Args, vs: &mut VarStore, dist: &Dist) -> anyhow::Result
 pub fn test_only(
     dist: &Dist,
     trainer: &Trainer,
-    (vs, net, loader): (&mut VarStore, &Net, &mut DataLoader<ImageFolder>),
+    (vs, net, loader): (&mut VarStore, &Classifier, &mut DataLoader<ImageFolder>),
     args: &Args,
     from_weights: bool,
 ) -> anyhow::Result<()> {

@@ -95,3 +95,15 @@ pub(super) fn make_divisible(v: f64, divisor: i64) -> i64 {
         new_v
     }
 }
+
+/// `conv` with a bias as PyTorch's `Conv2d.reset_parameters` draws it (uniform within
+/// `1/sqrt(fan_in)`), registered after the weight as torch does: a layer whose weight a model
+/// initialises itself and whose bias it leaves to PyTorch (torchvision's RegNet
+/// squeeze-and-excitation).
+pub(super) fn conv_default_bias(mut conv: nn::Conv2D, path: nn::Path) -> nn::Conv2D {
+    let size = conv.ws.size();
+    let (c_out, fan_in) = (size[0], size[1] * size[2] * size[3]);
+    let bs = uniform(&[c_out], 1.0 / (fan_in as f64).sqrt(), &path);
+    conv.bs = Some(path.var_copy("bias", &bs));
+    conv
+}

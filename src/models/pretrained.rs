@@ -16,8 +16,8 @@ pub enum Weights {
     /// `IMAGENET1K_V1`: the original ImageNet training of each network.
     ImageNet1kV1,
     /// `IMAGENET1K_V2`: torchvision's newer recipe (ResNet50, 101 and 152, ResNeXt50 32x4d and
-    /// 101 32x8d, the Wide ResNets, MobileNetV2, MobileNetV3-Large); their evaluation transform resizes to
-    /// 232 before the 224 centre crop.
+    /// 101 32x8d, the Wide ResNets, MobileNetV2, MobileNetV3-Large, the RegNets); their
+    /// evaluation transform resizes to 232 before the 224 centre crop.
     ImageNet1kV2,
     /// `DEFAULT`: the best weights torchvision has for the model (V2 where it exists, else V1).
     Default,
@@ -25,7 +25,7 @@ pub enum Weights {
 
 /// Every pretrained file known here: model, weights, URL (torchvision 0.28's, with the
 /// SHA-256 prefix in the file name).
-pub const PRETRAINED: [(&str, Weights, &str); 37] = [
+pub const PRETRAINED: [(&str, Weights, &str); 72] = [
     (
         "resnet18",
         Weights::ImageNet1kV1,
@@ -195,6 +195,181 @@ pub const PRETRAINED: [(&str, Weights, &str); 37] = [
         Weights::ImageNet1kV1,
         "https://download.pytorch.org/models/vgg19_bn-c79401a0.pth",
     ),
+    (
+        "regnet_y_400mf",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/regnet_y_400mf-c65dace8.pth",
+    ),
+    (
+        "regnet_y_400mf",
+        Weights::ImageNet1kV2,
+        "https://download.pytorch.org/models/regnet_y_400mf-e6988f5f.pth",
+    ),
+    (
+        "regnet_y_800mf",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/regnet_y_800mf-1b27b58c.pth",
+    ),
+    (
+        "regnet_y_800mf",
+        Weights::ImageNet1kV2,
+        "https://download.pytorch.org/models/regnet_y_800mf-58fc7688.pth",
+    ),
+    (
+        "regnet_y_1_6gf",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/regnet_y_1_6gf-b11a554e.pth",
+    ),
+    (
+        "regnet_y_1_6gf",
+        Weights::ImageNet1kV2,
+        "https://download.pytorch.org/models/regnet_y_1_6gf-0d7bc02a.pth",
+    ),
+    (
+        "regnet_y_3_2gf",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/regnet_y_3_2gf-b5a9779c.pth",
+    ),
+    (
+        "regnet_y_3_2gf",
+        Weights::ImageNet1kV2,
+        "https://download.pytorch.org/models/regnet_y_3_2gf-9180c971.pth",
+    ),
+    (
+        "regnet_y_8gf",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/regnet_y_8gf-d0d0e4a8.pth",
+    ),
+    (
+        "regnet_y_8gf",
+        Weights::ImageNet1kV2,
+        "https://download.pytorch.org/models/regnet_y_8gf-dc2b1b54.pth",
+    ),
+    (
+        "regnet_y_16gf",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/regnet_y_16gf-9e6ed7dd.pth",
+    ),
+    (
+        "regnet_y_16gf",
+        Weights::ImageNet1kV2,
+        "https://download.pytorch.org/models/regnet_y_16gf-3e4a00f9.pth",
+    ),
+    (
+        "regnet_y_32gf",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/regnet_y_32gf-4dee3f7a.pth",
+    ),
+    (
+        "regnet_y_32gf",
+        Weights::ImageNet1kV2,
+        "https://download.pytorch.org/models/regnet_y_32gf-8db6d4b5.pth",
+    ),
+    (
+        "regnet_x_400mf",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/regnet_x_400mf-adf1edd5.pth",
+    ),
+    (
+        "regnet_x_400mf",
+        Weights::ImageNet1kV2,
+        "https://download.pytorch.org/models/regnet_x_400mf-62229a5f.pth",
+    ),
+    (
+        "regnet_x_800mf",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/regnet_x_800mf-ad17e45c.pth",
+    ),
+    (
+        "regnet_x_800mf",
+        Weights::ImageNet1kV2,
+        "https://download.pytorch.org/models/regnet_x_800mf-94a99ebd.pth",
+    ),
+    (
+        "regnet_x_1_6gf",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/regnet_x_1_6gf-e3633e7f.pth",
+    ),
+    (
+        "regnet_x_1_6gf",
+        Weights::ImageNet1kV2,
+        "https://download.pytorch.org/models/regnet_x_1_6gf-a12f2b72.pth",
+    ),
+    (
+        "regnet_x_3_2gf",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/regnet_x_3_2gf-f342aeae.pth",
+    ),
+    (
+        "regnet_x_3_2gf",
+        Weights::ImageNet1kV2,
+        "https://download.pytorch.org/models/regnet_x_3_2gf-7071aa85.pth",
+    ),
+    (
+        "regnet_x_8gf",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/regnet_x_8gf-03ceed89.pth",
+    ),
+    (
+        "regnet_x_8gf",
+        Weights::ImageNet1kV2,
+        "https://download.pytorch.org/models/regnet_x_8gf-2b70d774.pth",
+    ),
+    (
+        "regnet_x_16gf",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/regnet_x_16gf-2007eb11.pth",
+    ),
+    (
+        "regnet_x_16gf",
+        Weights::ImageNet1kV2,
+        "https://download.pytorch.org/models/regnet_x_16gf-ba3796d7.pth",
+    ),
+    (
+        "regnet_x_32gf",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/regnet_x_32gf-9d47f8d0.pth",
+    ),
+    (
+        "regnet_x_32gf",
+        Weights::ImageNet1kV2,
+        "https://download.pytorch.org/models/regnet_x_32gf-6eb8fdc6.pth",
+    ),
+    (
+        "shufflenet_v2_x0_5",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/shufflenetv2_x0.5-f707e7126e.pth",
+    ),
+    (
+        "shufflenet_v2_x1_0",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/shufflenetv2_x1-5666bf0f80.pth",
+    ),
+    (
+        "shufflenet_v2_x1_5",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/shufflenetv2_x1_5-3c479a10.pth",
+    ),
+    (
+        "shufflenet_v2_x2_0",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/shufflenetv2_x2_0-8be3c8ee.pth",
+    ),
+    (
+        "mnasnet0_75",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/mnasnet0_75-7090bc5f.pth",
+    ),
+    (
+        "mnasnet1_0",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/mnasnet1.0_top1_73.512-f206786ef8.pth",
+    ),
+    (
+        "mnasnet1_3",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/mnasnet1_3-a4c69d6f.pth",
+    ),
 ];
 
 impl FromStr for Weights {
@@ -238,9 +413,10 @@ impl Weights {
     /// The sizes of the evaluation transform torchvision gives these weights of `model`
     /// (`weights.transforms()`: resize the shorter side to `.0` with bilinear interpolation,
     /// then a centre crop of `.1`), which torchvision's classification reference uses with
-    /// `--weights` and `--test-only`: 256 and 224 for the V1 ResNets and MobileNets, 232 and
-    /// 224 for V2 and ResNeXt101 64x4d, 236/230/232/232 and 224 for ConvNeXt Tiny/Small/Base/
-    /// Large (`tests/parity/vision_models.rs` compares every entry of [`PRETRAINED`] with
+    /// `--weights` and `--test-only`: 256 and 224 for most V1 weights, 232 and 224 for V2,
+    /// ResNeXt101 64x4d, ShuffleNet V2 x1.5 and x2.0 and MNASNet 0.75 and 1.3, 236/230/232/232
+    /// and 224 for ConvNeXt Tiny/Small/Base/Large (`tests/parity/vision_models.rs` compares
+    /// every entry of [`PRETRAINED`] with
     /// torchvision's). Errors as [`url`](Self::url) when `model` has no such weights.
     ///
     /// ```
@@ -256,6 +432,7 @@ impl Weights {
             ("convnext_tiny", _) => 236,
             ("convnext_small", _) => 230,
             ("convnext_base" | "convnext_large" | "resnext101_64x4d", _) => 232,
+            ("shufflenet_v2_x1_5" | "shufflenet_v2_x2_0" | "mnasnet0_75" | "mnasnet1_3", _) => 232,
             (_, Some(Weights::ImageNet1kV2)) => 232,
             _ => 256,
         };

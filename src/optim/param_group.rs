@@ -78,7 +78,9 @@ impl ParamGroup {
     /// (BatchNorm, LayerNorm, GroupNorm, InstanceNorm with affine parameters: torchvision's
     /// norm classes that have parameters). Groups that would be empty are left out, as
     /// torchvision leaves them out; add the rest in order with
-    /// [`Optimizer::param_group`](super::Optimizer::param_group).
+    /// [`Optimizer::param_group`](super::Optimizer::param_group). The same as
+    /// [`torchvision_custom_weight_decay`](Self::torchvision_custom_weight_decay) with the one
+    /// custom key `bias`.
     ///
     /// ```
     /// use tch::{nn::VarStore, Device};
@@ -99,8 +101,41 @@ impl ParamGroup {
         norm: Option<f64>,
         bias: Option<f64>,
     ) -> Vec<ParamGroup> {
+        let custom: Vec<(&str, f64)> = bias.map(|wd| ("bias", wd)).into_iter().collect();
+        Self::torchvision_custom_weight_decay(vs, norm, &custom)
+    }
+
+    /// torchvision's `set_weight_decay(model, wd, norm_weight_decay, custom_keys_weight_decay=
+    /// custom)`: each custom key, in order, takes the parameters it names (a key without a dot
+    /// names a parameter's own name, such as `bias` or `class_token`; a key with dots a full
+    /// name), into a group of that label with its weight decay; with `norm` set, the other
+    /// parameters of normalisation layers go to group `norm` (see
+    /// [`torchvision_weight_decay`](Self::torchvision_weight_decay)); the rest keeps the
+    /// optimizer's. The reference's `--transformer-embedding-decay D` is the custom keys
+    /// `class_token`, `position_embedding` and `relative_position_bias_table`, each with `D`
+    /// (after `bias` when `--bias-weight-decay` is given). Empty groups are left out.
+    ///
+    /// ```
+    /// use tch::{nn::VarStore, Device};
+    /// use trainbook::models::vit;
+    /// use trainbook::train::{Optimizer, ParamGroup};
+    /// let vs = VarStore::new(Device::Cpu);
+    /// let _net = vit(&vs.root(), "vit_b_32", 10, 64)?;
+    /// let mut opt = Optimizer::adamw(&vs, 1e-3);
+    /// let keys = [("class_token", 0.0), ("position_embedding", 0.0)];
+    /// for g in ParamGroup::torchvision_custom_weight_decay(&vs, Some(0.0), &keys) {
+    ///     opt = opt.param_group(g)?;
+    /// }
+    /// // torchvision's ViT calls its embedding `pos_embedding`, which the key does not name.
+    /// assert_eq!(opt.group_labels(), ["default", "norm", "class_token"]);
+    /// # Ok::<(), trainbook::Error>(())
+    /// ```
+    pub fn torchvision_custom_weight_decay(
+        vs: &tch::nn::VarStore,
+        norm: Option<f64>,
+        custom: &[(&str, f64)],
+    ) -> Vec<ParamGroup> {
         let variables = vs.variables();
-        let is_bias = |name: &str| name == "bias" || name.ends_with(".bias");
         let norm_modules: std::collections::HashSet<String> = variables
             .iter()
             .filter(|(name, t)| t.dim() == 1 && (name == &"weight" || name.ends_with(".weight")))
@@ -111,20 +146,29 @@ impl ParamGroup {
             let prefix = if module.is_empty() { String::new() } else { format!("{module}.") };
             norm_modules.contains(&prefix)
         };
+        // The custom key that takes a parameter: the first that names it.
+        let keys: Vec<String> = custom.iter().map(|(k, _)| k.to_string()).collect();
+        let key_of = move |name: &str| -> Option<usize> {
+            let leaf = name.rsplit_once('.').map_or(name, |(_, leaf)| leaf);
+            keys.iter().position(|k| if k.contains('.') { k == name } else { k == leaf })
+        };
         let selects_any = |f: &dyn Fn(&str) -> bool| {
             variables.iter().any(|(name, t)| f(name) && t.requires_grad())
         };
         let mut groups = Vec::new();
         if let Some(wd) = norm {
-            let with_bias = bias.is_none();
-            let select = move |name: &str| in_norm(name) && (with_bias || !is_bias(name));
+            let key_of = key_of.clone();
+            let select = move |name: &str| in_norm(name) && key_of(name).is_none();
             if selects_any(&select) {
                 groups.push(ParamGroup::new("norm", move |name, _| select(name)).weight_decay(wd));
             }
         }
-        if let Some(wd) = bias {
-            if selects_any(&is_bias) {
-                groups.push(ParamGroup::new("bias", move |name, _| is_bias(name)).weight_decay(wd));
+        for (i, (key, wd)) in custom.iter().enumerate() {
+            let key_of = key_of.clone();
+            let select = move |name: &str| key_of(name) == Some(i);
+            if selects_any(&select) {
+                let group = ParamGroup::new(*key, move |name, _| select(name));
+                groups.push(group.weight_decay(*wd));
             }
         }
         groups

@@ -85,10 +85,114 @@ const MOBILENET_V3_LARGE: &[&str] = &[
     "0.2",
 ];
 
+/// ViT-B/16's recipe as torchvision's docs publish it.
+const VIT_B_16: &[&str] = &[
+    "--model",
+    "vit_b_16",
+    "--epochs",
+    "300",
+    "--batch-size",
+    "512",
+    "--opt",
+    "adamw",
+    "--lr",
+    "0.003",
+    "--wd",
+    "0.3",
+    "--lr-scheduler",
+    "cosineannealinglr",
+    "--lr-warmup-method",
+    "linear",
+    "--lr-warmup-epochs",
+    "30",
+    "--lr-warmup-decay",
+    "0.033",
+    "--amp",
+    "--label-smoothing",
+    "0.11",
+    "--mixup-alpha",
+    "0.2",
+    "--auto-augment",
+    "ra",
+    "--clip-grad-norm",
+    "1",
+    "--ra-sampler",
+    "--cutmix-alpha",
+    "1.0",
+    "--model-ema",
+];
+
+/// EfficientNet-V2-S's recipe as torchvision's docs publish it (`$TRAIN_SIZE` 300,
+/// `$EVAL_SIZE` 384).
+const EFFICIENTNET_V2_S: &[&str] = &[
+    "--model",
+    "efficientnet_v2_s",
+    "--batch-size",
+    "128",
+    "--lr",
+    "0.5",
+    "--lr-scheduler",
+    "cosineannealinglr",
+    "--lr-warmup-epochs",
+    "5",
+    "--lr-warmup-method",
+    "linear",
+    "--auto-augment",
+    "ta_wide",
+    "--epochs",
+    "600",
+    "--random-erase",
+    "0.1",
+    "--label-smoothing",
+    "0.1",
+    "--mixup-alpha",
+    "0.2",
+    "--cutmix-alpha",
+    "1.0",
+    "--weight-decay",
+    "0.00002",
+    "--norm-weight-decay",
+    "0.0",
+    "--train-crop-size",
+    "300",
+    "--model-ema",
+    "--val-crop-size",
+    "384",
+    "--val-resize-size",
+    "384",
+    "--ra-sampler",
+    "--ra-reps",
+    "4",
+];
+
+/// The RegNets' "small models" recipe as torchvision's docs publish it, `--flag=value` as
+/// written there, for `regnet_x_400mf`.
+const REGNET_X_400MF: &[&str] = &[
+    "--model",
+    "regnet_x_400mf",
+    "--epochs",
+    "100",
+    "--batch-size",
+    "128",
+    "--wd",
+    "0.00005",
+    "--lr=0.8",
+    "--lr-scheduler=cosineannealinglr",
+    "--lr-warmup-method=linear",
+    "--lr-warmup-epochs=5",
+    "--lr-warmup-decay=0.1",
+];
+
 /// `recipe` with the values of `small`'s flags replaced (or added): the same line, made small.
+/// A flag written `--flag=value` keeps that form.
 fn made_small(recipe: &[&str], small: &[(&str, &str)]) -> Vec<String> {
     let mut out: Vec<String> = recipe.iter().map(|s| s.to_string()).collect();
     for (flag, value) in small {
+        let joined = format!("{flag}=");
+        if let Some(i) = out.iter().position(|a| a.starts_with(&joined)) {
+            out[i] = format!("{joined}{value}");
+            continue;
+        }
         match out.iter().position(|a| a == flag) {
             Some(i) => out[i + 1] = value.to_string(),
             None => out.extend([flag.to_string(), value.to_string()]),
@@ -100,11 +204,17 @@ fn made_small(recipe: &[&str], small: &[(&str, &str)]) -> Vec<String> {
 /// 512 training and 64 validation pictures of 3 classes (80x60; the RASampler keeps
 /// `len // 256 * 256` indices, so fewer than 256 would leave it none), as DATA/train, DATA/val.
 fn stand_in(work: &Path) -> PathBuf {
+    stand_in_of(work, 512)
+}
+
+/// [`stand_in`] with `train` training pictures.
+fn stand_in_of(work: &Path, train: usize) -> PathBuf {
     let source = work.join("designsafe");
+    let train = train.to_string();
     let ok = Command::new(common::venv_bin("python"))
         .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/data-scripts/designsafe_standin.py"))
         .arg(&source)
-        .args(["--train", "512", "--val", "64", "--width", "80", "--height", "60"])
+        .args(["--train", &train, "--val", "64", "--width", "80", "--height", "60"])
         .status()
         .unwrap();
     assert!(ok.success());
@@ -122,8 +232,12 @@ fn oracle(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// The value of `flag` in `args`, else `default`.
+/// The value of `flag` in `args` (`--flag value` or `--flag=value`), else `default`.
 fn value<'a>(args: &'a [String], flag: &str, default: &'a str) -> &'a str {
+    let joined = format!("{flag}=");
+    if let Some(v) = args.iter().find_map(|a| a.strip_prefix(joined.as_str())) {
+        return v;
+    }
     args.iter().position(|a| a == flag).map_or(default, |i| args[i + 1].as_str())
 }
 
@@ -248,6 +362,52 @@ fn two_published_recipes_run_as_written_under_torchrun() {
     assert!(!o.status.success());
     let text = common::text(&o);
     assert!(text.contains("--ra-sampler: 64 training pictures"), "{text}");
+}
+
+/// The ViT, EfficientNet V2 and RegNet recipes run as written, made small: 256 training
+/// pictures (the fewest the RASampler keeps), two epochs of 48-pixel crops (a multiple of the
+/// ViT's 16-pixel patches), batches of 16 per process, one warmup epoch; each epoch's learning
+/// rate is torch's, the losses are finite, `--amp` on the CPU says it stays float32, and
+/// torchvision's model of the same name (the ViT built for 48-pixel images) loads the
+/// `model.pth` each run writes.
+#[test]
+fn the_vit_efficientnet_v2_and_regnet_recipes_run_as_written_made_small() {
+    let _turn = common::module_turn(module_path!());
+    let work = common::WorkDir::new("classify-more");
+    let data = stand_in_of(&work, 256);
+    let small: &[(&str, &str)] = &[
+        ("--epochs", "2"),
+        ("--batch-size", "16"),
+        ("--train-crop-size", "48"),
+        ("--val-resize-size", "56"),
+        ("--val-crop-size", "48"),
+        ("--lr-warmup-epochs", "1"),
+        ("--model-ema-steps", "4"),
+    ];
+    for (name, recipe) in [
+        ("vit_b_16", VIT_B_16),
+        ("efficientnet_v2_s", EFFICIENTNET_V2_S),
+        ("regnet_x_400mf", REGNET_X_400MF),
+    ] {
+        let args = made_small(recipe, small);
+        let out = work.join(name);
+        let stdout = torchrun(&data, &out, &args);
+        if args.iter().any(|a| a == "--amp") {
+            assert!(stdout.contains("on the CPU the run stays float32"), "{name}: {stdout}");
+        }
+        let records = read_records(&out.join("metrics.jsonl")).unwrap();
+        let lrs: Vec<f64> = records.iter().map(|r| r.lr).collect();
+        assert_eq!(lrs, torch_lrs(&args), "{name}: the learning rate of each epoch");
+        for r in &records {
+            assert!(r.train_loss.is_finite() && r.val_loss.is_some_and(f64::is_finite), "{r:?}");
+        }
+        let model = out.join("model.pth");
+        let size = if name.starts_with("vit") { "48" } else { "" };
+        let mut load = vec!["load", name, "3", model.to_str().unwrap()];
+        load.extend((!size.is_empty()).then_some(size));
+        let loaded = oracle(&load);
+        assert!(loaded.trim().parse::<usize>().unwrap() > 10, "{name}: {loaded}");
+    }
 }
 
 #[test]

@@ -7,9 +7,10 @@
                                    every epoch as JSON: torch's schedulers composed as the
                                    reference composes them (a SequentialLR of the warmup and the
                                    main schedule), stepped once after each epoch.
-  classify_recipe.py load MODEL CLASSES PATH
+  classify_recipe.py load MODEL CLASSES PATH [IMAGE_SIZE]
                                    torch.load(PATH) loaded strictly into
-                                   torchvision.models.get_model(MODEL, num_classes=CLASSES);
+                                   torchvision.models.get_model(MODEL, num_classes=CLASSES)
+                                   (a Vision Transformer with image_size=IMAGE_SIZE);
                                    prints the number of tensors.
 """
 import json
@@ -51,8 +52,9 @@ def lrs(c):
     print(json.dumps(out))
 
 
-def load(model, classes, path):
-    net = torchvision.models.get_model(model, num_classes=int(classes))
+def load(model, classes, path, image_size=None):
+    extra = {"image_size": int(image_size)} if image_size else {}
+    net = torchvision.models.get_model(model, num_classes=int(classes), **extra)
     state = torch.load(path, weights_only=True)
     net.load_state_dict(state, strict=True)
     print(len(state))
@@ -62,4 +64,4 @@ if __name__ == "__main__":
     if sys.argv[1] == "lrs":
         lrs(json.loads(sys.argv[2]))
     else:
-        load(*sys.argv[2:5])
+        load(*sys.argv[2:6])

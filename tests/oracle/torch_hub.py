@@ -5,7 +5,7 @@
                              three variables)
   torch_hub.py hashes NAME.. JSON list of the hash prefix torch.hub reads from each file name
                              (None where it finds none)
-  torch_hub.py urls          JSON: [model, weights name, url] of every ResNet, ResNeXt, Wide ResNet, MobileNet, ConvNeXt, VGG, AlexNet and SqueezeNet weights enum
+  torch_hub.py urls          JSON: [model, weights name, url] of every ResNet, ResNeXt, Wide ResNet, MobileNet, ConvNeXt, VGG, AlexNet, SqueezeNet, RegNet, ShuffleNet V2 and MNASNet weights enum
   torch_hub.py sha256 FILE   the file's SHA-256, hex
 """
 import hashlib
@@ -43,7 +43,11 @@ def urls():
         "wide_resnet101_2", "mobilenet_v3_large", "mobilenet_v3_small",
         "convnext_tiny", "convnext_small", "convnext_base", "convnext_large", "mobilenet_v2",
         "alexnet", "squeezenet1_0", "squeezenet1_1"] + [
-        f"vgg{depth}{bn}" for depth in (11, 13, 16, 19) for bn in ("", "_bn")]
+        f"vgg{depth}{bn}" for depth in (11, 13, 16, 19) for bn in ("", "_bn")] + [
+        f"regnet_{kind}_{size}" for kind in "yx"
+        for size in ("400mf", "800mf", "1_6gf", "3_2gf", "8gf", "16gf", "32gf")] + [
+        "regnet_y_128gf", "shufflenet_v2_x0_5", "shufflenet_v2_x1_0", "shufflenet_v2_x1_5",
+        "shufflenet_v2_x2_0", "mnasnet0_5", "mnasnet0_75", "mnasnet1_0", "mnasnet1_3"]
     for name in names:
         for w in models.get_model_weights(name):
             out.append([name, w.name, w.url])

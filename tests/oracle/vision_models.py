@@ -1,9 +1,14 @@
 """Oracle for tests/parity/vision_models.rs: torchvision's MobileNetV3 and ConvNeXt (any
 get_model name).
 
+  vision_models.py list            JSON: list_models(module=torchvision.models), torchvision's
+                                    classification models
   vision_models.py names NAME...    JSON: for every network, its state_dict (name, shape) and
                                     named_parameters() order (built on the meta device)
-  vision_models.py pass NAME DIR    get_model(NAME, num_classes=5) from seed 0, its BatchNorm
+  vision_models.py pass NAME DIR    get_model(NAME, num_classes=5) from seed 0 (NAME vit_test:
+                                    VisionTransformer(image_size=64, patch_size=16,
+                                    num_layers=2, num_heads=4, hidden_dim=64, mlp_dim=128),
+                                    its zero head drawn normal with std 0.5), its BatchNorm
                                     layers given random affine parameters and statistics (so
                                     that evaluation mode is no identity); writes
                                     DIR/weights.safetensors (the state_dict) and
@@ -31,6 +36,18 @@ from models import eval_and_train_pass  # noqa: E402
 
 torch.set_num_threads(1)
 
+# RegNet's widths are computed with tensors (BlockParams.from_init_params), which the meta
+# device of `names` cannot read back: compute them on the CPU.
+_from_init_params = torchvision.models.regnet.BlockParams.from_init_params.__func__
+
+
+def _widths_on_cpu(cls, *args, **kwargs):
+    with torch.device("cpu"):
+        return _from_init_params(cls, *args, **kwargs)
+
+
+torchvision.models.regnet.BlockParams.from_init_params = classmethod(_widths_on_cpu)
+
 
 def eval_sizes(pairs):
     out = {}
@@ -55,11 +72,25 @@ def names(models):
 
 def one_pass(name, d):
     torch.manual_seed(0)
-    eval_and_train_pass(torchvision.models.get_model(name, num_classes=5), 5, d)
+    if name == "vit_test":
+        # A Vision Transformer small enough for a test: torchvision's class with two blocks of
+        # width 64 and 4 heads, on 64-pixel images in patches of 16; its zero head drawn at
+        # random so that every gradient flows.
+        m = torchvision.models.VisionTransformer(
+            image_size=64, patch_size=16, num_layers=2, num_heads=4, hidden_dim=64, mlp_dim=128,
+            num_classes=5,
+        )
+        torch.nn.init.normal_(m.heads.head.weight, std=0.5)
+        torch.nn.init.normal_(m.heads.head.bias, std=0.5)
+    else:
+        m = torchvision.models.get_model(name, num_classes=5)
+    eval_and_train_pass(m, 5, d)
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "names":
+    if sys.argv[1] == "list":
+        print(json.dumps(torchvision.models.list_models(module=torchvision.models)))
+    elif sys.argv[1] == "names":
         names(sys.argv[2:])
     elif sys.argv[1] == "eval_sizes":
         eval_sizes(sys.argv[2:])

@@ -2,7 +2,8 @@
 `--bias-weight-decay`), for tests/training/param_groups.rs: for each torchvision model named on
 argv, its parameters and buffers (names, shapes) and, for the settings "norm" (norm layers
 apart) and "norm+bias" (also every parameter named `bias` apart, checked before the norm
-layers), the names in each non-empty group in order: the rest, then the norm layers' (modules
+layers) and "norm+bias+embeddings" (also --transformer-embedding-decay's keys, after `bias`),
+the names in each non-empty group in order: the rest, then the norm layers' (modules
 that are instances of torch's normalisation classes), then the biases'. Printed as JSON."""
 import json
 import sys
@@ -19,16 +20,21 @@ NORMS = (
 )
 
 
-def groups(model, with_bias):
-    out = {"other": [], "norm": [], "bias": []}
+# The reference's custom keys for --transformer-embedding-decay, after "bias".
+EMBEDDINGS = ["class_token", "position_embedding", "relative_position_bias_table"]
+
+
+def groups(model, with_bias, with_embeddings=False):
+    keys = (["bias"] if with_bias else []) + (EMBEDDINGS if with_embeddings else [])
+    out = {"other": [], "norm": [], **{k: [] for k in keys}}
 
     def walk(module, prefix):
         for local, p in module.named_parameters(recurse=False):
             if not p.requires_grad:
                 continue
             full = f"{prefix}.{local}" if prefix else local
-            if with_bias and local == "bias":
-                out["bias"].append(full)
+            if local in keys:
+                out[local].append(full)
             elif isinstance(module, NORMS):
                 out["norm"].append(full)
             else:
@@ -48,5 +54,6 @@ for name in sys.argv[1:]:
         "buffers": [[n, list(b.shape)] for n, b in model.named_buffers()],
         "norm": groups(model, False),
         "norm+bias": groups(model, True),
+        "norm+bias+embeddings": groups(model, True, True),
     }
 print(json.dumps(result))

@@ -149,13 +149,20 @@ fn state_key(key: &str) -> String {
     format!("{what}.{param}")
 }
 
-/// torchvision's reference groups (`--norm-weight-decay`, `--bias-weight-decay`) of real
+/// torchvision's reference groups (`--norm-weight-decay`, `--bias-weight-decay`, `--transformer-embedding-decay`) of real
 /// torchvision models, by torch's module classes (tests/oracle/weight_decay_groups.py), against
-/// `ParamGroup::torchvision_weight_decay` on a variable store of the same names and shapes.
+/// `ParamGroup::torchvision_custom_weight_decay` on a variable store of the same names and shapes.
 #[test]
 fn torchvision_weight_decay_groups_match_the_references_for_torchvisions_models() {
     let _turn = common::module_turn(module_path!());
-    let models = ["resnet18", "mobilenet_v3_small", "efficientnet_b0", "convnext_tiny", "swin_t"];
+    let models = [
+        "resnet18",
+        "mobilenet_v3_small",
+        "efficientnet_b0",
+        "convnext_tiny",
+        "swin_t",
+        "vit_b_32",
+    ];
     let out = std::process::Command::new(common::venv_bin("python"))
         .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/oracle/weight_decay_groups.py"))
         .args(models)
@@ -183,9 +190,19 @@ fn torchvision_weight_decay_groups_match_the_references_for_torchvisions_models(
             let (path, leaf) = at(b[0].as_str().unwrap());
             let _ = path.zeros_no_train(&leaf, &shape(&b[1]));
         }
-        for (setting, bias) in [("norm", None), ("norm+bias", Some(0.0))] {
+        let embeddings = [
+            ("bias", 0.0),
+            ("class_token", 0.0),
+            ("position_embedding", 0.0),
+            ("relative_position_bias_table", 0.0),
+        ];
+        for (setting, custom) in [
+            ("norm", &embeddings[..0]),
+            ("norm+bias", &embeddings[..1]),
+            ("norm+bias+embeddings", &embeddings[..]),
+        ] {
             let mut opt = Optimizer::sgd(&vs, 0.1, 0.9);
-            for g in ParamGroup::torchvision_weight_decay(&vs, Some(0.0), bias) {
+            for g in ParamGroup::torchvision_custom_weight_decay(&vs, Some(0.0), custom) {
                 opt = opt.param_group(g).unwrap();
             }
             let want = m[setting].as_array().unwrap();
