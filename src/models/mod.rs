@@ -13,6 +13,7 @@ mod convnext;
 mod densenet;
 mod efficientnet;
 mod layers;
+mod legacy_names;
 mod memory_format;
 mod mnasnet;
 mod mnist_net;
@@ -37,12 +38,15 @@ pub use convnext::{convnext, ConvNeXt};
 pub use densenet::{densenet, DenseNet, DENSENET_NAMES};
 pub use efficientnet::{efficientnet, EfficientNet, EFFICIENTNET_NAMES, EFFICIENTNET_V2_NAMES};
 pub use layers::{conv2d, linear};
+pub use legacy_names::torchvision_current_name;
 pub use memory_format::{channels_last, is_channels_last, to_channels_last};
 pub use mnasnet::{mnasnet, MnasNet, MNASNET_NAMES};
 pub use mnist_net::MnistNet;
 pub use mobilenet_v2::{mobilenet_v2, MobileNetV2};
 pub use mobilenet_v3::{mobilenet_v3, MobileNetV3};
-pub use pretrained::{load_pretrained, load_weights_arg, Weights, PRETRAINED};
+pub use pretrained::{
+    load_pretrained, load_torchvision_file, load_weights_arg, Weights, PRETRAINED,
+};
 pub use regnet::{regnet, RegNet, REGNET_NAMES};
 pub use resnet::{
     freeze_backbone, resnet, resnet18, resnet18_classifier, resnet34, resnet34_classifier,

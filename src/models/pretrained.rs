@@ -7,8 +7,8 @@ use std::str::FromStr;
 
 use tch::nn::VarStore;
 
-use super::{load_weights, LoadReport};
-use crate::{Error, Result};
+use super::LoadReport;
+use crate::{Error, Result, WithPath};
 
 /// A torchvision weights name (`<Model>_Weights.<NAME>`), without the model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,7 +25,7 @@ pub enum Weights {
 
 /// Every pretrained file known here: model, weights, URL (torchvision 0.28's, with the
 /// SHA-256 prefix in the file name).
-pub const PRETRAINED: [(&str, Weights, &str); 72] = [
+pub const PRETRAINED: [(&str, Weights, &str); 80] = [
     (
         "resnet18",
         Weights::ImageNet1kV1,
@@ -370,6 +370,46 @@ pub const PRETRAINED: [(&str, Weights, &str); 72] = [
         Weights::ImageNet1kV1,
         "https://download.pytorch.org/models/mnasnet1_3-a4c69d6f.pth",
     ),
+    (
+        "densenet121",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/densenet121-a639ec97.pth",
+    ),
+    (
+        "densenet161",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/densenet161-8d451a50.pth",
+    ),
+    (
+        "densenet169",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/densenet169-b2777c0a.pth",
+    ),
+    (
+        "densenet201",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/densenet201-c1103571.pth",
+    ),
+    (
+        "vit_b_16",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/vit_b_16-c867db91.pth",
+    ),
+    (
+        "vit_b_32",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/vit_b_32-d86f8d99.pth",
+    ),
+    (
+        "vit_l_16",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/vit_l_16-852ce7e3.pth",
+    ),
+    (
+        "vit_l_32",
+        Weights::ImageNet1kV1,
+        "https://download.pytorch.org/models/vit_l_32-c7638314.pth",
+    ),
 ];
 
 impl FromStr for Weights {
@@ -414,8 +454,8 @@ impl Weights {
     /// (`weights.transforms()`: resize the shorter side to `.0` with bilinear interpolation,
     /// then a centre crop of `.1`), which torchvision's classification reference uses with
     /// `--weights` and `--test-only`: 256 and 224 for most V1 weights, 232 and 224 for V2,
-    /// ResNeXt101 64x4d, ShuffleNet V2 x1.5 and x2.0 and MNASNet 0.75 and 1.3, 236/230/232/232
-    /// and 224 for ConvNeXt Tiny/Small/Base/Large (`tests/parity/vision_models.rs` compares
+    /// ResNeXt101 64x4d, ShuffleNet V2 x1.5 and x2.0 and MNASNet 0.75 and 1.3, 242 and 224 for
+    /// ViT-L/16, 236/230/232/232 and 224 for ConvNeXt Tiny/Small/Base/Large (`tests/parity/vision_models.rs` compares
     /// every entry of [`PRETRAINED`] with
     /// torchvision's). Errors as [`url`](Self::url) when `model` has no such weights.
     ///
@@ -433,6 +473,7 @@ impl Weights {
             ("convnext_small", _) => 230,
             ("convnext_base" | "convnext_large" | "resnext101_64x4d", _) => 232,
             ("shufflenet_v2_x1_5" | "shufflenet_v2_x2_0" | "mnasnet0_75" | "mnasnet1_3", _) => 232,
+            ("vit_l_16", _) => 242,
             (_, Some(Weights::ImageNet1kV2)) => 232,
             _ => 256,
         };
@@ -466,7 +507,42 @@ pub fn load_pretrained(
     weights: Weights,
     strict: bool,
 ) -> Result<LoadReport> {
-    load_weights(vs, weights.file(model, true)?, strict)
+    load_torchvision_file(vs, weights.file(model, true)?, strict)
+}
+
+/// A weights file of torchvision's (a `torch.save` state dict, or safetensors) loaded into
+/// `vs` as torchvision's own loaders load it: the older parameter names some of its files
+/// carry renamed first ([`torchvision_current_name`](super::torchvision_current_name)), then
+/// [`load_state_dict`](super::load_state_dict) with `strict`. Errors name the file.
+pub fn load_torchvision_file(
+    vs: &mut VarStore,
+    path: impl AsRef<Path>,
+    strict: bool,
+) -> Result<LoadReport> {
+    let path = path.as_ref();
+    let tensors: Vec<(String, tch::Tensor)> = if is_zip(path)? {
+        let value = crate::torch_file::load(path)?;
+        crate::torch_file::state_dict_of(&value, path)?.1
+    } else {
+        super::from_safetensors_bytes(&std::fs::read(path).with_path(path)?, path)?
+    };
+    let renamed: Vec<(String, tch::Tensor)> = tensors
+        .into_iter()
+        .map(|(k, t)| (super::torchvision_current_name(&k).into_owned(), t))
+        .collect();
+    super::load_state_dict(vs, &renamed, strict).map_err(|e| match e {
+        Error::InvalidArgument(m) => Error::InvalidArgument(format!("{}: {m}", path.display())),
+        other => other,
+    })
+}
+
+/// Whether `path` starts as a zip archive (`torch.save`'s format) does.
+fn is_zip(path: &Path) -> Result<bool> {
+    use std::io::Read;
+    let mut magic = [0u8; 2];
+    let mut file = std::fs::File::open(path).with_path(path)?;
+    let n = file.read(&mut magic).with_path(path)?;
+    Ok(n == 2 && &magic == b"PK")
 }
 
 /// What the examples' `--weights ARG` loads: the file `ARG` when it exists (a `torch.save`
@@ -479,7 +555,7 @@ pub fn load_weights_arg(
     strict: bool,
 ) -> Result<LoadReport> {
     if arg.exists() {
-        return load_weights(vs, arg, strict);
+        return load_torchvision_file(vs, arg, strict);
     }
     let name = arg.to_str().unwrap_or_default();
     match name.parse::<Weights>() {
@@ -509,7 +585,7 @@ mod tests {
         assert!(Weights::Default.url("resnet34").unwrap().ends_with("resnet34-b627a593.pth"));
         let err = Weights::ImageNet1kV2.url("resnet34").unwrap_err().to_string();
         assert!(err.contains("\"resnet34\"") && err.contains("known: ImageNet1kV1"), "{err}");
-        let err = Weights::ImageNet1kV1.url("vit_b_16").unwrap_err().to_string();
+        let err = Weights::ImageNet1kV1.url("vit_h_14").unwrap_err().to_string();
         assert!(err.contains("none for this model"), "{err}");
     }
 }

@@ -5,7 +5,7 @@
                              three variables)
   torch_hub.py hashes NAME.. JSON list of the hash prefix torch.hub reads from each file name
                              (None where it finds none)
-  torch_hub.py urls          JSON: [model, weights name, url] of every ResNet, ResNeXt, Wide ResNet, MobileNet, ConvNeXt, VGG, AlexNet, SqueezeNet, RegNet, ShuffleNet V2 and MNASNet weights enum
+  torch_hub.py urls          JSON: [model, weights name, url] of every ResNet, ResNeXt, Wide ResNet, MobileNet, ConvNeXt, VGG, AlexNet, SqueezeNet, RegNet, ShuffleNet V2, MNASNet, DenseNet and ViT weights enum
   torch_hub.py sha256 FILE   the file's SHA-256, hex
 """
 import hashlib
@@ -47,7 +47,9 @@ def urls():
         f"regnet_{kind}_{size}" for kind in "yx"
         for size in ("400mf", "800mf", "1_6gf", "3_2gf", "8gf", "16gf", "32gf")] + [
         "regnet_y_128gf", "shufflenet_v2_x0_5", "shufflenet_v2_x1_0", "shufflenet_v2_x1_5",
-        "shufflenet_v2_x2_0", "mnasnet0_5", "mnasnet0_75", "mnasnet1_0", "mnasnet1_3"]
+        "shufflenet_v2_x2_0", "mnasnet0_5", "mnasnet0_75", "mnasnet1_0", "mnasnet1_3",
+        "densenet121", "densenet161", "densenet169", "densenet201", "vit_b_16", "vit_b_32",
+        "vit_l_16", "vit_l_32"]
     for name in names:
         for w in models.get_model_weights(name):
             out.append([name, w.name, w.url])

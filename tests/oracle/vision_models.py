@@ -1,6 +1,8 @@
 """Oracle for tests/parity/vision_models.rs: torchvision's MobileNetV3 and ConvNeXt (any
 get_model name).
 
+  vision_models.py legacy DIR      a DenseNet-121 and a small ViT saved with torchvision's older
+                                    parameter names (DIR/<name>.pth) and their eval logits
   vision_models.py list            JSON: list_models(module=torchvision.models), torchvision's
                                     classification models
   vision_models.py names NAME...    JSON: for every network, its state_dict (name, shape) and
@@ -87,8 +89,49 @@ def one_pass(name, d):
     eval_and_train_pass(m, 5, d)
 
 
+def legacy(d):
+    """torchvision's weights files with the older parameter names its loaders rename: a
+    DenseNet-121 (norm.1, conv.1, ...) and the small Vision Transformer of `pass vit_test`
+    (mlp.linear_1, mlp.linear_2), random, as DIR/<name>.pth, with an input and each one's
+    eval-mode logits in DIR/io.safetensors."""
+    import re
+    from safetensors.torch import save_file
+    from models import random_batchnorm
+    torch.manual_seed(0)
+    nets = {
+        "densenet121": torchvision.models.densenet121(num_classes=5),
+        "vit_test": torchvision.models.VisionTransformer(
+            image_size=64, patch_size=16, num_layers=2, num_heads=4, hidden_dim=64,
+            mlp_dim=128, num_classes=5,
+        ),
+    }
+    torch.nn.init.normal_(nets["vit_test"].heads.head.weight, std=0.5)
+    x = torch.randn(2, 3, 64, 64)
+    io = {"x": x}
+    layer = re.compile(r"^(.*denselayer\d+\.(?:norm|relu|conv))([12])\.(weight|bias|running_mean|running_var|num_batches_tracked)$")
+    mlp = re.compile(r"^(.*\.mlp\.)([03])\.(weight|bias)$")
+    for name, m in nets.items():
+        random_batchnorm(m)
+        m.eval()
+        with torch.no_grad():
+            io[name] = m(x)
+        old = {}
+        for k, v in m.state_dict().items():
+            if (g := layer.match(k)):
+                if g.group(3) != "num_batches_tracked":  # the old files have none
+                    old[f"{g.group(1)}.{g.group(2)}.{g.group(3)}"] = v
+            elif (g := mlp.match(k)):
+                old[f"{g.group(1)}linear_{1 if g.group(2) == '0' else 2}.{g.group(3)}"] = v
+            else:
+                old[k] = v
+        torch.save(old, f"{d}/{name}.pth")
+    save_file(io, f"{d}/io.safetensors")
+
+
 if __name__ == "__main__":
-    if sys.argv[1] == "list":
+    if sys.argv[1] == "legacy":
+        legacy(sys.argv[2])
+    elif sys.argv[1] == "list":
         print(json.dumps(torchvision.models.list_models(module=torchvision.models)))
     elif sys.argv[1] == "names":
         names(sys.argv[2:])

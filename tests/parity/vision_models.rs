@@ -17,10 +17,11 @@ use std::process::Command;
 use tch::nn::{ModuleT, VarStore};
 use tch::{Device, Kind, Tensor};
 use trainbook::models::{
-    alexnet, convnext, densenet, efficientnet, load_safetensors, mnasnet, mobilenet_v2,
-    mobilenet_v3, regnet, shufflenet_v2, squeezenet, state_dict, vgg, vision_transformer, vit,
-    VitConfig, Weights, DENSENET_NAMES, EFFICIENTNET_NAMES, EFFICIENTNET_V2_NAMES, MNASNET_NAMES,
-    PRETRAINED, REGNET_NAMES, RESNET_NAMES, SHUFFLENET_V2_NAMES, VGG_NAMES, VIT_NAMES,
+    alexnet, convnext, densenet, efficientnet, load_safetensors, load_torchvision_file, mnasnet,
+    mobilenet_v2, mobilenet_v3, regnet, shufflenet_v2, squeezenet, state_dict, vgg,
+    vision_transformer, vit, VitConfig, Weights, DENSENET_NAMES, EFFICIENTNET_NAMES,
+    EFFICIENTNET_V2_NAMES, MNASNET_NAMES, PRETRAINED, REGNET_NAMES, RESNET_NAMES,
+    SHUFFLENET_V2_NAMES, VGG_NAMES, VIT_NAMES,
 };
 use trainbook::train::named_parameters;
 
@@ -329,4 +330,30 @@ fn the_recipe_page_lists_every_torchvision_classifier_as_built_or_not_with_its_r
     let count = format!("for the {} models it builds", built.len());
     assert!(page.contains(&count), "the page says {count:?}");
     assert!(page.contains(&format!("of the {} that torchvision", torchvision.len())));
+}
+
+#[test]
+fn torchvisions_older_parameter_names_load_as_its_loaders_rename_them() {
+    let _turn = common::module_turn(module_path!());
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = common::WorkDir::new("legacy-names");
+    oracle(&["legacy", dir.to_str().unwrap()]);
+    let io: BTreeMap<String, Tensor> =
+        common::sorted_tensors(&dir.join("io.safetensors")).into_iter().collect();
+    for name in ["densenet121", "vit_test"] {
+        let threads = tch::get_num_threads();
+        tch::set_num_threads(1);
+        let mut vs = VarStore::new(Device::Cpu);
+        let net = build(&vs, name, 5);
+        let file = dir.join(format!("{name}.pth"));
+        let report = load_torchvision_file(&mut vs, &file, true).unwrap();
+        assert!(report.missing.is_empty(), "{name}: {report:?}");
+        let y = tch::no_grad(|| net.forward_t(&io["x"], false));
+        assert!(y.equal(&io[name]), "{name}: eval logits after loading the older names");
+        tch::set_num_threads(threads);
+        // Loaded as is, the older names do not fit.
+        let mut vs = VarStore::new(Device::Cpu);
+        let _net = build(&vs, name, 5);
+        assert!(trainbook::models::load_weights(&mut vs, &file, true).is_err(), "{name}");
+    }
 }
