@@ -1,5 +1,7 @@
 //! torchvision's `Conv2dNormActivation` (`torchvision.ops.misc`): a convolution without bias
-//! (`0`), its BatchNorm (`1`) and an activation, as the MobileNets build their layers.
+//! (`0`), its BatchNorm (`1`) and an activation, as the MobileNets build their layers; the
+//! same pair as two entries of one `nn.Sequential` (MNASNet, ShuffleNet V2); and
+//! `torchvision.ops.SqueezeExcitation` with its activation and gate.
 use tch::nn;
 use tch::Tensor;
 
@@ -35,6 +37,19 @@ pub(super) enum Act {
     None,
 }
 
+impl Act {
+    /// The activation of `y`.
+    pub(super) fn apply(self, y: Tensor) -> Tensor {
+        match self {
+            Act::Relu => y.relu(),
+            Act::Relu6 => y.relu6(),
+            Act::Hardswish => y.hardswish(),
+            Act::Silu => y.silu(),
+            Act::None => y,
+        }
+    }
+}
+
 /// torchvision's `Conv2dNormActivation`: convolution (`0`), BatchNorm (`1`), activation.
 #[derive(Debug)]
 pub(super) struct ConvBn {
@@ -59,14 +74,7 @@ impl ConvBn {
     }
 
     pub(super) fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
-        let y = xs.apply(&self.conv).apply_t(&self.bn, train);
-        match self.act {
-            Act::Relu => y.relu(),
-            Act::Relu6 => y.relu6(),
-            Act::Hardswish => y.hardswish(),
-            Act::Silu => y.silu(),
-            Act::None => y,
-        }
+        self.act.apply(xs.apply(&self.conv).apply_t(&self.bn, train))
     }
 
     /// The channels this layer puts out.
@@ -85,4 +93,60 @@ pub(super) fn pooled_head(
 ) -> Tensor {
     let x = last.forward_t(x, train).adaptive_avg_pool2d([1, 1]).flatten(1, -1);
     x.dropout(dropout, train).apply(fc)
+}
+
+/// A convolution at `seq / i` and its BatchNorm at `seq / (i + 1)`: two entries of one
+/// `nn.Sequential` (MNASNet's and ShuffleNet V2's layers), without an activation.
+#[derive(Debug)]
+pub(super) struct SeqConvBn {
+    conv: nn::Conv2D,
+    bn: BatchNorm2d,
+}
+
+impl SeqConvBn {
+    /// `conv`, built at `seq / i` with the model's initialisation, and a BatchNorm of its
+    /// output channels with `bn`'s (eps, momentum) at `seq / (i + 1)`.
+    pub(super) fn new(
+        seq: &nn::Path,
+        i: usize,
+        conv: nn::Conv2D,
+        sync: &SyncSlot,
+        bn: (f64, f64),
+    ) -> SeqConvBn {
+        let channels = conv.ws.size()[0];
+        SeqConvBn { conv, bn: BatchNorm2d::with(seq / (i + 1), channels, sync, bn) }
+    }
+
+    pub(super) fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
+        xs.apply(&self.conv).apply_t(&self.bn, train)
+    }
+}
+
+/// The gate of a squeeze-and-excitation (torchvision's `scale_activation`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) enum Gate {
+    Sigmoid,
+    Hardsigmoid,
+}
+
+/// `torchvision.ops.SqueezeExcitation`: the mean over the picture, the 1x1 convolution `fc1`,
+/// `act`, the 1x1 convolution `fc2`, the gate, times the input.
+#[derive(Debug)]
+pub(super) struct SqueezeExcitation {
+    pub(super) fc1: nn::Conv2D,
+    pub(super) fc2: nn::Conv2D,
+    pub(super) act: Act,
+    pub(super) gate: Gate,
+}
+
+impl SqueezeExcitation {
+    pub(super) fn forward(&self, xs: &Tensor) -> Tensor {
+        let scale = self.act.apply(xs.adaptive_avg_pool2d([1, 1]).apply(&self.fc1));
+        let scale = scale.apply(&self.fc2);
+        let scale = match self.gate {
+            Gate::Sigmoid => scale.sigmoid(),
+            Gate::Hardsigmoid => scale.hardsigmoid(),
+        };
+        scale * xs
+    }
 }

@@ -10,7 +10,7 @@ use tch::nn::{self, ModuleT};
 use tch::Tensor;
 
 use super::batch_norm::SyncSlot;
-use super::conv_norm_act::{conv1x1_bias, pooled_head, Act, ConvBn};
+use super::conv_norm_act::{conv1x1_bias, pooled_head, Act, ConvBn, Gate, SqueezeExcitation};
 use super::layers::{linear, make_divisible, stochastic_depth};
 use crate::{Error, Result};
 
@@ -105,13 +105,6 @@ fn size(name: &str) -> Option<(f64, f64, f64, (f64, f64))> {
     })
 }
 
-/// torchvision's `SqueezeExcitation` with SiLU and a sigmoid gate.
-#[derive(Debug)]
-struct SqueezeExcitation {
-    fc1: nn::Conv2D,
-    fc2: nn::Conv2D,
-}
-
 /// torchvision's `MBConv` (`block.0`, `block.1`, ...).
 #[derive(Debug)]
 struct MbConv {
@@ -145,6 +138,8 @@ impl MbConv {
         let se = SqueezeExcitation {
             fc1: conv1x1_bias(&se_path / "fc1", expanded, squeeze),
             fc2: conv1x1_bias(&se_path / "fc2", squeeze, expanded),
+            act: Act::Silu,
+            gate: Gate::Sigmoid,
         };
         let project = ConvBn::new(&next(), (expanded, c_out, 1, 1, 1), Act::None, sync, bn);
         MbConv { expand, depthwise, se, project, residual: stride == 1 && c_in == c_out, drop }
@@ -156,8 +151,7 @@ impl MbConv {
             None => xs.shallow_clone(),
         };
         let y = self.depthwise.forward_t(&y, train);
-        let scale = y.adaptive_avg_pool2d([1, 1]).apply(&self.se.fc1).silu().apply(&self.se.fc2);
-        let y = self.project.forward_t(&(scale.sigmoid() * y), train);
+        let y = self.project.forward_t(&self.se.forward(&y), train);
         if self.residual {
             let mut y = stochastic_depth(y, self.drop, train);
             let _ = y.g_add_(xs);

@@ -7,8 +7,8 @@
 use tch::nn::{self, ModuleT};
 use tch::Tensor;
 
-use super::batch_norm::{BatchNorm2d, SyncSlot};
-use super::conv_norm_act::conv;
+use super::batch_norm::SyncSlot;
+use super::conv_norm_act::{conv, SeqConvBn as ConvNorm};
 use crate::{Error, Result};
 
 /// torchvision's BatchNorm settings for MNASNet: eps 1e-5, momentum `1 - 0.9997`.
@@ -40,21 +40,13 @@ fn round_to_multiple_of(val: f64, divisor: i64) -> i64 {
 
 /// A convolution (Kaiming normal with fan-out, no bias) at `seq / i` and its BatchNorm at
 /// `seq / (i + 1)`.
-#[derive(Debug)]
-struct ConvNorm {
-    conv: nn::Conv2D,
-    bn: BatchNorm2d,
-}
-
-impl ConvNorm {
-    fn new(seq: &nn::Path, i: usize, shape: (i64, i64, i64, i64, i64), sync: &SyncSlot) -> Self {
-        let conv = conv(seq / i, shape);
-        ConvNorm { conv, bn: BatchNorm2d::with(seq / (i + 1), shape.1, sync, BN) }
-    }
-
-    fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
-        xs.apply(&self.conv).apply_t(&self.bn, train)
-    }
+fn conv_bn(
+    seq: &nn::Path,
+    i: usize,
+    shape: (i64, i64, i64, i64, i64),
+    sync: &SyncSlot,
+) -> ConvNorm {
+    ConvNorm::new(seq, i, conv(seq / i, shape), sync, BN)
 }
 
 /// torchvision's MNASNet `_InvertedResidual` (`layers.0` ... `layers.7`).
@@ -75,9 +67,9 @@ impl InvertedResidual {
         let mid = c_in * t;
         let seq = p / "layers";
         InvertedResidual {
-            expand: ConvNorm::new(&seq, 0, (c_in, mid, 1, 1, 1), sync),
-            depthwise: ConvNorm::new(&seq, 3, (mid, mid, k, stride, mid), sync),
-            project: ConvNorm::new(&seq, 6, (mid, c_out, 1, 1, 1), sync),
+            expand: conv_bn(&seq, 0, (c_in, mid, 1, 1, 1), sync),
+            depthwise: conv_bn(&seq, 3, (mid, mid, k, stride, mid), sync),
+            project: conv_bn(&seq, 6, (mid, c_out, 1, 1, 1), sync),
             residual: c_in == c_out && stride == 1,
         }
     }
@@ -136,9 +128,9 @@ pub fn mnasnet(path: &nn::Path, name: &str, classes: i64) -> Result<MnasNet> {
     let sync = SyncSlot::default();
     let layers = path / "layers";
     let stem = [
-        ConvNorm::new(&layers, 0, (3, d[0], 3, 2, 1), &sync),
-        ConvNorm::new(&layers, 3, (d[0], d[0], 3, 1, d[0]), &sync),
-        ConvNorm::new(&layers, 6, (d[0], d[1], 1, 1, 1), &sync),
+        conv_bn(&layers, 0, (3, d[0], 3, 2, 1), &sync),
+        conv_bn(&layers, 3, (d[0], d[0], 3, 1, d[0]), &sync),
+        conv_bn(&layers, 6, (d[0], d[1], 1, 1, 1), &sync),
     ];
     // torchvision's six `_stack`s: kernel, stride, expansion, repeats.
     let stacks =
@@ -152,7 +144,7 @@ pub fn mnasnet(path: &nn::Path, name: &str, classes: i64) -> Result<MnasNet> {
             blocks.push(InvertedResidual::new(&(&stack / j), (c_in, c_out, k, stride, t), &sync));
         }
     }
-    let last = ConvNorm::new(&layers, 14, (d[7], 1280, 1, 1, 1), &sync);
+    let last = conv_bn(&layers, 14, (d[7], 1280, 1, 1, 1), &sync);
     let fc_path = path / "classifier" / 1;
     let bound = 3f64.sqrt() / (classes as f64).sqrt();
     let ws = fc_path.var("weight", &[classes, 1280], nn::Init::Uniform { lo: -bound, up: bound });

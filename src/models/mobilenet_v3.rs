@@ -7,7 +7,7 @@ use tch::nn::{self, ModuleT};
 use tch::Tensor;
 
 use super::batch_norm::SyncSlot;
-use super::conv_norm_act::{conv1x1_bias, Act, ConvBn};
+use super::conv_norm_act::{conv1x1_bias, Act, ConvBn, Gate, SqueezeExcitation};
 use super::layers::linear;
 use super::layers::make_divisible;
 use crate::{Error, Result};
@@ -59,20 +59,6 @@ const SMALL: ([BlockConf; 11], i64) = (
 /// MobileNetV3's BatchNorm: eps 0.001, momentum 0.01.
 const BN: (f64, f64) = (0.001, 0.01);
 
-/// torchvision's `SqueezeExcitation` with a Hardsigmoid scale: `fc2(relu(fc1(avgpool(x))))`.
-#[derive(Debug)]
-struct SqueezeExcitation {
-    fc1: nn::Conv2D,
-    fc2: nn::Conv2D,
-}
-
-impl SqueezeExcitation {
-    fn forward(&self, xs: &Tensor) -> Tensor {
-        let scale = xs.adaptive_avg_pool2d([1, 1]).apply(&self.fc1).relu().apply(&self.fc2);
-        scale.hardsigmoid() * xs
-    }
-}
-
 /// torchvision's `InvertedResidual` (`block.0`, `block.1`, ...).
 #[derive(Debug)]
 struct InvertedResidual {
@@ -103,6 +89,8 @@ impl InvertedResidual {
             SqueezeExcitation {
                 fc1: conv1x1_bias(&p / "fc1", expanded, squeeze),
                 fc2: conv1x1_bias(&p / "fc2", squeeze, expanded),
+                act: Act::Relu,
+                gate: Gate::Hardsigmoid,
             }
         });
         let project = ConvBn::new(&next(), (expanded, c_out, 1, 1, 1), Act::None, sync, BN);

@@ -9,7 +9,7 @@ use tch::nn::{self, ModuleT};
 use tch::{Device, Kind, Tensor};
 
 use super::batch_norm::SyncSlot;
-use super::conv_norm_act::{conv, Act, ConvBn};
+use super::conv_norm_act::{conv, Act, ConvBn, Gate, SqueezeExcitation};
 use super::layers::{conv_default_bias, linear};
 use crate::{Error, Result};
 
@@ -103,21 +103,6 @@ fn make_divisible_by(v: i64, divisor: i64) -> i64 {
     }
 }
 
-/// torchvision's `SqueezeExcitation` with ReLU: 1x1 convolutions `fc1` and `fc2` with biases,
-/// a sigmoid gate.
-#[derive(Debug)]
-struct SqueezeExcitation {
-    fc1: nn::Conv2D,
-    fc2: nn::Conv2D,
-}
-
-impl SqueezeExcitation {
-    fn forward(&self, xs: &Tensor) -> Tensor {
-        let scale = xs.adaptive_avg_pool2d([1, 1]).apply(&self.fc1).relu().apply(&self.fc2);
-        scale.sigmoid() * xs
-    }
-}
-
 /// torchvision's `ResBottleneckBlock` (`proj`, `f.a`, `f.b`, `f.se`, `f.c`).
 #[derive(Debug)]
 struct Block {
@@ -147,6 +132,8 @@ impl Block {
             SqueezeExcitation {
                 fc1: conv_default_bias(conv(&se / "fc1", (w_out, squeeze, 1, 1, 1)), &se / "fc1"),
                 fc2: conv_default_bias(conv(&se / "fc2", (squeeze, w_out, 1, 1, 1)), &se / "fc2"),
+                act: Act::Relu,
+                gate: Gate::Sigmoid,
             }
         });
         let c = ConvBn::new(&(&f / "c"), (w_out, w_out, 1, 1, 1), Act::None, sync, BN);

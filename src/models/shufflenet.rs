@@ -8,7 +8,8 @@
 use tch::nn::{self, ConvConfig, ModuleT};
 use tch::Tensor;
 
-use super::batch_norm::{BatchNorm2d, SyncSlot};
+use super::batch_norm::SyncSlot;
+use super::conv_norm_act::SeqConvBn as ConvNorm;
 use super::layers::{conv2d, linear};
 use crate::{Error, Result};
 
@@ -43,23 +44,14 @@ fn conv(p: nn::Path, (c_in, c_out, k, stride, groups): (i64, i64, i64, i64, i64)
     )
 }
 
-/// A convolution and its BatchNorm, as one step of a branch.
-#[derive(Debug)]
-struct ConvNorm {
-    conv: nn::Conv2D,
-    bn: BatchNorm2d,
-}
-
-impl ConvNorm {
-    /// The convolution at `seq / i`, its BatchNorm at `seq / (i + 1)`.
-    fn new(seq: &nn::Path, i: usize, shape: (i64, i64, i64, i64, i64), sync: &SyncSlot) -> Self {
-        let conv = conv(seq / i, shape);
-        ConvNorm { conv, bn: BatchNorm2d::with(seq / (i + 1), shape.1, sync, BN) }
-    }
-
-    fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
-        xs.apply(&self.conv).apply_t(&self.bn, train)
-    }
+/// The convolution at `seq / i` and its BatchNorm at `seq / (i + 1)`, one step of a branch.
+fn conv_bn(
+    seq: &nn::Path,
+    i: usize,
+    shape: (i64, i64, i64, i64, i64),
+    sync: &SyncSlot,
+) -> ConvNorm {
+    ConvNorm::new(seq, i, conv(seq / i, shape), sync, BN)
 }
 
 /// torchvision's ShuffleNet V2 `InvertedResidual`: `branch1` (downsampling units only:
@@ -76,16 +68,16 @@ impl Unit {
         let branch1 = (stride > 1).then(|| {
             let b = p / "branch1";
             [
-                ConvNorm::new(&b, 0, (c_in, c_in, 3, stride, c_in), sync),
-                ConvNorm::new(&b, 2, (c_in, half, 1, 1, 1), sync),
+                conv_bn(&b, 0, (c_in, c_in, 3, stride, c_in), sync),
+                conv_bn(&b, 2, (c_in, half, 1, 1, 1), sync),
             ]
         });
         let b = p / "branch2";
         let first_in = if stride > 1 { c_in } else { half };
         let branch2 = [
-            ConvNorm::new(&b, 0, (first_in, half, 1, 1, 1), sync),
-            ConvNorm::new(&b, 3, (half, half, 3, stride, half), sync),
-            ConvNorm::new(&b, 5, (half, half, 1, 1, 1), sync),
+            conv_bn(&b, 0, (first_in, half, 1, 1, 1), sync),
+            conv_bn(&b, 3, (half, half, 3, stride, half), sync),
+            conv_bn(&b, 5, (half, half, 1, 1, 1), sync),
         ];
         Unit { branch1, branch2 }
     }
@@ -151,7 +143,7 @@ pub fn shufflenet_v2(path: &nn::Path, name: &str, classes: i64) -> Result<Shuffl
         ))
     })?;
     let sync = SyncSlot::default();
-    let conv1 = ConvNorm::new(&(path / "conv1"), 0, (3, widths[0], 3, 2, 1), &sync);
+    let conv1 = conv_bn(&(path / "conv1"), 0, (3, widths[0], 3, 2, 1), &sync);
     let mut units = Vec::new();
     let mut c_in = widths[0];
     for (s, (repeats, c_out)) in [4, 8, 4].into_iter().zip(&widths[1..4]).enumerate() {
@@ -162,7 +154,7 @@ pub fn shufflenet_v2(path: &nn::Path, name: &str, classes: i64) -> Result<Shuffl
             c_in = *c_out;
         }
     }
-    let conv5 = ConvNorm::new(&(path / "conv5"), 0, (c_in, widths[4], 1, 1, 1), &sync);
+    let conv5 = conv_bn(&(path / "conv5"), 0, (c_in, widths[4], 1, 1, 1), &sync);
     let fc = linear(&(path / "fc"), widths[4], classes);
     Ok(ShuffleNetV2 { conv1, units, conv5, fc })
 }
