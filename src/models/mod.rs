@@ -20,6 +20,7 @@ mod mnist_net;
 mod mobilenet_v2;
 mod mobilenet_v3;
 mod pretrained;
+mod pretrained_files;
 mod regnet;
 mod resnet;
 mod resnet_blocks;

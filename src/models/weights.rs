@@ -275,16 +275,22 @@ pub fn load_safetensors(vs: &mut VarStore, path: &Path, strict: bool) -> Result<
 /// # Ok(()) }
 /// ```
 pub fn load_weights(vs: &mut VarStore, path: impl AsRef<Path>, strict: bool) -> Result<LoadReport> {
-    use std::io::Read;
     let path = path.as_ref();
-    let mut magic = [0u8; 2];
-    let mut file = std::fs::File::open(path).with_path(path)?;
-    let n = file.read(&mut magic).with_path(path)?;
-    if n == 2 && &magic == b"PK" {
+    if is_torch_save(path)? {
         load_state_dict_file(vs, path, strict)
     } else {
         load_safetensors(vs, path, strict)
     }
+}
+
+/// Whether the file at `path` starts as a zip archive, `torch.save`'s format (else it is taken
+/// for safetensors).
+pub(super) fn is_torch_save(path: &Path) -> Result<bool> {
+    use std::io::Read;
+    let mut magic = [0u8; 2];
+    let mut file = std::fs::File::open(path).with_path(path)?;
+    let n = file.read(&mut magic).with_path(path)?;
+    Ok(n == 2 && &magic == b"PK")
 }
 
 /// Loads the state dict of a `torch.save` file into the model (see [`state_dict_of`] for where

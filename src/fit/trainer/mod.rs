@@ -2,19 +2,14 @@
 //! model, the optimizer and the data (in the spirit of Lightning's `Trainer` and burn's
 //! `Learner`).
 
-use tch::nn::VarStore;
 use tch::Device;
 
-use crate::data::{DataLoader, Dataset};
 use crate::dist::Dist;
 use crate::fit::callbacks::{IntoSharedCallback, SharedCallback};
 use crate::fit::config::FitConfig;
-use crate::fit::outcome::FitReport;
 use crate::fit::parts::early_stopping::EarlyStopping;
-use crate::fit::run::{run, Model};
-use crate::train::{DdpOptions, RunStep};
-use crate::train::{GradClip, LrSchedule, Monitor, Optimizer, Precision, ReduceLROnPlateau};
-use crate::Result;
+use crate::train::DdpOptions;
+use crate::train::{GradClip, LrSchedule, Monitor, Precision, ReduceLROnPlateau};
 
 /// A training run on one rank of `dist` (a world of one without a launcher): resume from the
 /// newest intact checkpoint, epochs of training and validation, checkpoints, the metrics log,
@@ -334,74 +329,6 @@ impl Trainer<'_> {
     }
 }
 
-/// The run.
-impl Trainer<'_> {
-    /// Trains `model` (its variables in `vs`, updated by `opt`) on `train`, validating on `val`
-    /// after every epoch. The model is a network (`&net`: its forward pass on the batch's
-    /// images, the run's [`loss`](Self::loss)) or a step of one's own (`&step as &dyn
-    /// TrainStep`: its [`train_step`](crate::train::TrainStep::train_step), and its
-    /// [`eval_step`](crate::train::TrainStep::eval_step) at validation; the run's loss is then not used), for
-    /// a model of several inputs ([`Dataset::extra_inputs`]) or a loss that needs more than the
-    /// output and the target ([`RunStep`]). Either way the run does the rest: DDP over `vs`
-    /// (rank 0's weights go to every rank), mixed precision, accumulation, clipping, EMA, the
-    /// schedule, logs, metrics, checkpoints, resume and pre-emption; it returns the same report
-    /// on every rank. On a CUDA device the loaders deliver pinned batches to it during the run
-    /// ([`pin_memory`](Self::pin_memory)); they deliver where they did before once `fit`
-    /// returns.
-    ///
-    /// A step of one's own (Lightning's `training_step` and `validation_step`, burn's
-    /// `TrainStep` and `ValidStep`):
-    ///
-    /// ```no_run
-    /// use trainbook::prelude::*;
-    /// use trainbook::train::{StepBatch, StepOutput, TrainStep};
-    /// use tch::nn;
-    /// // A network on the images, whose features meet a second input in the head.
-    /// struct TwoInputs<'a> { body: &'a nn::SequentialT, head: &'a nn::Linear }
-    /// impl TrainStep for TwoInputs<'_> {
-    ///     fn train_step(&self, b: &StepBatch<'_>) -> trainbook::Result<StepOutput> {
-    ///         let features = self.body.forward_t(b.images, true);
-    ///         let output = self.head.forward(&Tensor::cat(&[&features, &b.extra_inputs[0]], 1));
-    ///         Ok(StepOutput { loss: output.cross_entropy_for_logits(b.target), output })
-    ///     }
-    ///     fn eval_step(&self, b: &StepBatch<'_>) -> trainbook::Result<StepOutput> {
-    ///         let features = self.body.forward_t(b.images, false);
-    ///         let output = self.head.forward(&Tensor::cat(&[&features, &b.extra_inputs[0]], 1));
-    ///         let loss = CrossEntropyLoss::default().per_sample(&output, b.target);
-    ///         Ok(StepOutput { loss, output })
-    ///     }
-    /// }
-    /// # fn run<D: Dataset + 'static>(dist: &Dist, mut train: DataLoader<D>, mut val: DataLoader<D>, body: nn::SequentialT, head: nn::Linear, mut vs: VarStore) -> trainbook::Result<()> {
-    /// let mut opt = Optimizer::adam(&vs, 1e-3);
-    /// let step = TwoInputs { body: &body, head: &head };
-    /// Trainer::new(dist).epochs(2).fit(&mut vs, &step as &dyn TrainStep, &mut opt, &mut train, &mut val)?;
-    /// # Ok(()) }
-    /// ```
-    pub fn fit<'m, A: Dataset + 'static, B: Dataset + 'static>(
-        &self,
-        vs: &mut VarStore,
-        model: impl Into<RunStep<'m>>,
-        opt: &mut Optimizer,
-        train: &mut DataLoader<A>,
-        val: &mut DataLoader<B>,
-    ) -> Result<FitReport> {
-        // A dev run's settings and its scratch folder (removed when dropped).
-        let dev = self.cfg.fast_dev_run.map(|n| run_control::dev_run(&self.cfg, n)).transpose()?;
-        // overfit_batches: the first batches in order, the loaders' shuffle off for the run.
-        let overfit = run_control::overfit(&self.cfg);
-        let on = (self.dist.device(), self.cfg.pin_memory);
-        let shard =
-            (self.cfg.use_distributed_sampler && self.dist.world_size() > 1).then_some(self.dist);
-        let lent = run_control::Lent::take((train, val), on, overfit.is_some(), shard);
-        let cfg = dev.as_ref().map(|(cfg, _)| cfg).or(overfit.as_ref()).unwrap_or(&self.cfg);
-        let report = model.into().with_loss(&self.cfg.loss, |step| {
-            run(self.dist, cfg, Model { vs, step, opt }, train, val)
-        });
-        lent.give_back((train, val));
-        report
-    }
-}
-
 /// Where a loader that delivers to `loader` delivers during a run on `run`: a CPU loader
 /// delivers to the run's GPU when `pin_memory` is on (pinned, without blocking); any other
 /// combination leaves it as it is.
@@ -423,6 +350,7 @@ pub use predict_stage::TtaView;
 mod own_metrics;
 mod predict_stage;
 mod run_control;
+mod run_verb;
 mod test_stage;
 #[cfg(test)]
 mod tests;

@@ -15,7 +15,9 @@ fn pin_memory_is_on_by_default_and_sends_cpu_loaders_to_the_gpu() {
 
 #[test]
 fn on_the_cpu_pin_memory_changes_nothing() {
-    use crate::data::TensorDataset;
+    use crate::data::{DataLoader, TensorDataset};
+    use crate::train::Optimizer;
+    use tch::nn::VarStore;
     use tch::nn::{linear, seq_t, Path, SequentialT};
     use tch::{Kind, Tensor};
     // No dropout and no shuffle: the runs draw nothing from the CPU generator, which other
